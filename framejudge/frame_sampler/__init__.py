@@ -1,0 +1,32 @@
+"""Frames out of a video, fast and safely: strategies, windows, encoders, an on-disk cache."""
+
+from ..schema import FrameInfo, SamplerParams, Strategy, VideoInfo
+from .cache import FrameCache
+from .encode import contact_sheet, format_timestamp, to_data_url, to_jpeg
+from .errors import (
+    BadDimensions,
+    DecodeFailed,
+    EmptyFile,
+    FileTooLarge,
+    FrameSamplerError,
+    InvalidRequest,
+    NoFrames,
+    NotARegularFile,
+    NotAVideo,
+    NoVideoStream,
+    StreamNotFound,
+    UnsupportedCodec,
+    VideoNotFound,
+    WindowOutOfRange,
+)
+from .probe import Limits
+from .sampler import SampledFrame, SampleResult, SamplingWarning, make_params, sample_frames
+
+__all__ = [
+    "BadDimensions", "DecodeFailed", "EmptyFile", "FileTooLarge", "FrameCache", "FrameInfo",
+    "FrameSamplerError", "InvalidRequest", "Limits", "NoFrames", "NoVideoStream",
+    "NotARegularFile", "NotAVideo", "SampleResult", "SampledFrame", "SamplerParams",
+    "SamplingWarning", "StreamNotFound", "Strategy", "UnsupportedCodec", "VideoInfo",
+    "VideoNotFound", "WindowOutOfRange", "contact_sheet", "format_timestamp", "make_params",
+    "sample_frames", "to_data_url", "to_jpeg",
+]

@@ -1,0 +1,333 @@
+"""GOP-aware decoding of planned frames, and the scene-change pass.
+
+Targets are grouped by the key frame they need. The decoder seeks only when
+the next target's key frame is further ahead than a few packets of decoding,
+otherwise it keeps decoding forward, so N frames cost at most the GOP prefixes
+that hold them (never the whole file, never the same GOP twice). Each pick is
+converted to the output size in one swscale pass as soon as it is final, so
+memory is the picks at output size plus the decoder's own GOP buffers.
+Packet-level damage is caught and reported with the time it happened.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import av
+import av.container
+import numpy as np
+
+from .index import FrameIndex, Timeline
+from .orient import orientation, output_size
+
+# Decoding this many packets forward is cheaper than a seek (flush + lost frame threads).
+SEEK_COST_PACKETS = 24
+# Give up on a stream after this many consecutive undecodable packets.
+MAX_CONSECUTIVE_ERRORS = 64
+
+
+@dataclass
+class Picked:
+    tick: int
+    pts: int
+    keyframe: bool
+    image: np.ndarray
+    rotation: int
+
+
+@dataclass
+class DecodeReport:
+    errors: int = 0
+    first_error_at: float | None = None
+    stopped_at: float | None = None  # where decoding had to stop early
+    messages: list[str] = field(default_factory=list)
+    packets_decoded: int = 0
+    seeks: int = 0
+
+
+class Converter:
+    """Frame -> RGB array at output size, display orientation applied."""
+
+    def __init__(self, sar: Fraction | None, max_side: int):
+        self.sar = sar if sar and sar > 0 and sar != 1 else None
+        self.max_side = max_side
+
+    def __call__(self, frame: av.VideoFrame) -> tuple[np.ndarray, int]:
+        rotation, transform, _ = orientation(frame)
+        w, h = output_size(frame.width, frame.height, self.sar, self.max_side)
+        rgb = frame.reformat(width=w, height=h, format="rgb24", interpolation="AREA").to_ndarray()
+        return transform(rgb), rotation
+
+
+class Collector:
+    """Resolves sorted target times to 'the last decoded frame at or before the target'."""
+
+    def __init__(self, targets: list[tuple[int, int]], convert: Converter):
+        self.targets = targets  # (tick, expected pts), ascending ticks
+        self.next = 0
+        self.candidate: tuple[int, av.VideoFrame] | None = None
+        self.convert = convert
+        self.results: dict[int, Picked | None] = {}  # target position -> frame
+
+    @property
+    def done(self) -> bool:
+        return self.next >= len(self.targets)
+
+    def _finalize(self) -> None:
+        if self.candidate is None:
+            self.results[self.next] = None
+        else:
+            tick, frame = self.candidate
+            image, rotation = self.convert(frame)
+            pts = int(frame.pts) if frame.pts is not None else -1
+            self.results[self.next] = Picked(tick, pts, bool(frame.key_frame), image, rotation)
+        self.next += 1
+
+    def offer(self, tick: int, frame: av.VideoFrame) -> None:
+        while not self.done and tick > self.targets[self.next][0]:
+            self._finalize()
+        if self.done:
+            return
+        self.candidate = (tick, frame)
+        if tick == self.targets[self.next][0]:
+            self._finalize()
+
+    def finish(self) -> None:
+        while not self.done:
+            self._finalize()
+
+
+def _frames(
+    container: av.container.InputContainer,
+    stream: av.video.stream.VideoStream,
+    timeline: Timeline | None,
+    index: FrameIndex,
+    report: DecodeReport,
+) -> Iterator[tuple[int, av.VideoFrame]]:
+    """Decoded frames from the current position, with per-packet error handling."""
+    tb = index.time_base
+    consecutive = 0
+    last_time = 0.0
+    packets = container.demux(stream)
+    while True:
+        try:
+            packet = next(packets)
+        except StopIteration:
+            return
+        except av.error.FFmpegError as exc:
+            report.stopped_at = last_time
+            report.messages.append(
+                f"reading stopped at {last_time:.3f} s: {(exc.strerror or str(exc)).strip()}"
+            )
+            return
+        if packet.pts is not None:
+            last_time = float((packet.pts - index.start_pts) * tb)
+        try:
+            frames = packet.decode()
+            consecutive = 0
+        except av.error.FFmpegError as exc:
+            report.errors += 1
+            consecutive += 1
+            if report.first_error_at is None:
+                report.first_error_at = last_time
+                report.messages.append(
+                    f"undecodable data at {last_time:.3f} s: {(exc.strerror or str(exc)).strip()}"
+                )
+            if consecutive >= MAX_CONSECUTIVE_ERRORS:
+                report.stopped_at = last_time
+                report.messages.append(
+                    f"decoding stopped at {last_time:.3f} s after {consecutive} bad packets in a row"
+                )
+                return
+            continue
+        if packet.size:
+            report.packets_decoded += 1
+        for frame in frames:
+            if frame.pts is None or getattr(frame, "is_corrupt", False):
+                continue
+            pts = int(frame.pts)
+            tick = timeline.ticks(pts) if timeline is not None else pts - index.start_pts
+            yield tick, frame
+
+
+def _segments(index: FrameIndex, picks: list[int]) -> list[tuple[int, list[int]]]:
+    """Group picks into runs decodable without a seek: (seek frame position, pick positions)."""
+    segments: list[tuple[int, list[int]]] = []
+    reach = -1  # furthest decode position the current segment will reach
+    for p in picks:
+        seek_pos = int(index.seek_pos[p])
+        if segments and seek_pos <= reach + SEEK_COST_PACKETS:
+            segments[-1][1].append(p)
+        else:
+            segments.append((p, [p]))
+        reach = max(reach, int(index.decode_pos[p]))
+    return segments
+
+
+def decode_picks(
+    container: av.container.InputContainer,
+    stream: av.video.stream.VideoStream,
+    index: FrameIndex,
+    picks: list[int],
+    convert: Converter,
+    report: DecodeReport,
+    keyframes_only: bool = False,
+) -> dict[int, Picked | None]:
+    """Decode the frames at the given index positions. Returns position -> frame (None if lost)."""
+    if not picks:
+        return {}
+    sequential = index.resets > 0
+    segments = [(picks[0], list(picks))] if sequential or keyframes_only else _segments(index, picks)
+    ctx = stream.codec_context
+    ctx.skip_frame = "NONKEY" if keyframes_only else "DEFAULT"
+    _set_threads(ctx, frame_threads=len(segments) == 1)
+    targets = [(int(index.ticks[p]), int(index.pts[p])) for p in picks]
+    collector = Collector(targets, convert)
+    offsets = {p: i for i, p in enumerate(picks)}
+    timeline = Timeline(index.time_base, index.start_pts, index.step) if sequential else None
+
+    for first, members in segments:
+        last_target = offsets[members[-1]]
+        if collector.next > last_target:
+            continue
+        if sequential or int(index.seek_pos[first]) == 0:
+            _rewind(container, stream, index)
+        else:
+            _seek(container, stream, int(index.seek_pts[first]))
+        report.seeks += 1
+        first_tick = targets[offsets[members[0]]][0]
+        restarted = sequential or int(index.seek_pos[first]) == 0
+        got_any = False
+        frames = _frames(container, stream, timeline, index, report)
+        while True:
+            try:
+                tick, frame = next(frames)
+            except StopIteration:
+                if not got_any and not restarted:
+                    # The demuxer could not seek there (some MPEG-TS): start from the beginning.
+                    restarted = True
+                    _rewind(container, stream, index)
+                    report.seeks += 1
+                    frames = _frames(container, stream, timeline, index, report)
+                    continue
+                break
+            if not got_any:
+                got_any = True
+                if tick > first_tick and not restarted:
+                    # The demuxer landed after the target (some HEVC/MP4 seeks): start over.
+                    restarted = True
+                    frames.close()
+                    _rewind(container, stream, index)
+                    report.seeks += 1
+                    frames = _frames(container, stream, timeline, index, report)
+                    continue
+            collector.offer(tick, frame)
+            if collector.next > last_target:
+                break
+        frames.close()
+        if report.stopped_at is not None:
+            break
+    collector.finish()
+    return {p: collector.results.get(offsets[p]) for p in picks}
+
+
+def _set_threads(ctx: av.codec.context.CodecContext, frame_threads: bool) -> None:
+    """Frame threads speed up long forward runs but their pipeline is thrown away at every
+    seek, so use them only for a single run; the setting can only change before the first decode."""
+    if ctx.is_open:
+        return
+    ctx.thread_type = "AUTO" if frame_threads else "SLICE"
+    ctx.thread_count = 0
+
+
+def _seek(container: av.container.InputContainer, stream: av.video.stream.VideoStream, pts: int) -> None:
+    try:
+        container.seek(pts, stream=stream, backward=True, any_frame=False)
+    except av.error.FFmpegError:
+        container.seek(0, backward=True, any_frame=False)
+
+
+def _rewind(container: av.container.InputContainer, stream: av.video.stream.VideoStream, index: FrameIndex) -> None:
+    """Back to the first packet (the scan left the demuxer at the end of the file)."""
+    try:
+        container.seek(0, backward=True, any_frame=False)
+    except av.error.FFmpegError:
+        container.seek(int(index.start_pts), stream=stream, backward=True, any_frame=False)
+
+
+@dataclass(order=True)
+class _Cut:
+    score: float
+    tick: int
+    picked: Picked = field(compare=False)
+
+
+def scene_pass(
+    container: av.container.InputContainer,
+    stream: av.video.stream.VideoStream,
+    index: FrameIndex,
+    first: int,
+    last: int,
+    budget: int,
+    threshold: float,
+    fallback: list[int],
+    convert: Converter,
+    report: DecodeReport,
+) -> tuple[list[Picked], dict[int, Picked | None]]:
+    """One forward pass over [first, last]: the `budget` strongest cuts above `threshold`
+    (frames right after a change, by mean absolute luma difference on 64x36 thumbnails),
+    and the fallback frames, resolved in the same pass."""
+    sequential = index.resets > 0
+    timeline = Timeline(index.time_base, index.start_pts, index.step) if sequential else None
+    if sequential or int(index.seek_pos[first]) == 0:
+        _rewind(container, stream, index)
+    else:
+        _seek(container, stream, int(index.seek_pts[first]))
+    report.seeks += 1
+    stream.codec_context.skip_frame = "DEFAULT"
+    _set_threads(stream.codec_context, frame_threads=True)
+    start_tick, end_tick = int(index.ticks[first]), int(index.ticks[last])
+    targets = [(int(index.ticks[p]), int(index.pts[p])) for p in fallback]
+    collector = Collector(targets, convert)
+    heap: list[_Cut] = []
+    prev_thumb: np.ndarray | None = None
+    prev_score = 0.0
+    pending: tuple[float, int, av.VideoFrame] | None = None  # a rising score awaiting its peak test
+    for tick, frame in _frames(container, stream, timeline, index, report):
+        collector.offer(tick, frame)
+        if tick < start_tick:
+            continue
+        if tick > end_tick:
+            break
+        thumb = frame.reformat(width=64, height=36, format="gray").to_ndarray().astype(np.int16)
+        score = 0.0 if prev_thumb is None else float(np.abs(thumb - prev_thumb).mean()) / 255.0
+        prev_thumb = thumb
+        if pending is not None:
+            p_score, p_tick, p_frame = pending
+            if p_score >= score:  # local peak: a cut, not the middle of a fade
+                _keep(heap, p_score, p_tick, p_frame, budget, convert)
+            pending = None
+        if score >= threshold and score > prev_score:
+            pending = (score, tick, frame)
+        prev_score = score
+    if pending is not None:
+        _keep(heap, pending[0], pending[1], pending[2], budget, convert)
+    collector.finish()
+    cuts = [c.picked for c in sorted(heap, key=lambda c: c.tick)]
+    return cuts, {p: collector.results.get(i) for i, p in enumerate(fallback)}
+
+
+def _keep(heap: list[_Cut], score: float, tick: int, frame: av.VideoFrame, budget: int, convert: Converter) -> None:
+    if budget <= 0:
+        return
+    if len(heap) >= budget and score <= heap[0].score:
+        return
+    image, rotation = convert(frame)
+    cut = _Cut(score, tick, Picked(tick, int(frame.pts), bool(frame.key_frame), image, rotation))
+    if len(heap) >= budget:
+        heapq.heapreplace(heap, cut)
+    else:
+        heapq.heappush(heap, cut)

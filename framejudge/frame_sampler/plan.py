@@ -1,0 +1,147 @@
+"""Which frames to return: windows and strategies, worked out on the index alone.
+
+Everything here is in timestamps, never in frame numbers times an average rate:
+"the frame at t" is the last frame whose presentation time is <= t, so a
+window that ends when a question was asked never shows what came after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..schema import SamplerParams, Strategy
+from .errors import WindowOutOfRange
+from .index import FrameIndex
+
+# A question asked this long after the last frame still counts as asked "at the end".
+END_TOLERANCE = 1.0
+
+
+@dataclass(frozen=True)
+class Window:
+    start: float
+    end: float
+    end_at: float | None  # the question time when the window was given by end_at
+
+
+@dataclass
+class Plan:
+    picks: list[int]  # index positions, ascending
+    reasons: dict[int, str]
+    window: Window
+    warnings: list[str]
+
+
+def resolve_window(params: SamplerParams, index: FrameIndex, path: str) -> tuple[Window, list[str]]:
+    duration = index.duration
+    warnings: list[str] = []
+    if params.end_at is not None:
+        t = params.end_at
+        if t > duration + END_TOLERANCE:
+            raise WindowOutOfRange(
+                f"question time end_at={t:g} s is after the end of the clip ({duration:.3f} s)",
+                path,
+            )
+        if t > duration:
+            warnings.append(f"end_at={t:g} s is just past the clip end ({duration:.3f} s); using the end")
+            t = duration
+        return Window(max(0.0, t - params.lookback), t, t), warnings
+    start = params.start if params.start is not None else 0.0
+    end = params.end if params.end is not None else duration
+    if start >= duration:
+        raise WindowOutOfRange(
+            f"window starts at {start:g} s but the clip ends at {duration:.3f} s", path
+        )
+    if end > duration + END_TOLERANCE:
+        warnings.append(f"window end {end:g} s clipped to the clip end ({duration:.3f} s)")
+    return Window(start, min(end, duration), None), warnings
+
+
+def _in_window(index: FrameIndex, window: Window) -> np.ndarray:
+    """Positions of frames on screen at some moment of the window (never after its end)."""
+    first = index.frame_at(window.start)
+    if window.end_at is not None:
+        last = index.frame_at(window.end)
+    else:
+        # Frames starting strictly before the end, plus the one on screen at the start.
+        tick = window.end / float(index.time_base)
+        last = int(np.searchsorted(index.ticks, tick, side="left")) - 1
+        last = max(last, first)
+    return np.arange(first, last + 1)
+
+
+def _thin(candidates: np.ndarray, n: int) -> np.ndarray:
+    """n evenly spaced members of candidates (all of them if there are no more than n)."""
+    if len(candidates) <= n:
+        return candidates
+    pos = np.round(np.linspace(0, len(candidates) - 1, n)).astype(int)
+    return candidates[np.unique(pos)]
+
+
+def _targets(window: Window, n: int) -> np.ndarray:
+    """n target times: centres of n equal bins, or evenly up to and including end_at."""
+    if window.end_at is not None:
+        if n == 1 or window.end <= window.start:
+            return np.array([window.end])
+        return np.linspace(window.start, window.end, n)
+    width = (window.end - window.start) / n
+    return window.start + width * (np.arange(n) + 0.5)
+
+
+def _picks_for_times(index: FrameIndex, times: np.ndarray) -> list[int]:
+    return sorted({index.frame_at(float(t)) for t in times})
+
+
+def plan(params: SamplerParams, index: FrameIndex, path: str) -> Plan:
+    window, warnings = resolve_window(params, index, path)
+    in_window = _in_window(index, window)
+    n = params.n
+    reasons: dict[int, str] = {}
+    strategy = params.strategy
+
+    if strategy is Strategy.uniform or strategy is Strategy.scene:
+        # Scene picks are found while decoding; uniform picks are its fallback and filler.
+        if len(in_window) <= n:
+            picks = [int(i) for i in in_window]
+        else:
+            picks = _picks_for_times(index, _targets(window, n))
+        label = "uniform"
+    elif strategy is Strategy.fps:
+        assert params.fps is not None
+        step = 1.0 / params.fps
+        if window.end_at is not None:
+            times = window.end - step * np.arange(int((window.end - window.start) / step) + 1)
+        else:
+            times = window.start + step * np.arange(max(1, int(np.ceil((window.end - window.start) / step))))
+        picks_all = np.array(_picks_for_times(index, times))
+        picks = [int(i) for i in _thin(picks_all, n)]
+        if len(picks_all) > n:
+            warnings.append(
+                f"{params.fps:g} fps over {window.end - window.start:.1f} s wants "
+                f"{len(picks_all)} frames; thinned to the budget of {n}"
+            )
+        label = "fps"
+    else:  # keyframes
+        keys = in_window[index.key[in_window]]
+        budget = n - 1 if window.end_at is not None else n
+        picks = [int(i) for i in _thin(keys, max(budget, 0))] if budget > 0 else []
+        label = "keyframe"
+        if not picks and window.end_at is None:
+            # No key frame inside the window: the frame on screen at its start is the best proxy.
+            picks = [int(in_window[0])]
+            warnings.append("no key frame in the window; returned the frame at its start")
+
+    for i in picks:
+        reasons[i] = label
+    if window.end_at is not None:
+        last = index.frame_at(window.end)
+        if last not in reasons:
+            if len(picks) >= n:
+                reasons.pop(picks[-1], None)
+                picks = picks[:-1]
+            picks.append(last)
+        reasons[last] = "end_at"
+        picks = sorted(set(picks))
+    return Plan(picks=picks, reasons=reasons, window=window, warnings=warnings)

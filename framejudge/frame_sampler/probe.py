@@ -1,0 +1,130 @@
+"""Checks made before any decoding: the path, the container, the stream, the declared size."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import av
+import av.container
+
+from .errors import (
+    BadDimensions,
+    EmptyFile,
+    FileTooLarge,
+    NotARegularFile,
+    NotAVideo,
+    NoVideoStream,
+    StreamNotFound,
+    UnsupportedCodec,
+    VideoNotFound,
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Input limits. Defaults admit 8K video and reject pixel bombs before any decoding."""
+
+    max_file_bytes: int = 20 * 1024**3
+    max_pixels: int = 7680 * 4320 * 5 // 4
+    max_aspect: float = 100.0
+
+
+def check_path(path: str | os.PathLike[str], limits: Limits) -> Path:
+    """Stat the path (never open it blindly: a FIFO would block forever)."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise VideoNotFound("file not found", str(p)) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotARegularFile("symbolic link loop", str(p)) from None
+        raise VideoNotFound(f"cannot read file: {exc.strerror}", str(p)) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise NotARegularFile("is a directory, not a video file", str(p))
+    if not stat.S_ISREG(st.st_mode):
+        kind = "named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else "special file"
+        raise NotARegularFile(f"is a {kind}, not a regular file", str(p))
+    if st.st_size == 0:
+        raise EmptyFile("file is empty (0 bytes)", str(p))
+    if st.st_size > limits.max_file_bytes:
+        raise FileTooLarge(
+            f"file is {st.st_size / 1024**3:.1f} GiB, above the limit of "
+            f"{limits.max_file_bytes / 1024**3:.1f} GiB",
+            str(p),
+        )
+    if not os.access(p, os.R_OK):
+        raise VideoNotFound("permission denied", str(p))
+    return p
+
+
+def open_container(path: Path) -> av.container.InputContainer:
+    try:
+        return av.open(str(path), mode="r", metadata_errors="ignore")
+    except av.error.FFmpegError as exc:
+        detail = (exc.strerror or str(exc)).strip()
+        raise NotAVideo(
+            f"not a readable media file ({detail}); truncated downloads and HTML error pages "
+            "saved as video look like this",
+            str(path),
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NotAVideo(f"cannot open as media: {exc}", str(path)) from None
+
+
+def video_streams(container: av.container.InputContainer) -> list[av.video.stream.VideoStream]:
+    """Video streams other than attached pictures (cover art, thumbnails)."""
+    return [s for s in container.streams.video if not _is_attached_picture(s)]
+
+
+def _is_attached_picture(stream: av.video.stream.VideoStream) -> bool:
+    try:
+        return bool(stream.disposition & av.stream.Disposition.attached_pic)
+    except (AttributeError, TypeError):
+        return False
+
+
+def candidate_streams(
+    container: av.container.InputContainer, path: Path, choice: int | None
+) -> list[av.video.stream.VideoStream]:
+    """The stream the caller chose, or every candidate (the scan picks the main one)."""
+    streams = video_streams(container)
+    if not streams:
+        kinds = sorted({s.type for s in container.streams}) or ["none"]
+        raise NoVideoStream(f"no video stream (streams found: {', '.join(kinds)})", str(path))
+    if choice is not None:
+        if choice >= len(streams):
+            raise StreamNotFound(
+                f"video stream {choice} requested but the file has {len(streams)} "
+                f"(indices 0-{len(streams) - 1})",
+                str(path),
+            )
+        return [streams[choice]]
+    return streams
+
+
+def check_stream(stream: av.video.stream.VideoStream, path: Path, limits: Limits) -> None:
+    """Reject what cannot or must not be decoded, from the header alone."""
+    ctx = stream.codec_context
+    if ctx is None or not ctx.name:
+        raise UnsupportedCodec("no decoder for this video stream's codec", str(path))
+    w, h = ctx.width, ctx.height
+    if w <= 0 or h <= 0:
+        raise BadDimensions(f"video stream declares a frame size of {w}x{h}", str(path))
+    if w * h > limits.max_pixels:
+        raise BadDimensions(
+            f"frame size {w}x{h} ({w * h / 1e6:.0f} Mpixel) is above the limit of "
+            f"{limits.max_pixels / 1e6:.0f} Mpixel",
+            str(path),
+        )
+    aspect = max(w, h) / min(w, h)
+    if aspect > limits.max_aspect:
+        raise BadDimensions(
+            f"frame size {w}x{h} has an aspect ratio of {aspect:.0f}:1, above the limit of "
+            f"{limits.max_aspect:.0f}:1",
+            str(path),
+        )

@@ -1,0 +1,294 @@
+"""sample_frames: the one entry point. Validate, scan, plan, decode, cache."""
+
+from __future__ import annotations
+
+import os
+import warnings as pywarnings
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Literal
+
+import av
+import numpy as np
+from PIL import Image
+from pydantic import ValidationError
+
+from ..schema import FrameInfo, SamplerParams, Strategy, VideoInfo
+from .cache import FrameCache
+from .decode import Converter, DecodeReport, Picked, decode_picks, scene_pass
+from .errors import DecodeFailed, InvalidRequest, NoFrames
+from .index import build_index, scan
+from .orient import display_size
+from .plan import Plan, plan
+from .probe import Limits, candidate_streams, check_path, check_stream, open_container
+
+
+class SamplingWarning(UserWarning):
+    """Raised through `warnings` when frames came back but something was wrong with the input."""
+
+
+@dataclass
+class SampledFrame:
+    info: FrameInfo
+    image: np.ndarray  # RGB, uint8, (height, width, 3), display orientation
+
+    @property
+    def timestamp(self) -> float:
+        return self.info.timestamp
+
+    def to_pil(self) -> Image.Image:
+        return Image.fromarray(self.image)
+
+
+@dataclass
+class SampleResult:
+    frames: list[SampledFrame]
+    video: VideoInfo
+    params: SamplerParams
+    window: tuple[float, float]
+    warnings: list[str] = field(default_factory=list)
+    from_cache: bool = False
+
+    @property
+    def timestamps(self) -> list[float]:
+        return [f.info.timestamp for f in self.frames]
+
+
+_DEFAULT_CACHE: dict[str, FrameCache] = {}
+
+
+def _resolve_cache(cache: FrameCache | Literal["default"] | None) -> FrameCache | None:
+    if cache != "default":
+        return cache  # type: ignore[return-value]
+    if os.environ.get("FRAMEJUDGE_NO_CACHE"):
+        return None
+    from .cache import default_cache_dir
+
+    key = str(default_cache_dir())
+    if key not in _DEFAULT_CACHE:
+        _DEFAULT_CACHE[key] = FrameCache(key)
+    return _DEFAULT_CACHE[key]
+
+
+def make_params(params: SamplerParams | None = None, **overrides: Any) -> SamplerParams:
+    """Build sampler parameters, turning validation failures into InvalidRequest."""
+    try:
+        if params is None:
+            return SamplerParams(**overrides)
+        return params.model_copy(update=overrides) if not overrides else SamplerParams(
+            **{**params.model_dump(), **overrides}
+        )
+    except ValidationError as exc:
+        reasons = "; ".join(
+            (e["msg"].removeprefix("Value error, ") + (f" ({'.'.join(map(str, e['loc']))})" if e["loc"] else ""))
+            for e in exc.errors()
+        )
+        raise InvalidRequest(reasons) from None
+
+
+def sample_frames(
+    path: str | os.PathLike[str],
+    params: SamplerParams | None = None,
+    *,
+    cache: FrameCache | Literal["default"] | None = "default",
+    limits: Limits = Limits(),
+    **overrides: Any,
+) -> SampleResult:
+    """Sample frames from a video.
+
+    `params` (or keyword overrides such as ``strategy="uniform", n=8, end_at=42.5``)
+    decide which frames; `cache` is a FrameCache, "default" (the user cache
+    directory, or FRAMEJUDGE_CACHE_DIR) or None. Raises a FrameSamplerError
+    subclass with a plain message for any bad input; recoverable damage comes
+    back as `warnings` on the result (and as SamplingWarning).
+    """
+    params = make_params(params, **overrides)
+    p = check_path(path, limits)
+    store = _resolve_cache(cache)
+    sha = store.file_hash(p) if store else None
+    key = FrameCache.key(sha, params, limits) if store and sha else None
+    if store and key:
+        hit = store.get(key)
+        if hit is not None:
+            hit.video.path = str(p)
+            hit.from_cache = True
+            return hit
+    if sha is None:
+        from .cache import file_sha256
+
+        sha = file_sha256(p)
+    result = _sample(p, params, limits, sha)
+    if store and key:
+        store.put(key, result)
+    for w in result.warnings:
+        pywarnings.warn(f"{p}: {w}", SamplingWarning, stacklevel=2)
+    return result
+
+
+def _sample(p: Path, params: SamplerParams, limits: Limits, sha: str) -> SampleResult:
+    container = open_container(p)
+    try:
+        candidates = candidate_streams(container, p, params.stream)
+        main, packets, damage = scan(container, candidates)
+        position = [s.index for s in candidates].index(main.index)
+        if params.stream is not None:
+            position = params.stream
+        index = build_index(main, packets, damage, position)
+        if len(index) == 0:
+            if damage:
+                raise NoFrames(f"no readable frames: the container is damaged ({damage})", str(p))
+            raise NoFrames("the video stream holds no frames", str(p))
+        check_stream(main, p, limits)
+        the_plan = plan(params, index, str(p))
+        sar = main.sample_aspect_ratio or main.codec_context.sample_aspect_ratio
+        convert = Converter(Fraction(sar) if sar else None, params.max_side)
+        report = DecodeReport()
+        frames, rotation = _decode(container, main, index, the_plan, params, convert, report)
+    finally:
+        container.close()
+
+    warnings_out = index.warnings + the_plan.warnings + report.messages
+    if not frames:
+        detail = "; ".join(report.messages) or "the decoder returned no pictures"
+        raise DecodeFailed(f"no frame could be decoded ({detail})", str(p))
+    lost = report.errors
+    if lost and report.first_error_at is not None and report.messages:
+        warnings_out.append(f"{lost} packet(s) could not be decoded; nearby frames were used instead")
+
+    ctx = main.codec_context
+    disp_w, disp_h = display_size(
+        ctx.width, ctx.height, convert.sar, swap=rotation in (90, 270)
+    )
+    rate = main.average_rate or main.guessed_rate
+    video = VideoInfo(
+        path=str(p),
+        sha256=sha,
+        container=container.format.name,
+        codec=ctx.name,
+        stream_index=index.stream_index,
+        width=ctx.width,
+        height=ctx.height,
+        display_width=disp_w,
+        display_height=disp_h,
+        rotation=rotation,
+        duration=round(index.duration, 6),
+        frame_count=len(index),
+        keyframe_count=int(index.key.sum()),
+        average_fps=float(rate) if rate else None,
+        start_pts=index.start_pts,
+        time_base=str(index.time_base),
+    )
+    return SampleResult(
+        frames=frames,
+        video=video,
+        params=params,
+        window=(the_plan.window.start, the_plan.window.end),
+        warnings=list(dict.fromkeys(warnings_out)),
+    )
+
+
+def _decode(
+    container: av.container.InputContainer,
+    stream: av.video.stream.VideoStream,
+    index: Any,
+    the_plan: Plan,
+    params: SamplerParams,
+    convert: Converter,
+    report: DecodeReport,
+) -> tuple[list[SampledFrame], int]:
+    """Decode the plan; returns the frames in time order and the display rotation applied."""
+    picked: dict[int, tuple[Picked, str]] = {}  # tick -> (frame, reason)
+
+    def add(p: Picked | None, reason: str) -> None:
+        if p is None:
+            return
+        if p.tick in picked:
+            old_reason = picked[p.tick][1]
+            if reason not in old_reason.split("+"):
+                picked[p.tick] = (picked[p.tick][0], f"{old_reason}+{reason}")
+        else:
+            picked[p.tick] = (p, reason)
+
+    if params.strategy is Strategy.scene:
+        window_frames = list(the_plan.picks)
+        first = index.frame_at(the_plan.window.start)
+        last = index.frame_at(the_plan.window.end) if the_plan.window.end_at is not None else max(
+            first, int(np.searchsorted(index.ticks, the_plan.window.end / float(index.time_base), "left")) - 1
+        )
+        end_pick = [i for i in window_frames if the_plan.reasons[i] == "end_at"]
+        budget = params.n - len(end_pick)
+        cuts, fallback = scene_pass(
+            container, stream, index, first, last, budget, params.scene_threshold,
+            window_frames, convert, report,
+        )
+        for c in cuts:
+            add(c, "scene")
+        for i in end_pick:
+            add(fallback.get(i), "end_at")
+        if len(cuts) < budget:
+            report.messages.append(
+                f"{len(cuts)} scene change(s) found for a budget of {params.n}; "
+                "the rest are uniform frames"
+            )
+            fill = [i for i in window_frames if i not in end_pick]
+            need = budget - len(cuts)
+            taken = 0
+            for i in _spread(fill, len(fill)):
+                f = fallback.get(i)
+                if f is None or f.tick in picked:
+                    continue
+                add(f, "uniform")
+                taken += 1
+                if taken >= need:
+                    break
+    elif params.strategy is Strategy.keyframes:
+        keys = [i for i in the_plan.picks if the_plan.reasons[i] != "end_at"]
+        exact = [i for i in the_plan.picks if the_plan.reasons[i] == "end_at"]
+        got = decode_picks(container, stream, index, keys, convert, report, keyframes_only=True)
+        for i in keys:
+            add(got.get(i), "keyframe")
+        if exact:
+            got = decode_picks(container, stream, index, exact, convert, report)
+            for i in exact:
+                add(got.get(i), "end_at")
+    else:
+        got = decode_picks(container, stream, index, the_plan.picks, convert, report)
+        for i in the_plan.picks:
+            add(got.get(i), the_plan.reasons[i])
+        missing = [i for i in the_plan.picks if got.get(i) is not None and got[i].tick != int(index.ticks[i])]
+        if missing:
+            report.messages.append(
+                f"{len(missing)} planned frame(s) could not be decoded; the last good frame before "
+                "each was used"
+            )
+
+    ticks_sorted = sorted(picked)
+    tb = float(index.time_base)
+    position = {int(t): i for i, t in enumerate(index.ticks)}
+    out: list[SampledFrame] = []
+    rotation = 0
+    for tick in ticks_sorted:
+        p, reason = picked[tick]
+        rotation = p.rotation
+        h, w = p.image.shape[:2]
+        info = FrameInfo(
+            timestamp=round(tick * tb, 6),
+            pts=p.pts,
+            index=position.get(tick),
+            keyframe=p.keyframe,
+            width=w,
+            height=h,
+            reason=reason,
+        )
+        out.append(SampledFrame(info=info, image=p.image))
+    # Budget is a hard limit whatever happened above.
+    out = out[: params.n] if len(out) <= params.n else [out[i] for i in _spread(list(range(len(out))), params.n)]
+    return out, rotation
+
+
+def _spread(items: list[int], n: int) -> list[int]:
+    if len(items) <= n:
+        return list(items)
+    pos = np.unique(np.round(np.linspace(0, len(items) - 1, n)).astype(int))
+    return [items[i] for i in pos]
