@@ -67,5 +67,6 @@ class FrameCache:
     def close(self) -> None:
         self._cache.close()
 
-    def __len__(self) -> int:
+    def count(self) -> int:
+        """Number of cached sampling results."""
         return sum(1 for k in self._cache.iterkeys() if isinstance(k, str) and k.startswith("frames:"))

@@ -52,14 +52,19 @@ def contact_sheet(
     if cols <= 0:
         raise InvalidRequest(f"columns must be >= 1, got {cols}")
     rows = math.ceil(len(images) / cols)
-    caption = max(12, cell // 12)
-    font = ImageFont.load_default(size=caption)
-    sheet = Image.new("RGB", (cols * cell, rows * (cell + caption + 6)), "black")
-    draw = ImageDraw.Draw(sheet)
-    for i, (img, t) in enumerate(zip(images, timestamps)):
+    thumbs = []
+    for img in images:
         pil = Image.fromarray(img)
         pil.thumbnail((cell, cell))
-        x, y = (i % cols) * cell, (i // cols) * (cell + caption + 6)
-        sheet.paste(pil, (x + (cell - pil.width) // 2, y + (cell - pil.height) // 2))
-        draw.text((x + 4, y + cell + 2), format_timestamp(t), fill="white", font=font)
+        thumbs.append(pil)
+    cell_h = max(t.height for t in thumbs)
+    caption = max(12, cell // 14)
+    font = ImageFont.load_default(size=caption)
+    row_h = cell_h + caption + 8
+    sheet = Image.new("RGB", (cols * cell, rows * row_h), "black")
+    draw = ImageDraw.Draw(sheet)
+    for i, (pil, t) in enumerate(zip(thumbs, timestamps)):
+        x, y = (i % cols) * cell, (i // cols) * row_h
+        sheet.paste(pil, (x + (cell - pil.width) // 2, y + (cell_h - pil.height) // 2))
+        draw.text((x + 4, y + cell_h + 3), format_timestamp(t), fill="white", font=font)
     return sheet

@@ -94,7 +94,9 @@ def candidate_streams(
     """The stream the caller chose, or every candidate (the scan picks the main one)."""
     streams = video_streams(container)
     if not streams:
-        kinds = sorted({s.type for s in container.streams}) or ["none"]
+        kinds = sorted({s.type for s in container.streams})
+        if not kinds:
+            raise NoVideoStream("no video stream: the container holds no streams at all", str(path))
         raise NoVideoStream(f"no video stream (streams found: {', '.join(kinds)})", str(path))
     if choice is not None:
         if choice >= len(streams):

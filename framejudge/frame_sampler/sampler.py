@@ -15,7 +15,7 @@ from PIL import Image
 from pydantic import ValidationError
 
 from ..schema import FrameInfo, SamplerParams, Strategy, VideoInfo
-from .cache import FrameCache
+from .cache import FrameCache, default_cache_dir, file_sha256
 from .decode import Converter, DecodeReport, Picked, decode_picks, scene_pass
 from .errors import DecodeFailed, InvalidRequest, NoFrames
 from .index import build_index, scan
@@ -49,6 +49,8 @@ class SampleResult:
     window: tuple[float, float]
     warnings: list[str] = field(default_factory=list)
     from_cache: bool = False
+    packets_decoded: int = 0  # decoder work this result cost (0 when it came from the cache)
+    seeks: int = 0
 
     @property
     def timestamps(self) -> list[float]:
@@ -63,8 +65,6 @@ def _resolve_cache(cache: FrameCache | Literal["default"] | None) -> FrameCache 
         return cache  # type: ignore[return-value]
     if os.environ.get("FRAMEJUDGE_NO_CACHE"):
         return None
-    from .cache import default_cache_dir
-
     key = str(default_cache_dir())
     if key not in _DEFAULT_CACHE:
         _DEFAULT_CACHE[key] = FrameCache(key)
@@ -106,21 +106,22 @@ def sample_frames(
     params = make_params(params, **overrides)
     p = check_path(path, limits)
     store = _resolve_cache(cache)
-    sha = store.file_hash(p) if store else None
-    key = FrameCache.key(sha, params, limits) if store and sha else None
-    if store and key:
+    sha = store.file_hash(p) if store is not None else None
+    key = FrameCache.key(sha, params, limits) if store is not None and sha else None
+    result: SampleResult | None = None
+    if store is not None and key:
         hit = store.get(key)
         if hit is not None:
             hit.video.path = str(p)
             hit.from_cache = True
-            return hit
-    if sha is None:
-        from .cache import file_sha256
-
-        sha = file_sha256(p)
-    result = _sample(p, params, limits, sha)
-    if store and key:
-        store.put(key, result)
+            hit.packets_decoded = hit.seeks = 0
+            result = hit
+    if result is None:
+        if sha is None:
+            sha = file_sha256(p)
+        result = _sample(p, params, limits, sha)
+        if store is not None and key:
+            store.put(key, result)
     for w in result.warnings:
         pywarnings.warn(f"{p}: {w}", SamplingWarning, stacklevel=2)
     return result
@@ -185,6 +186,8 @@ def _sample(p: Path, params: SamplerParams, limits: Limits, sha: str) -> SampleR
         params=params,
         window=(the_plan.window.start, the_plan.window.end),
         warnings=list(dict.fromkeys(warnings_out)),
+        packets_decoded=report.packets_decoded,
+        seeks=report.seeks,
     )
 
 

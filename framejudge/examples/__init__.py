@@ -1,0 +1,1 @@
+"""Bundled example clips and the PyAV writer that makes them."""
