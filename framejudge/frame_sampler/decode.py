@@ -46,6 +46,7 @@ class DecodeReport:
     messages: list[str] = field(default_factory=list)
     packets_decoded: int = 0
     seeks: int = 0
+    skipped: int = 0  # decoded pictures not used: damaged, or depending on damaged data
 
 
 class Converter:
@@ -91,6 +92,8 @@ class Collector:
             self._finalize()
         if self.done:
             return
+        if self.candidate is not None and tick < self.candidate[0]:
+            return  # out of order beyond the reorder buffer: keep the later frame
         self.candidate = (tick, frame)
         if tick == self.targets[self.next][0]:
             self._finalize()
@@ -107,22 +110,30 @@ def _frames(
     index: FrameIndex,
     report: DecodeReport,
 ) -> Iterator[tuple[int, av.VideoFrame]]:
-    """Decoded frames from the current position, with per-packet error handling."""
+    """Decoded frames from the current position in presentation order, with per-packet
+    error handling. Some streams under-declare their reorder delay and the decoder emits
+    frames out of order; a buffer as deep as the index's worst reordering puts them back."""
     tb = index.time_base
     consecutive = 0
     last_time = 0.0
+    # has_b_frames is set for streams that may reorder even when the file's timestamps
+    # do not show it (pts written equal to dts): allow a few frames of slack there.
+    depth = max(index.reorder_depth, 4 if stream.codec_context.has_b_frames else 0)
+    buffer: list[tuple[int, int, av.VideoFrame]] = []
+    seq = 0
+    tainted = False  # after undecodable data, frames refer to damaged pictures until a key frame
     packets = container.demux(stream)
     while True:
         try:
             packet = next(packets)
         except StopIteration:
-            return
+            break
         except av.error.FFmpegError as exc:
             report.stopped_at = last_time
             report.messages.append(
                 f"reading stopped at {last_time:.3f} s: {(exc.strerror or str(exc)).strip()}"
             )
-            return
+            break
         if packet.pts is not None:
             last_time = float((packet.pts - index.start_pts) * tb)
         try:
@@ -131,26 +142,41 @@ def _frames(
         except av.error.FFmpegError as exc:
             report.errors += 1
             consecutive += 1
+            tainted = True
             if report.first_error_at is None:
                 report.first_error_at = last_time
                 report.messages.append(
-                    f"undecodable data at {last_time:.3f} s: {(exc.strerror or str(exc)).strip()}"
+                    f"undecodable data at {last_time:.3f} s ({(exc.strerror or str(exc)).strip()}); "
+                    "pictures after it are not used until the next key frame"
                 )
             if consecutive >= MAX_CONSECUTIVE_ERRORS:
                 report.stopped_at = last_time
                 report.messages.append(
                     f"decoding stopped at {last_time:.3f} s after {consecutive} bad packets in a row"
                 )
-                return
+                break
             continue
         if packet.size:
             report.packets_decoded += 1
         for frame in frames:
-            if frame.pts is None or getattr(frame, "is_corrupt", False):
+            if frame.key_frame:
+                tainted = False
+            if frame.pts is None or tainted or getattr(frame, "is_corrupt", False):
+                report.skipped += 1
                 continue
             pts = int(frame.pts)
             tick = timeline.ticks(pts) if timeline is not None else pts - index.start_pts
-            yield tick, frame
+            if not depth:
+                yield tick, frame
+                continue
+            heapq.heappush(buffer, (tick, seq, frame))
+            seq += 1
+            if len(buffer) > depth:
+                tick, _, frame = heapq.heappop(buffer)
+                yield tick, frame
+    while buffer:
+        tick, _, frame = heapq.heappop(buffer)
+        yield tick, frame
 
 
 def _segments(index: FrameIndex, picks: list[int]) -> list[tuple[int, list[int]]]:

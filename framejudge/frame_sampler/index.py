@@ -74,6 +74,7 @@ class FrameIndex:
     seek_pos: np.ndarray  # decode position of that key frame
     end_ticks: int  # end of the last frame
     resets: int = 0
+    reorder_depth: int = 0  # most frames any frame is decoded ahead of its display position
     truncated_at: float | None = None  # seconds where the demuxer hit damage, if it did
     warnings: list[str] = field(default_factory=list)
 
@@ -116,6 +117,7 @@ class _Scan:
     dts: list[int | None] = field(default_factory=list)
     key: list[bool] = field(default_factory=list)
     dur: list[int] = field(default_factory=list)
+    empty: int = 0  # zero-size packets: "repeat the previous frame" entries (AVI)
 
 
 def scan(
@@ -135,6 +137,8 @@ def scan(
     try:
         for packet in container.demux(*streams):
             if packet.size == 0:
+                if packet.pts is not None or packet.dts is not None:
+                    scans[packet.stream.index].empty += 1
                 continue
             pts = _packet_pts(packet)
             if pts is None:
@@ -213,8 +217,20 @@ def build_index(
     end_ticks = int(ticks[-1]) + last_dur
     truncated_at = None
     claimed = int(stream.frames or 0)
-    if not damage and claimed > len(ticks) + max(2, len(ticks) // 50):
-        damage = f"the header lists {claimed} frames but only {len(ticks)} can be read"
+    readable = len(ticks) + packets.empty
+    if not damage and claimed > readable + max(2, readable // 50):
+        # Fewer packets than the header lists is damage only if they also end early: AVI
+        # files with dropped frames list every slot but still span the whole clip.
+        if stream.duration:
+            claimed_seconds = float(stream.duration * time_base)
+        else:
+            rate = stream.average_rate
+            claimed_seconds = claimed / float(rate) if rate else float("inf")
+        if end_ticks * time_base < 0.95 * claimed_seconds:
+            damage = (
+                f"the header lists {claimed} frames ({claimed_seconds:.3f} s) but only "
+                f"{readable} can be read"
+            )
     if damage:
         truncated_at = float(end_ticks * time_base)
         warnings.append(f"container damaged after {truncated_at:.3f} s ({damage}); later frames unreadable")
@@ -231,6 +247,7 @@ def build_index(
         seek_pos=decode_pos[seek_frame],
         end_ticks=end_ticks,
         resets=timeline.resets,
+        reorder_depth=int(max(0, (decode_pos - np.arange(len(decode_pos))).max())),
         truncated_at=truncated_at,
         warnings=warnings,
     )

@@ -153,9 +153,11 @@ def _sample(p: Path, params: SamplerParams, limits: Limits, sha: str) -> SampleR
     if not frames:
         detail = "; ".join(report.messages) or "the decoder returned no pictures"
         raise DecodeFailed(f"no frame could be decoded ({detail})", str(p))
-    lost = report.errors
-    if lost and report.first_error_at is not None and report.messages:
-        warnings_out.append(f"{lost} packet(s) could not be decoded; nearby frames were used instead")
+    if report.errors:
+        warnings_out.append(
+            f"{report.errors} packet(s) could not be decoded; {report.skipped} picture(s) "
+            "depending on them were skipped"
+        )
 
     ctx = main.codec_context
     disp_w, disp_h = display_size(
