@@ -107,7 +107,9 @@ class VideoInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str
-    sha256: str
+    sha256: str | None = Field(
+        None, description="SHA-256 of the file; computed when the frame cache is on (its key)"
+    )
     container: str
     codec: str
     stream_index: int = Field(description="index among the file's video streams")

@@ -25,6 +25,8 @@ from .orient import orientation, output_size
 
 # Decoding this many packets forward is cheaper than a seek (flush + lost frame threads).
 SEEK_COST_PACKETS = 24
+# Runs at least this long (packets, on average) decode faster with frame threads.
+FRAME_THREAD_RUN = 12
 # Give up on a stream after this many consecutive undecodable packets.
 MAX_CONSECUTIVE_ERRORS = 64
 
@@ -179,18 +181,37 @@ def _frames(
         yield tick, frame
 
 
-def _segments(index: FrameIndex, picks: list[int]) -> list[tuple[int, list[int]]]:
-    """Group picks into runs decodable without a seek: (seek frame position, pick positions)."""
+def _segments(index: FrameIndex, picks: list[int], keyframes_only: bool) -> list[tuple[int, list[int]]]:
+    """Group picks into runs decodable without a seek: (first pick position, pick positions).
+
+    Exact frames: keep decoding forward when the next pick's key frame is within
+    SEEK_COST_PACKETS of where the run already reaches. Key frames only (non-key
+    packets are skipped by the decoder): keep going only when no other key frame
+    lies between two picks, since each skipped-over key frame is a full decode.
+    """
     segments: list[tuple[int, list[int]]] = []
     reach = -1  # furthest decode position the current segment will reach
+    prev = -1
     for p in picks:
         seek_pos = int(index.seek_pos[p])
-        if segments and seek_pos <= reach + SEEK_COST_PACKETS:
+        if keyframes_only:
+            between = int(index.key[prev + 1 : p].sum()) if segments else 0
+            contiguous = bool(segments) and between == 0
+        else:
+            contiguous = bool(segments) and seek_pos <= reach + SEEK_COST_PACKETS
+        if contiguous:
             segments[-1][1].append(p)
         else:
             segments.append((p, [p]))
         reach = max(reach, int(index.decode_pos[p]))
+        prev = p
     return segments
+
+
+def _mean_run(index: FrameIndex, segments: list[tuple[int, list[int]]]) -> float:
+    """Average number of packets each run decodes."""
+    runs = [int(index.decode_pos[m[-1]]) - int(index.seek_pos[first]) + 1 for first, m in segments]
+    return sum(runs) / max(1, len(runs))
 
 
 def decode_picks(
@@ -206,10 +227,11 @@ def decode_picks(
     if not picks:
         return {}
     sequential = index.resets > 0
-    segments = [(picks[0], list(picks))] if sequential or keyframes_only else _segments(index, picks)
+    segments = [(picks[0], list(picks))] if sequential else _segments(index, picks, keyframes_only)
     ctx = stream.codec_context
     ctx.skip_frame = "NONKEY" if keyframes_only else "DEFAULT"
-    _set_threads(ctx, frame_threads=len(segments) == 1)
+    # Frame threads pay off on long runs; their pipeline is refilled after every seek.
+    _set_threads(ctx, frame_threads=not keyframes_only and _mean_run(index, segments) >= FRAME_THREAD_RUN)
     targets = [(int(index.ticks[p]), int(index.pts[p])) for p in picks]
     collector = Collector(targets, convert)
     offsets = {p: i for i, p in enumerate(picks)}
@@ -262,7 +284,7 @@ def decode_picks(
 
 def _set_threads(ctx: av.codec.context.CodecContext, frame_threads: bool) -> None:
     """Frame threads speed up long forward runs but their pipeline is thrown away at every
-    seek, so use them only for a single run; the setting can only change before the first decode."""
+    seek; the setting can only change before the first decode."""
     if ctx.is_open:
         return
     ctx.thread_type = "AUTO" if frame_threads else "SLICE"

@@ -127,8 +127,9 @@ def scan(
 ) -> tuple[av.video.stream.VideoStream, _Scan, str | None]:
     """Demux every packet of the candidate streams once.
 
-    Returns the main stream (most frames, then largest area: a one-frame
-    thumbnail stream never wins), its packets in decode order, and the damage
+    Returns the main stream (a moving picture over a still one, then the
+    default-disposition stream, then most frames, then largest area, as
+    av_find_best_stream does), its packets in decode order, and the damage
     message if the demuxer stopped early.
     """
     scans = {s.index: _Scan() for s in streams}
@@ -157,9 +158,11 @@ def scan(
     except (OSError, MemoryError) as exc:  # pragma: no cover - depends on the OS
         damage = str(exc)
 
-    def rank(s: av.video.stream.VideoStream) -> tuple[int, int, int]:
+    def rank(s: av.video.stream.VideoStream) -> tuple[bool, bool, int, int, int]:
         ctx = s.codec_context
-        return (len(scans[s.index].pts), ctx.width * ctx.height, -s.index)
+        count = len(scans[s.index].pts)
+        is_default = bool(s.disposition & av.stream.Disposition.default)
+        return (count > 1, is_default, count, ctx.width * ctx.height, -s.index)
 
     main = max(streams, key=rank)
     return main, scans[main.index], damage

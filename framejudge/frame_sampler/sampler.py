@@ -15,7 +15,7 @@ from PIL import Image
 from pydantic import ValidationError
 
 from ..schema import FrameInfo, SamplerParams, Strategy, VideoInfo
-from .cache import FrameCache, default_cache_dir, file_sha256
+from .cache import FrameCache, default_cache_dir
 from .decode import Converter, DecodeReport, Picked, decode_picks, scene_pass
 from .errors import DecodeFailed, InvalidRequest, NoFrames
 from .index import build_index, scan
@@ -117,8 +117,6 @@ def sample_frames(
             hit.packets_decoded = hit.seeks = 0
             result = hit
     if result is None:
-        if sha is None:
-            sha = file_sha256(p)
         result = _sample(p, params, limits, sha)
         if store is not None and key:
             store.put(key, result)
@@ -127,7 +125,7 @@ def sample_frames(
     return result
 
 
-def _sample(p: Path, params: SamplerParams, limits: Limits, sha: str) -> SampleResult:
+def _sample(p: Path, params: SamplerParams, limits: Limits, sha: str | None) -> SampleResult:
     container = open_container(p)
     try:
         candidates = candidate_streams(container, p, params.stream)

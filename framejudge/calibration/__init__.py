@@ -1,0 +1,1 @@
+"""Judge-vs-human and human-vs-human agreement, with intervals."""

@@ -1,0 +1,1 @@
+"""The HTTP API in front of the same library calls."""
