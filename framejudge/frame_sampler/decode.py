@@ -25,8 +25,6 @@ from .orient import orientation, output_size
 
 # Decoding this many packets forward is cheaper than a seek (flush + lost frame threads).
 SEEK_COST_PACKETS = 24
-# Runs at least this long (packets, on average) decode faster with frame threads.
-FRAME_THREAD_RUN = 12
 # Give up on a stream after this many consecutive undecodable packets.
 MAX_CONSECUTIVE_ERRORS = 64
 
@@ -208,12 +206,6 @@ def _segments(index: FrameIndex, picks: list[int], keyframes_only: bool) -> list
     return segments
 
 
-def _mean_run(index: FrameIndex, segments: list[tuple[int, list[int]]]) -> float:
-    """Average number of packets each run decodes."""
-    runs = [int(index.decode_pos[m[-1]]) - int(index.seek_pos[first]) + 1 for first, m in segments]
-    return sum(runs) / max(1, len(runs))
-
-
 def decode_picks(
     container: av.container.InputContainer,
     stream: av.video.stream.VideoStream,
@@ -231,7 +223,7 @@ def decode_picks(
     ctx = stream.codec_context
     ctx.skip_frame = "NONKEY" if keyframes_only else "DEFAULT"
     # Frame threads pay off on long runs; their pipeline is refilled after every seek.
-    _set_threads(ctx, frame_threads=not keyframes_only and _mean_run(index, segments) >= FRAME_THREAD_RUN)
+    _set_threads(ctx, frame_threads=len(segments) == 1 and not keyframes_only)
     targets = [(int(index.ticks[p]), int(index.pts[p])) for p in picks]
     collector = Collector(targets, convert)
     offsets = {p: i for i, p in enumerate(picks)}
@@ -241,34 +233,32 @@ def decode_picks(
         last_target = offsets[members[-1]]
         if collector.next > last_target:
             continue
-        if sequential or int(index.seek_pos[first]) == 0:
-            _rewind(container, stream, index)
-        else:
-            _seek(container, stream, int(index.seek_pts[first]))
-        report.seeks += 1
         first_tick = targets[offsets[members[0]]][0]
-        restarted = sequential or int(index.seek_pos[first]) == 0
+        attempt = 0 if not sequential and int(index.seek_pos[first]) > 0 else len(SEEK_LADDER)
+        _position(container, stream, index, first, attempt)
+        report.seeks += 1
         got_any = False
         frames = _frames(container, stream, timeline, index, report)
         while True:
             try:
                 tick, frame = next(frames)
             except StopIteration:
-                if not got_any and not restarted:
-                    # The demuxer could not seek there (some MPEG-TS): start from the beginning.
-                    restarted = True
-                    _rewind(container, stream, index)
+                if not got_any and attempt < len(SEEK_LADDER):
+                    # The demuxer could not seek there (some MPEG-TS): try further back.
+                    attempt += 1
+                    _position(container, stream, index, first, attempt)
                     report.seeks += 1
                     frames = _frames(container, stream, timeline, index, report)
                     continue
                 break
             if not got_any:
                 got_any = True
-                if tick > first_tick and not restarted:
-                    # The demuxer landed after the target (some HEVC/MP4 seeks): start over.
-                    restarted = True
+                if tick > first_tick and attempt < len(SEEK_LADDER):
+                    # Landed after the target (a key frame whose index time is early): back off.
                     frames.close()
-                    _rewind(container, stream, index)
+                    got_any = False
+                    attempt += 1
+                    _position(container, stream, index, first, attempt)
                     report.seeks += 1
                     frames = _frames(container, stream, timeline, index, report)
                     continue
@@ -291,11 +281,37 @@ def _set_threads(ctx: av.codec.context.CodecContext, frame_threads: bool) -> Non
     ctx.thread_count = 0
 
 
-def _seek(container: av.container.InputContainer, stream: av.video.stream.VideoStream, pts: int) -> None:
+# How to get to a frame's key frame, in order of preference; past the end: rewind.
+SEEK_LADDER = ("just before the next frame", "just before the key frame")
+
+
+def _position(
+    container: av.container.InputContainer,
+    stream: av.video.stream.VideoStream,
+    index: FrameIndex,
+    pick: int,
+    attempt: int,
+) -> None:
+    """Seek so that decoding starts at the key frame the pick needs.
+
+    Demuxers compare the target with their own index times, which for MP4 sit a
+    little after the key frame's pts (edit lists, B-frame delay): seeking to the
+    key frame's own pts can land a whole GOP early. The latest time at which the
+    pick is still on screen (just before the next frame) lands on its key frame;
+    if a demuxer lands after it instead, back off to before the key frame, then
+    to the start of the file.
+    """
+    if attempt >= len(SEEK_LADDER):
+        _rewind(container, stream, index)
+        return
+    if attempt == 0:
+        target = int(index.pts[pick + 1]) - 1 if pick + 1 < len(index) else int(index.pts[pick]) + index.step
+    else:
+        target = int(index.seek_pts[pick]) - 1
     try:
-        container.seek(pts, stream=stream, backward=True, any_frame=False)
+        container.seek(target, stream=stream, backward=True, any_frame=False)
     except av.error.FFmpegError:
-        container.seek(0, backward=True, any_frame=False)
+        _rewind(container, stream, index)
 
 
 def _rewind(container: av.container.InputContainer, stream: av.video.stream.VideoStream, index: FrameIndex) -> None:
@@ -330,10 +346,7 @@ def scene_pass(
     and the fallback frames, resolved in the same pass."""
     sequential = index.resets > 0
     timeline = Timeline(index.time_base, index.start_pts, index.step) if sequential else None
-    if sequential or int(index.seek_pos[first]) == 0:
-        _rewind(container, stream, index)
-    else:
-        _seek(container, stream, int(index.seek_pts[first]))
+    _position(container, stream, index, first, 0 if not sequential and int(index.seek_pos[first]) > 0 else len(SEEK_LADDER))
     report.seeks += 1
     stream.codec_context.skip_frame = "DEFAULT"
     _set_threads(stream.codec_context, frame_threads=True)
