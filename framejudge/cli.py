@@ -23,6 +23,10 @@ app = typer.Typer(
 )
 examples_app = typer.Typer(help="The bundled example clips.", no_args_is_help=True)
 app.add_typer(examples_app, name="examples")
+rubrics_app = typer.Typer(help="Grading rubrics: built-in and your own files.", no_args_is_help=True)
+app.add_typer(rubrics_app, name="rubrics")
+mcq_app = typer.Typer(help="Multiple-choice answer scoring.", no_args_is_help=True)
+app.add_typer(mcq_app, name="mcq")
 
 out = Console()
 err = Console(stderr=True)
@@ -143,6 +147,72 @@ def examples_make(
         fail(f"cannot write examples: {exc}")
     for p in paths:
         out.print(str(p))
+
+
+RubricDirs = Annotated[
+    Optional[list[Path]], typer.Option("--dir", help="also load rubric files (*.yaml) from here")
+]
+
+
+@rubrics_app.command("list")
+def rubrics_list(dirs: RubricDirs = None) -> None:
+    """List the rubrics available (built in, FRAMEJUDGE_RUBRICS folders, --dir)."""
+    from .rubrics import RubricError, all_rubrics
+
+    try:
+        found = all_rubrics(dirs or [])
+    except RubricError as exc:
+        fail(str(exc))
+    table = Table()
+    for col in ("id", "kind", "version", "hash", "title"):
+        table.add_column(col)
+    for r in found.values():
+        table.add_row(r.id, r.kind, r.version, r.content_hash, r.title)
+    out.print(table)
+
+
+@rubrics_app.command("show")
+def rubrics_show(
+    ref: Annotated[str, typer.Argument(help="rubric id, or a path to a rubric file")],
+    dirs: RubricDirs = None,
+    as_json: Annotated[bool, typer.Option("--json", help="the validated data as JSON")] = False,
+) -> None:
+    """Print a rubric as the text a judge receives (or as JSON)."""
+    from .rubrics import RubricError, get_rubric
+    from .rubrics.prompt import rubric_text
+
+    try:
+        rubric = get_rubric(ref, dirs or [])
+    except RubricError as exc:
+        fail(str(exc))
+    if as_json:
+        out.print_json(rubric.model_dump_json())
+    else:
+        print(rubric_text(rubric))
+
+
+@mcq_app.command("score")
+def mcq_score(
+    predictions: Annotated[Path, typer.Argument(help="JSONL: one prediction per row")],
+    gold: Annotated[Path, typer.Argument(help="JSONL: gold letter and options per row")],
+    key: Annotated[str, typer.Option(help="field joining the two files")] = "video_path",
+    prediction_field: Annotated[str, typer.Option(help="field holding the reply")] = "mcq_answer",
+    gold_field: Annotated[str, typer.Option(help="field holding the gold letter")] = "mcq_answer",
+    options_field: Annotated[str, typer.Option(help="field holding the options")] = "mcq_options",
+    details: Annotated[Optional[Path], typer.Option(help="write per-row results (JSONL) here")] = None,
+) -> None:
+    """Accuracy of multiple-choice predictions, with unparseable replies counted apart."""
+    from .rubrics.mcq import MCQScoreError, score_files
+
+    try:
+        report = score_files(predictions, gold, key, prediction_field, gold_field, options_field)
+    except MCQScoreError as exc:
+        fail(str(exc))
+    if details is not None:
+        with open(details, "w", encoding="utf-8") as f:
+            for row in report.rows:
+                f.write(row.model_dump_json() + "\n")
+    out.print_json(report.model_dump_json(exclude={"rows"}))
 
 
 def main() -> None:

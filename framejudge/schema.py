@@ -6,9 +6,11 @@ terminal, the network, a verdict's provenance) is defined here once.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import Enum
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 
 class Strategy(str, Enum):
@@ -124,3 +126,182 @@ class VideoInfo(BaseModel):
     average_fps: float | None
     start_pts: int
     time_base: str
+
+
+# --------------------------------------------------------------------------- grading
+
+class Category(str, Enum):
+    """The five per-response categories of the video-QA guideline."""
+
+    successful = "Successful"
+    not_successful = "Not Successful"
+    irrelevant = "Irrelevant"
+    missing = "Missing"
+    error_message = "Error message"
+
+
+class Preference(str, Enum):
+    A = "A"
+    B = "B"
+    both = "Both"
+    neither = "Neither"
+
+
+class TaskType(str, Enum):
+    single_turn = "single_turn"
+    multi_turn = "multi_turn"
+
+
+MAX_TEXT = 20_000
+
+
+class Turn(BaseModel):
+    """One question and its answers. `time` is when it was asked (multi-turn items)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    time: float | None = Field(None, ge=0, description="seconds into the video the question was asked")
+    question: str = Field(min_length=1, max_length=MAX_TEXT)
+    golden: str | None = Field(None, max_length=MAX_TEXT)
+    response_a: str = Field(max_length=MAX_TEXT)
+    response_b: str | None = Field(None, max_length=MAX_TEXT)
+
+
+class Item(BaseModel):
+    """A grading item: a video and either one turn or a conversation of turns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=200)
+    video: str | None = Field(None, max_length=4096, description="path (or URL where allowed)")
+    task_type: TaskType = TaskType.single_turn
+    turns: list[Turn] = Field(min_length=1, max_length=200)
+    domain: str | None = None
+    expression: Literal["none", "meme_or_caption", "other"] = Field(
+        "none", description="creative (expression) task: memes/captions keep conciseness, others skip it"
+    )
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _shape(self) -> Item:
+        if self.task_type is TaskType.single_turn and len(self.turns) != 1:
+            raise ValueError(f"a single_turn item has exactly one turn, got {len(self.turns)}")
+        if self.task_type is TaskType.multi_turn:
+            times = [t.time for t in self.turns]
+            if any(t is None for t in times):
+                raise ValueError("every turn of a multi_turn item needs the time it was asked")
+            if times != sorted(times):
+                raise ValueError("multi_turn turns must be in the order they were asked")
+        paired = {t.response_b is not None for t in self.turns}
+        if len(paired) > 1:
+            raise ValueError("either every turn has a response_b or none does")
+        return self
+
+    @property
+    def pairwise(self) -> bool:
+        return self.turns[0].response_b is not None
+
+
+class ResponseGrade(BaseModel):
+    """The judge's grade of one response."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    category: Category
+    rationale: str = Field(max_length=2000, description="one or two sentences: why this category")
+    evidence_timestamps: list[float] = Field(
+        default_factory=list, max_length=64, description="seconds of the video the grade relied on"
+    )
+    integrity_violation: bool = Field(False, description="the response itself contains violating content")
+
+    @model_validator(mode="after")
+    def _times(self) -> ResponseGrade:
+        if any(t < 0 or t != t for t in self.evidence_timestamps):
+            raise ValueError("evidence timestamps are seconds >= 0")
+        return self
+
+
+class Judgement(BaseModel):
+    """What a judge decides for one turn. Validated against the rubric's rules.
+
+    Pass `context={"responses": {"a": text, "b": text}, "rubric": rubric}` when
+    validating to also check the error-message rules and criterion ids; the
+    error messages are phrased so a model can be re-asked with them.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    response_a: ResponseGrade
+    response_b: ResponseGrade | None = None
+    preference: Preference | None = None
+    deciding_criterion: str | None = Field(
+        None, description="criterion id that decided the preference, or 'category'"
+    )
+    transcription_error: bool = False
+    multiturn: bool = False
+
+    @model_validator(mode="after")
+    def _rules(self, info: ValidationInfo) -> Judgement:
+        from .rubrics.rules import check_judgement
+
+        problems = check_judgement(self, info.context or {})
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    attempts: int = 1
+
+
+class Provenance(BaseModel):
+    """Which rubric, judge, prompt and frames produced a verdict."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rubric_id: str
+    rubric_version: str
+    rubric_hash: str
+    judge_backend: str
+    model_id: str
+    prompt_hash: str | None = None
+    frame_timestamps: list[float] = Field(default_factory=list)
+    sampler: SamplerParams | None = None
+    created_at: datetime
+    usage: Usage | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class Verdict(Judgement):
+    """A judgement about one turn of one item, with its provenance."""
+
+    item_id: str
+    turn: int = Field(0, ge=0, description="index of the turn within the item")
+    provenance: Provenance
+
+
+class JudgeErrorKind(str, Enum):
+    unparseable = "unparseable"
+    refused = "refused"
+    timeout = "timeout"
+    rate_limited = "rate_limited"
+    invalid_after_retries = "invalid_after_retries"
+    backend_error = "backend_error"
+
+
+class JudgeError(BaseModel):
+    """A judge failure. Never a verdict, never a label: counted separately."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    item_id: str
+    turn: int = 0
+    kind: JudgeErrorKind
+    message: str
+    raw_output: str | None = None
+    provenance: Provenance | None = None

@@ -1,0 +1,185 @@
+"""The rubric as data: a pydantic model every rubric file is validated against."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import date
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..schema import Category, Preference
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Change(_Strict):
+    version: str
+    date: date
+    changes: str
+
+
+class TaskType(_Strict):
+    id: Literal["single_turn", "multi_turn"]
+    name: str
+    description: str
+    frames: str
+    notes: list[str] = []
+
+
+class Example(_Strict):
+    query: str
+    response: str
+    scene: str | None = None
+    golden: str | None = None
+
+
+class Inclusion(_Strict):
+    id: str
+    text: str
+    examples: list[Example] = []
+
+
+class CategoryDef(_Strict):
+    name: Category
+    definition: str
+    includes: list[Inclusion] = []
+
+
+class ErrorMessages(_Strict):
+    exact: list[str] = Field(min_length=1)
+    cutoff_suffix: str | None = None
+
+
+class Choice(_Strict):
+    id: Preference
+    text: str
+
+
+class Criterion(_Strict):
+    rank: int = Field(ge=1)
+    id: str
+    name: str
+    text: str
+    applies_to: Literal["all", "all_but_long_expression", "expression"] = "all"
+    note: str | None = None
+
+
+class PairExample(_Strict):
+    query: str
+    response_a: str
+    response_b: str
+    category_a: Category
+    category_b: Category
+    preference: Preference
+    deciding_criterion: str
+    golden: str | None = None
+    scene: str | None = None
+
+
+class PreferenceSection(_Strict):
+    choices: list[Choice]
+    rules: list[str]
+    criteria: list[Criterion]
+    examples: list[PairExample] = []
+
+    @model_validator(mode="after")
+    def _ranked(self) -> PreferenceSection:
+        ranks = [c.rank for c in self.criteria]
+        if ranks != list(range(1, len(ranks) + 1)):
+            raise ValueError(f"criteria must be ranked 1..{len(ranks)} in order, got {ranks}")
+        if {c.id for c in self.choices} != set(Preference):
+            raise ValueError("preference choices must be exactly A, B, Both and Neither")
+        ids = {c.id for c in self.criteria}
+        for ex in self.examples:
+            if ex.deciding_criterion not in ids | {"category"}:
+                raise ValueError(f"example decided by unknown criterion {ex.deciding_criterion!r}")
+        return self
+
+
+class Flag(_Strict):
+    id: str
+    scope: Literal["response", "item"]
+    name: str
+    text: str
+
+
+class Domain(_Strict):
+    id: str
+    name: str
+    supported: bool
+    text: str
+
+
+class Case(_Strict):
+    query: str
+    successful: str
+    not_successful: str
+    scene: str | None = None
+
+
+class SpecialCase(_Strict):
+    id: str
+    name: str
+    text: str
+    cases: list[Case] = []
+
+
+class IntegrityTopic(_Strict):
+    id: str
+    name: str
+    items: list[str] = Field(min_length=1)
+
+
+class Rubric(_Strict):
+    """A versioned grading rubric. `content_hash` identifies the exact text a verdict used."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    kind: Literal["video_qa", "mcq"]
+    version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+    title: str
+    summary: str
+    changelog: list[Change] = Field(min_length=1)
+    task_types: list[TaskType] = []
+    golden_response: str | None = None
+    categories: list[CategoryDef] = []
+    error_messages: ErrorMessages | None = None
+    preference: PreferenceSection | None = None
+    flags: list[Flag] = []
+    domains: list[Domain] = []
+    special_cases: list[SpecialCase] = []
+    integrity_topics: list[IntegrityTopic] = []
+    answer_format: str | None = None  # mcq: how a reply must name its option
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Rubric:
+        if self.changelog[0].version != self.version:
+            raise ValueError(
+                f"the newest changelog entry is {self.changelog[0].version} but the rubric "
+                f"version is {self.version}"
+            )
+        if self.kind == "video_qa":
+            names = [c.name for c in self.categories]
+            if sorted(names, key=str) != sorted(Category, key=str):
+                raise ValueError(
+                    "a video_qa rubric defines each of the five categories exactly once, got "
+                    + ", ".join(n.value for n in names)
+                )
+            if self.preference is None or self.error_messages is None:
+                raise ValueError("a video_qa rubric needs preference and error_messages sections")
+        return self
+
+    @property
+    def content_hash(self) -> str:
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    def category(self, name: Category) -> CategoryDef:
+        return next(c for c in self.categories if c.name == name)
+
+    def criterion(self, criterion_id: str) -> Criterion:
+        assert self.preference is not None
+        return next(c for c in self.preference.criteria if c.id == criterion_id)

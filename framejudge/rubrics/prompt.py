@@ -1,0 +1,251 @@
+"""Rendering a rubric and an item into a judge's chat messages, within a token budget.
+
+The system message carries the rubric; the user message carries the frames (each
+labelled with its time), the conversation so far, the question, the golden
+response and the responses. When the estimate exceeds the budget, worked examples
+are dropped first (category examples, then the health and presupposition cases,
+then the pairwise examples), then frames are thinned (the frame at the question
+time stays); rules are never dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..schema import Item, Judgement
+from .model import Rubric
+
+# Rough costs: ~4 characters per text token; one image part as most vision APIs bill a
+# 768-px frame at low-to-medium detail.
+CHARS_PER_TOKEN = 4
+IMAGE_TOKENS = 300
+DEFAULT_BUDGET = 32_000
+
+
+class PromptTooLong(ValueError):
+    """Even the rules alone, with one frame, do not fit the token budget."""
+
+
+@dataclass(frozen=True)
+class PromptFrame:
+    timestamp: float
+    image_url: str | None = None  # a data URL; None for text-only judges (timestamps only)
+
+
+@dataclass
+class RenderedPrompt:
+    messages: list[dict[str, Any]]
+    estimated_tokens: int
+    dropped: list[str] = field(default_factory=list)
+    frame_timestamps: list[float] = field(default_factory=list)
+
+    @property
+    def hash(self) -> str:
+        canonical = json.dumps(self.messages, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def rubric_text(rubric: Rubric, *, category_examples: bool = True, cases: bool = True,
+                pair_examples: bool = True) -> str:
+    """The rubric as plain text for a system message."""
+    out: list[str] = [f"# {rubric.title} (rubric {rubric.id} v{rubric.version})", "", rubric.summary.strip(), ""]
+    if rubric.task_types:
+        out.append("## Task types")
+        for t in rubric.task_types:
+            out.append(f"- {t.name}: {t.description.strip()} Frames shown: {t.frames}.")
+            out.extend(f"  - {n.strip()}" for n in t.notes)
+        out.append("")
+    if rubric.golden_response:
+        out += ["## The golden response", rubric.golden_response.strip(), ""]
+    if rubric.categories:
+        out.append("## Categories (grade each response into exactly one)")
+        for c in rubric.categories:
+            out.append(f"### {c.name.value}")
+            out.append(c.definition.strip())
+            for inc in c.includes:
+                out.append(f"- {inc.text.strip()}")
+                if category_examples:
+                    for ex in inc.examples:
+                        scene = f" [video: {ex.scene}]" if ex.scene else ""
+                        golden = f" (golden: {ex.golden})" if ex.golden else ""
+                        out.append(f"  - e.g.{scene} Q: {ex.query} A: {ex.response.strip()}{golden}")
+        out.append("")
+    if rubric.error_messages:
+        out.append("## Error messages")
+        out.append("A response that is exactly one of these strings is Error message:")
+        out.extend(f"- {s}" for s in rubric.error_messages.exact)
+        if rubric.error_messages.cutoff_suffix:
+            out.append(
+                f"So is a normal response that ends with: {rubric.error_messages.cutoff_suffix}"
+            )
+        out.append("Never grade these Missing.")
+        out.append("")
+    if rubric.preference:
+        p = rubric.preference
+        out.append("## Preference (only when there are two responses)")
+        out.extend(f"- {c.id.value}: {c.text}" for c in p.choices)
+        out.extend(f"- Rule: {r.strip()}" for r in p.rules)
+        out.append("Criteria in descending order of importance:")
+        for c in p.criteria:
+            scope = {"all": "", "expression": " (expression tasks only)",
+                     "all_but_long_expression": " (skip for expression tasks other than memes or captions)"}[c.applies_to]
+            out.append(f"{c.rank}. {c.name} [{c.id}]{scope}: {c.text.strip()}")
+        if pair_examples:
+            for ex in p.examples:
+                out.append(
+                    f"- e.g. Q: {ex.query} A: {ex.response_a.strip()} B: {ex.response_b.strip()} -> "
+                    f"{ex.category_a.value}/{ex.category_b.value}, preference {ex.preference.value} "
+                    f"decided by {ex.deciding_criterion}"
+                )
+        out.append("")
+    if rubric.flags:
+        out.append("## Flags")
+        out.extend(f"- {f.id} ({'per response' if f.scope == 'response' else 'per turn'}): {f.text.strip()}" for f in rubric.flags)
+        out.append("")
+    if rubric.domains:
+        out.append("## Domains")
+        for d in rubric.domains:
+            out.append(f"- {d.name} ({'supported' if d.supported else 'NOT supported'}): {d.text.strip()}")
+        out.append("")
+    for sc in rubric.special_cases:
+        out.append(f"## {sc.name}")
+        out.append(sc.text.strip())
+        if cases:
+            for case in sc.cases:
+                scene = f" [video: {case.scene}]" if case.scene else ""
+                out.append(
+                    f"- e.g.{scene} Q: {case.query} Successful: {case.successful} "
+                    f"Not Successful: {case.not_successful}"
+                )
+        out.append("")
+    if rubric.integrity_topics:
+        out.append("## Integrity topics")
+        for topic in rubric.integrity_topics:
+            out.append(f"- {topic.name}: " + " ".join(i.strip() for i in topic.items))
+        out.append("")
+    if rubric.answer_format:
+        out += ["## Answer format", rubric.answer_format.strip(), ""]
+    return "\n".join(out).strip() + "\n"
+
+
+def _output_instructions(pairwise: bool) -> str:
+    schema = json.dumps(Judgement.model_json_schema(), separators=(",", ":"))
+    shape = (
+        "Grade response A and response B, then give the preference and the criterion id that "
+        "decided it ('category' when the categories decided it)."
+        if pairwise
+        else "Grade response A only; leave response_b, preference and deciding_criterion null."
+    )
+    return (
+        f"{shape} Cite the frame times (seconds) your grade relied on in evidence_timestamps. "
+        f"Reply with one JSON object matching this schema and nothing else:\n{schema}"
+    )
+
+
+def _user_content(item: Item, turn_index: int, frames: list[PromptFrame]) -> list[dict[str, Any]]:
+    turn = item.turns[turn_index]
+    parts: list[dict[str, Any]] = []
+    if frames:
+        with_images = any(f.image_url for f in frames)
+        parts.append({"type": "text", "text": (
+            "Frames from the video, each labelled with its time in seconds:" if with_images else
+            "No images are available to you; these are the times (seconds) of the frames a "
+            "grader would see: " + ", ".join(f"{f.timestamp:.2f}" for f in frames)
+        )})
+        if with_images:
+            for f in frames:
+                parts.append({"type": "text", "text": f"[t = {f.timestamp:.2f} s]"})
+                if f.image_url:
+                    parts.append({"type": "image_url", "image_url": {"url": f.image_url}})
+    lines: list[str] = [f"Task type: {item.task_type.value}."]
+    if item.expression != "none":
+        lines.append(f"Expression task: {item.expression}.")
+    if item.domain:
+        lines.append(f"Domain: {item.domain}.")
+    if turn_index > 0:
+        lines.append("Conversation so far:")
+        for i, prev in enumerate(item.turns[:turn_index]):
+            when = f" (asked at {prev.time:.2f} s)" if prev.time is not None else ""
+            lines.append(f"- Turn {i + 1}{when}: user: {prev.question}")
+            lines.append(f"  response A: {prev.response_a}")
+            if prev.response_b is not None:
+                lines.append(f"  response B: {prev.response_b}")
+    when = f" (asked at {turn.time:.2f} s; the answer is in the video before that moment)" if turn.time is not None else ""
+    lines.append(f"Question{when}: {turn.question}")
+    if turn.golden:
+        lines.append(f"Golden response (a reference, not the truth): {turn.golden}")
+    lines.append(f"Response A: {turn.response_a}")
+    if turn.response_b is not None:
+        lines.append(f"Response B: {turn.response_b}")
+    lines.append("")
+    lines.append(_output_instructions(turn.response_b is not None))
+    parts.append({"type": "text", "text": "\n".join(lines)})
+    return parts
+
+
+def _estimate(system: str, content: list[dict[str, Any]]) -> int:
+    total = _tokens(system)
+    for part in content:
+        total += IMAGE_TOKENS if part["type"] == "image_url" else _tokens(part["text"])
+    return total
+
+
+def _thin(frames: list[PromptFrame], n: int) -> list[PromptFrame]:
+    if n >= len(frames):
+        return frames
+    if n <= 1:
+        return frames[-1:]
+    idx = sorted({round(i * (len(frames) - 1) / (n - 1)) for i in range(n)})
+    return [frames[i] for i in idx]
+
+
+def render_prompt(
+    rubric: Rubric,
+    item: Item,
+    frames: list[PromptFrame] | None = None,
+    turn: int = 0,
+    token_budget: int = DEFAULT_BUDGET,
+) -> RenderedPrompt:
+    """System + user messages (OpenAI chat format) for one turn of one item."""
+    if not 0 <= turn < len(item.turns):
+        raise ValueError(f"item {item.id} has no turn {turn}")
+    frames = list(frames or [])
+    levels = [
+        ({}, []),
+        ({"category_examples": False}, ["category examples"]),
+        ({"category_examples": False, "cases": False}, ["category examples", "special-case examples"]),
+        ({"category_examples": False, "cases": False, "pair_examples": False},
+         ["category examples", "special-case examples", "preference examples"]),
+    ]
+    for options, dropped in levels:
+        system = rubric_text(rubric, **options)
+        content = _user_content(item, turn, frames)
+        est = _estimate(system, content)
+        if est <= token_budget:
+            return _done(system, content, est, dropped, frames)
+    # Rules alone still too long: thin the frames, keeping the last (question-time) one.
+    n = len(frames)
+    while n > 1:
+        n = max(1, n // 2)
+        kept = _thin(frames, n)
+        content = _user_content(item, turn, kept)
+        est = _estimate(system, content)
+        if est <= token_budget:
+            return _done(system, content, est, dropped + [f"{len(frames) - len(kept)} frames"], kept)
+    raise PromptTooLong(
+        f"the rubric's rules and this turn need about {est} tokens, above the budget of {token_budget}"
+    )
+
+
+def _done(system: str, content: list[dict[str, Any]], est: int, dropped: list[str],
+          frames: list[PromptFrame]) -> RenderedPrompt:
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": content}]
+    return RenderedPrompt(messages, est, dropped, [f.timestamp for f in frames])

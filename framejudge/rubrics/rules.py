@@ -1,0 +1,101 @@
+"""Deterministic rules any judge applies before (and after) asking a model.
+
+`error_message_match` decides the Error message category from the response text
+alone; `check_judgement` lists every way a judgement breaks the rubric, in words
+a model can act on when it is re-asked.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import TYPE_CHECKING, Any
+
+from ..schema import Category, Preference
+
+if TYPE_CHECKING:
+    from ..schema import Judgement
+    from .model import Rubric
+
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201b": "'", "\u2032": "'", "`": "'",
+                         "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2033": '"'})
+_SPACE = re.compile(r"\s+")
+
+
+def normalize(text: str) -> str:
+    """Unicode-normalise, straighten quotes, collapse whitespace, drop wrapping quotes."""
+    t = unicodedata.normalize("NFKC", text).translate(_QUOTES)
+    t = _SPACE.sub(" ", t).strip()
+    while len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
+        t = t[1:-1].strip()
+    return t
+
+
+def error_message_match(response: str, rubric: Rubric) -> str | None:
+    """The error string the response is, or ends with (the cut-off), else None."""
+    if rubric.error_messages is None:
+        return None
+    text = normalize(response).casefold()
+    for exact in rubric.error_messages.exact:
+        if text == normalize(exact).casefold():
+            return exact
+    suffix = rubric.error_messages.cutoff_suffix
+    if suffix and text.endswith(normalize(suffix).casefold()):
+        return suffix
+    return None
+
+
+def check_judgement(j: Judgement, context: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    a, b = j.response_a, j.response_b
+    if b is None:
+        if j.preference is not None or j.deciding_criterion is not None:
+            problems.append("there is only one response, so give no preference or deciding criterion")
+    else:
+        if j.preference is None:
+            problems.append("two responses were graded, so a preference (A, B, Both or Neither) is required")
+        ca, cb = a.category, b.category
+        succ = Category.successful
+        if ca == succ and cb != succ and j.preference != Preference.A:
+            problems.append(
+                f"response A is Successful and B is {cb.value}: a Successful response always wins, "
+                "so the preference must be A"
+            )
+        if cb == succ and ca != succ and j.preference != Preference.B:
+            problems.append(
+                f"response B is Successful and A is {ca.value}: a Successful response always wins, "
+                "so the preference must be B"
+            )
+        if j.preference == Preference.both and ca != cb:
+            problems.append(
+                f"Both is only allowed when the two responses share a category (A is {ca.value}, "
+                f"B is {cb.value})"
+            )
+        if j.preference in (Preference.A, Preference.B) and not j.deciding_criterion:
+            problems.append("say which criterion decided the preference (a criterion id, or 'category')")
+    rubric = context.get("rubric")
+    if rubric is not None and j.deciding_criterion and rubric.preference is not None:
+        ids = {c.id for c in rubric.preference.criteria} | {"category"}
+        if j.deciding_criterion not in ids:
+            problems.append(
+                f"unknown deciding criterion {j.deciding_criterion!r}; use one of {sorted(ids)}"
+            )
+    responses = context.get("responses") or {}
+    if rubric is not None:
+        for side, grade in (("a", a), ("b", b)):
+            text = responses.get(side)
+            if grade is None or text is None:
+                continue
+            match = error_message_match(text, rubric)
+            label = side.upper()
+            if match and grade.category != Category.error_message:
+                problems.append(
+                    f"response {label} is the fixed error string {match!r}, so its category must be "
+                    "Error message"
+                )
+            if not match and grade.category == Category.error_message:
+                problems.append(
+                    f"response {label} is not one of the fixed error strings, so it cannot be Error "
+                    "message (a refusal that shows understanding is Missing)"
+                )
+    return problems
