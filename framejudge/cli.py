@@ -149,6 +149,74 @@ def examples_make(
         out.print(str(p))
 
 
+@app.command()
+def grade(
+    items: Annotated[Path, typer.Argument(help="items JSONL (one item per line)")],
+    out_path: Annotated[Path, typer.Option("--out", help="verdicts JSONL; a rerun resumes it")] = Path("verdicts.jsonl"),
+    judge: Annotated[str, typer.Option(help="reference | litellm:<model> | transformers:<path>")] = "reference",
+    api_base: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for litellm")] = None,
+    rubric: Annotated[str, typer.Option(help="rubric id or file")] = "video-qa",
+    n: Annotated[int, typer.Option("-n", "--frames", help="frame budget per turn")] = 8,
+    lookback: Annotated[float, typer.Option(help="seconds before a multi-turn question to show")] = 30.0,
+    max_side: Annotated[int, typer.Option(help="longest side of frames sent to the judge")] = 768,
+    swap: Annotated[Optional[bool], typer.Option("--swap/--no-swap", help="also grade B/A (default: on for model judges)")] = None,
+    samples: Annotated[int, typer.Option(help="k samples with majority vote")] = 1,
+    blind: Annotated[bool, typer.Option(help="blind control: grade again without frames")] = False,
+    concurrency: Annotated[int, typer.Option(help="items graded at once")] = 4,
+    media_root: Annotated[Optional[Path], typer.Option(help="relative video paths are under here (default: the items file's folder)")] = None,
+    allow_urls: Annotated[bool, typer.Option(help="accept video URLs in items")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="do not ask before spending tokens")] = False,
+    summary_json: Annotated[Optional[Path], typer.Option(help="also write the summary as JSON here")] = None,
+) -> None:
+    """Grade ITEMS and append verdicts to --out as they finish, then print a summary."""
+    import asyncio
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from .frame_sampler import InvalidRequest, make_params
+    from .judge import GradeOptions, Grader, ItemsError, JudgeSpecError, load_items, make_judge, run_batch
+    from .judge.batch import pending_turns
+    from .rubrics import RubricError, get_rubric
+
+    try:
+        the_items = load_items(items, allow_urls=allow_urls)
+        the_rubric = get_rubric(rubric)
+        the_judge = make_judge(judge, api_base)
+        params = make_params(n=n, lookback=lookback, max_side=max_side)
+        if samples < 1:
+            raise ItemsError("--samples must be at least 1")
+        todo = pending_turns(the_items, out_path)
+    except (ItemsError, RubricError, JudgeSpecError, InvalidRequest) as exc:
+        fail(str(exc))
+    options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
+    calls = todo * (2 if options.swap_for(the_judge) else 1) * (1 if the_judge.deterministic else samples) * (2 if blind else 1)
+    estimate = getattr(the_judge, "estimate", None)
+    est_text = estimate(the_items, calls, params.n) if estimate else "no tokens, no cost (runs locally)"
+    err.print(f"{len(the_items)} items, {todo} turn(s) to grade, about {calls} judge call(s): {est_text}", highlight=False)
+    if getattr(the_judge, "spends", False) and not yes:
+        if not sys.stdin.isatty():
+            fail("this judge spends tokens: pass --yes to run without a prompt")
+        if not typer.confirm("Go ahead?"):
+            raise typer.Exit(1)
+    grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent)
+    progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                        TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False)
+    pending = [it for it in the_items]
+    with progress:
+        task = progress.add_task("grade", total=todo, rate="")
+
+        def done(item, records) -> None:
+            progress.advance(task, len(records))
+            speed = progress.tasks[0].speed
+            progress.update(task, rate=f"{speed:.1f} turns/s" if speed else "")
+
+        summary = asyncio.run(run_batch(grader, pending, out_path, concurrency=concurrency, on_done=done))
+    if summary_json is not None:
+        summary_json.write_text(summary.model_dump_json(indent=1))
+    out.print_json(summary.model_dump_json())
+
+
 RubricDirs = Annotated[
     Optional[list[Path]], typer.Option("--dir", help="also load rubric files (*.yaml) from here")
 ]

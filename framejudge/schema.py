@@ -277,11 +277,31 @@ class Provenance(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+class SwapCheck(BaseModel):
+    """The same pair graded with the responses swapped, mapped back to A/B."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    consistent: bool = Field(description="both orders gave the same categories and preference")
+    swapped: Judgement = Field(description="the B/A judgement, mapped back to A/B")
+    original: Judgement | None = Field(None, description="the A/B judgement when they disagreed")
+    resolution: str | None = Field(None, description="how a disagreement was settled")
+
+
 class Verdict(Judgement):
     """A judgement about one turn of one item, with its provenance."""
 
+    record: Literal["verdict"] = "verdict"
     item_id: str
     turn: int = Field(0, ge=0, description="index of the turn within the item")
+    decided_by: Literal["rules", "judge"] = "judge"
+    swap: SwapCheck | None = None
+    sample_agreement: float | None = Field(
+        None, description="share of k samples that agree with the majority verdict"
+    )
+    blind_unchanged: bool | None = Field(
+        None, description="blind control: the verdict was the same without any frames"
+    )
     provenance: Provenance
 
 
@@ -292,6 +312,7 @@ class JudgeErrorKind(str, Enum):
     rate_limited = "rate_limited"
     invalid_after_retries = "invalid_after_retries"
     backend_error = "backend_error"
+    bad_input = "bad_input"  # the item's video could not be sampled
 
 
 class JudgeError(BaseModel):
@@ -299,6 +320,7 @@ class JudgeError(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    record: Literal["judge_error"] = "judge_error"
     item_id: str
     turn: int = 0
     kind: JudgeErrorKind

@@ -1,1 +1,37 @@
 """Judges that apply a rubric to a video and its responses and return validated verdicts."""
+
+from __future__ import annotations
+
+from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult
+from .batch import GradeSummary, ItemsError, load_items, read_records, run_batch, summarize
+from .pipeline import GradeOptions, Grader
+from .reference import ReferenceJudge
+
+
+class JudgeSpecError(ValueError):
+    """A --judge value that names no available backend."""
+
+
+def make_judge(spec: str = "reference", api_base: str | None = None) -> Judge:
+    """`reference`, `litellm:<model>` or `transformers:<path>`."""
+    kind, _, target = spec.partition(":")
+    if kind == "reference" and not target:
+        return ReferenceJudge()
+    if kind == "litellm" and target:
+        from .litellm_backend import LiteLLMJudge
+
+        return LiteLLMJudge(target, api_base=api_base)
+    if kind == "transformers" and target:
+        from .transformers_backend import TransformersJudge
+
+        return TransformersJudge(target)
+    raise JudgeSpecError(
+        f"unknown judge {spec!r}: use 'reference', 'litellm:<model>' or 'transformers:<path>'"
+    )
+
+
+__all__ = [
+    "GradeOptions", "GradeSummary", "Grader", "ItemsError", "Judge", "JudgeFailure", "JudgeRequest",
+    "JudgeResult", "JudgeSpecError", "ReferenceJudge", "load_items", "make_judge", "read_records",
+    "run_batch", "summarize",
+]

@@ -1,0 +1,55 @@
+"""The judge interface every backend implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from ..rubrics.model import Rubric
+from ..rubrics.prompt import PromptFrame
+from ..schema import Item, Judgement, JudgeErrorKind, Usage
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One turn of one item to grade (responses possibly swapped by the pipeline)."""
+
+    item: Item
+    turn: int
+    rubric: Rubric
+    frames: list[PromptFrame] = field(default_factory=list)
+    sample: int = 0  # index among k samples (backends may vary their seed by it)
+
+
+@dataclass
+class JudgeResult:
+    judgement: Judgement
+    usage: Usage | None = None
+    prompt_hash: str | None = None
+    raw_output: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class JudgeFailure(Exception):
+    """A backend could not produce a valid judgement; becomes a JudgeError record."""
+
+    def __init__(self, kind: JudgeErrorKind, message: str, raw_output: str | None = None,
+                 usage: Usage | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.raw_output = raw_output
+        self.usage = usage
+
+
+@runtime_checkable
+class Judge(Protocol):
+    backend: str  # "reference", "litellm", "transformers"
+    model_id: str  # pinned model identity recorded in provenance
+    needs_frames: bool  # False: the pipeline skips frame decoding entirely
+    sees_images: bool  # False: frames reach the model as timestamps only
+    deterministic: bool  # True: k samples and swaps of the same input cannot differ
+
+    async def judge(self, request: JudgeRequest) -> JudgeResult:
+        """Grade one turn; raise JudgeFailure when no valid judgement can be had."""
+        ...

@@ -1,0 +1,191 @@
+"""Resumable batches: items in (JSONL), verdicts out (JSONL, appended as they finish)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from ..schema import Item, JudgeError, Preference, Verdict
+from .pipeline import Grader, Record
+
+
+class ItemsError(ValueError):
+    """An items file that cannot be graded; the message names the file and line."""
+
+
+def load_items(path: str | os.PathLike[str], allow_urls: bool = False) -> list[Item]:
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ItemsError(f"{p}: no such items file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ItemsError(f"{p}: cannot read ({exc})") from None
+    items: list[Item] = []
+    seen: set[str] = set()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = Item.model_validate_json(line)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first["loc"]) or "item"
+            raise ItemsError(f"{p}:{n}: {where}: {first['msg'].removeprefix('Value error, ')}") from None
+        if item.id in seen:
+            raise ItemsError(f"{p}:{n}: duplicate item id {item.id!r}")
+        if item.video and "://" in item.video and not allow_urls:
+            raise ItemsError(f"{p}:{n}: video URLs are not allowed here ({item.video})")
+        seen.add(item.id)
+        items.append(item)
+    if not items:
+        raise ItemsError(f"{p}: no items")
+    return items
+
+
+def read_records(path: Path) -> list[Record]:
+    """Records of an output file; a torn last line (a run killed mid-write) is dropped."""
+    if not path.exists():
+        return []
+    out: list[Record] = []
+    data = path.read_bytes()
+    keep = len(data)
+    lines = data.split(b"\n")
+    offset = 0
+    for i, raw in enumerate(lines):
+        end = offset + len(raw) + 1
+        if raw.strip():
+            try:
+                obj = json.loads(raw)
+                out.append(JudgeError.model_validate(obj) if obj.get("record") == "judge_error" else Verdict.model_validate(obj))
+            except (json.JSONDecodeError, ValidationError):
+                if i == len(lines) - 1:  # no newline after it: torn by a kill, drop it
+                    keep = offset
+                    break
+                raise ItemsError(f"{path}:{i + 1}: not a verdict or judge error record") from None
+        offset = end
+    if keep < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(keep)
+    return out
+
+
+class Interval(BaseModel):
+    estimate: float | None
+    low: float | None
+    high: float | None
+    n: int
+
+
+class GradeSummary(BaseModel):
+    """What a batch produced. Judge errors are counted apart and never become labels."""
+
+    items: int
+    turns_graded: int
+    decided_by_rules: int
+    categories_a: dict[str, int]
+    categories_b: dict[str, int]
+    preferences: dict[str, int]
+    win_rate_a: Interval  # A wins / (A wins + B wins); Both and Neither excluded
+    swap_checked: int
+    swap_consistency: float | None
+    blind_checked: int
+    blind_unchanged: int
+    errors: dict[str, int]
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+
+
+def wilson(successes: int, n: int, z: float = 1.959964) -> Interval:
+    if n == 0:
+        return Interval(estimate=None, low=None, high=None, n=0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return Interval(estimate=p, low=max(0.0, centre - half), high=min(1.0, centre + half), n=n)
+
+
+def summarize(records: list[Record], items: int) -> GradeSummary:
+    verdicts: dict[tuple[str, int], Verdict] = {}
+    errors: dict[tuple[str, int], JudgeError] = {}
+    for r in records:
+        key = (r.item_id, r.turn)
+        if isinstance(r, Verdict):
+            verdicts[key] = r
+            errors.pop(key, None)
+        elif key not in verdicts:
+            errors[key] = r
+    vs = list(verdicts.values())
+    prefs = Counter(v.preference.value for v in vs if v.preference)
+    wins_a, wins_b = prefs.get(Preference.A.value, 0), prefs.get(Preference.B.value, 0)
+    swapped = [v for v in vs if v.swap is not None]
+    blind = [v for v in vs if v.blind_unchanged is not None]
+    usages = [u for u in (r.provenance.usage for r in records if r.provenance) if u]
+    costs = [u.cost_usd for u in usages if u.cost_usd is not None]
+    return GradeSummary(
+        items=items,
+        turns_graded=len(vs),
+        decided_by_rules=sum(v.decided_by == "rules" for v in vs),
+        categories_a=dict(Counter(v.response_a.category.value for v in vs)),
+        categories_b=dict(Counter(v.response_b.category.value for v in vs if v.response_b)),
+        preferences=dict(prefs),
+        win_rate_a=wilson(wins_a, wins_a + wins_b),
+        swap_checked=len(swapped),
+        swap_consistency=(sum(v.swap.consistent for v in swapped) / len(swapped)) if swapped else None,
+        blind_checked=len(blind),
+        blind_unchanged=sum(bool(v.blind_unchanged) for v in blind),
+        errors=dict(Counter(e.kind.value for e in errors.values())),
+        prompt_tokens=sum(u.prompt_tokens for u in usages),
+        completion_tokens=sum(u.completion_tokens for u in usages),
+        cost_usd=sum(costs) if costs else None,
+    )
+
+
+async def run_batch(
+    grader: Grader,
+    items: list[Item],
+    out: Path,
+    concurrency: int = 4,
+    on_done: Callable[[Item, list[Record]], None] | None = None,
+) -> GradeSummary:
+    """Grade every unfinished (item, turn) and append each record as soon as it exists.
+
+    A rerun with the same `out` skips turns that already have a verdict and retries
+    the ones that failed. Each record is one write of one line, flushed: a run killed
+    at any moment leaves every finished verdict in place (a torn last line is dropped
+    on the next run).
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = {(r.item_id, r.turn) for r in read_records(out) if isinstance(r, Verdict)}
+    todo = [(it, {t for t in range(len(it.turns)) if (it.id, t) in done}) for it in items]
+    todo = [(it, skip) for it, skip in todo if len(skip) < len(it.turns)]
+    sem = asyncio.Semaphore(max(1, concurrency))
+    lock = asyncio.Lock()
+    with open(out, "a", encoding="utf-8") as f:
+
+        async def one(item: Item, skip: set[int]) -> None:
+            async with sem:
+                records = await grader.grade(item, skip)
+            async with lock:
+                for r in records:
+                    f.write(r.model_dump_json() + "\n")
+                f.flush()
+            if on_done:
+                on_done(item, records)
+
+        await asyncio.gather(*(one(it, skip) for it, skip in todo))
+    return summarize(read_records(out), len(items))
+
+
+def pending_turns(items: list[Item], out: Path) -> int:
+    done = {(r.item_id, r.turn) for r in read_records(out) if isinstance(r, Verdict)}
+    return sum(1 for it in items for t in range(len(it.turns)) if (it.id, t) not in done)

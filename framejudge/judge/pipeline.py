@@ -1,0 +1,263 @@
+"""Grading one item: rules first, frames per turn, the judge, swaps, samples, blind control."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import diskcache
+
+from ..frame_sampler import FrameSamplerError, sample_frames, to_data_url
+from ..frame_sampler.cache import default_cache_dir
+from ..rubrics.model import Rubric
+from ..rubrics.prompt import PromptFrame
+from ..rubrics.rules import error_message_match
+from ..schema import (
+    Category,
+    Item,
+    Judgement,
+    JudgeError,
+    JudgeErrorKind,
+    Preference,
+    Provenance,
+    ResponseGrade,
+    SamplerParams,
+    SwapCheck,
+    TaskType,
+    Usage,
+    Verdict,
+)
+from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult
+from .reference import rank_pair
+
+Record = Verdict | JudgeError
+
+
+@dataclass
+class GradeOptions:
+    sampler: SamplerParams = field(default_factory=lambda: SamplerParams(n=8))
+    swap: bool | None = None  # None: on for non-deterministic judges
+    samples: int = 1
+    blind: bool = False
+    cache: bool = True  # verdict cache for model backends
+    jpeg_quality: int = 85
+
+    def swap_for(self, judge: Judge) -> bool:
+        return (not judge.deterministic) if self.swap is None else self.swap
+
+
+def _swapped(item: Item) -> Item:
+    turns = [t.model_copy(update={"response_a": t.response_b, "response_b": t.response_a}) for t in item.turns]
+    return item.model_copy(update={"turns": turns})
+
+
+def _map_back(j: Judgement) -> Judgement:
+    """A judgement of the swapped pair, expressed for the original order."""
+    flip = {Preference.A: Preference.B, Preference.B: Preference.A}
+    return Judgement.model_construct(
+        response_a=j.response_b,
+        response_b=j.response_a,
+        preference=flip.get(j.preference, j.preference) if j.preference else None,
+        deciding_criterion=j.deciding_criterion,
+        transcription_error=j.transcription_error,
+        multiturn=j.multiturn,
+    )
+
+
+def _same(a: Judgement, b: Judgement) -> bool:
+    cats = lambda j: (j.response_a.category, j.response_b.category if j.response_b else None)  # noqa: E731
+    return cats(a) == cats(b) and a.preference == b.preference
+
+
+def _reconcile(rubric: Rubric, item: Item, turn: int, first: Judgement, swapped: Judgement) -> tuple[Judgement, SwapCheck]:
+    if _same(first, swapped):
+        return first, SwapCheck(consistent=True, swapped=swapped)
+    cat_a, cat_b = first.response_a.category, first.response_b.category  # type: ignore[union-attr]
+    if cat_a == cat_b:
+        pref, crit, how = Preference.both, None, "orders disagreed; categories tie, so Both"
+    else:
+        pref, crit = rank_pair(rubric, item, turn, cat_a, cat_b)
+        how = "orders disagreed; settled by the categories under the rubric's criteria"
+    resolved = first.model_copy(update={"preference": pref, "deciding_criterion": crit or ("category" if pref in (Preference.A, Preference.B) else None)})
+    return resolved, SwapCheck(consistent=False, swapped=swapped, original=first, resolution=how)
+
+
+def _majority(results: list[Judgement]) -> tuple[Judgement, float]:
+    keys = [(j.response_a.category, j.response_b.category if j.response_b else None, j.preference) for j in results]
+    top, count = Counter(keys).most_common(1)[0]
+    chosen = next(j for j, k in zip(results, keys) if k == top)
+    return chosen, count / len(results)
+
+
+def _add_usage(total: Usage | None, more: Usage | None) -> Usage | None:
+    if more is None:
+        return total
+    if total is None:
+        return more.model_copy()
+    cost = None if total.cost_usd is None and more.cost_usd is None else (total.cost_usd or 0) + (more.cost_usd or 0)
+    return Usage(prompt_tokens=total.prompt_tokens + more.prompt_tokens,
+                 completion_tokens=total.completion_tokens + more.completion_tokens,
+                 cost_usd=cost, attempts=total.attempts + more.attempts)
+
+
+class Grader:
+    """Grades items with one judge and one rubric. Shared by the CLI, batches and the API."""
+
+    def __init__(self, judge: Judge, rubric: Rubric, options: GradeOptions | None = None,
+                 media_root: Path | None = None, cache_dir: Path | None = None) -> None:
+        self.judge = judge
+        self.rubric = rubric
+        self.options = options or GradeOptions()
+        self.media_root = media_root
+        self._cache = None
+        if self.options.cache and judge.backend != "reference":
+            folder = cache_dir or default_cache_dir().parent / "verdicts"
+            self._cache = diskcache.Cache(str(folder), size_limit=1024**3)
+
+    # ---------------------------------------------------------------- frames
+    def _video_path(self, item: Item) -> Path | None:
+        if not item.video:
+            return None
+        p = Path(item.video)
+        if not p.is_absolute() and self.media_root is not None:
+            p = self.media_root / p
+        return p
+
+    def _params(self, item: Item, turn: int) -> SamplerParams:
+        base = self.options.sampler
+        t = item.turns[turn].time
+        if item.task_type is TaskType.multi_turn and t is not None:
+            return base.model_copy(update={"end_at": t, "start": None, "end": None})
+        return base
+
+    def _frames(self, item: Item, turn: int) -> tuple[list[PromptFrame], str | None, SamplerParams | None]:
+        """Frames for one turn (none for judges that do not use them), and the video's hash."""
+        path = self._video_path(item)
+        if path is None or not self.judge.needs_frames:
+            return [], None, None
+        params = self._params(item, turn)
+        result = sample_frames(path, params)
+        frames = [PromptFrame(f.info.timestamp, to_data_url(f.image, self.options.jpeg_quality) if self.judge.sees_images else None)
+                  for f in result.frames]
+        return frames, result.video.sha256, params
+
+    # ---------------------------------------------------------------- judge calls
+    def _cache_key(self, item: Item, turn: int, video_hash: str | None, params: SamplerParams | None,
+                   sample: int, blind: bool) -> str:
+        payload = {
+            "video": video_hash, "sampler": params.model_dump(mode="json") if params else None,
+            "rubric": self.rubric.content_hash, "backend": self.judge.backend, "model": self.judge.model_id,
+            "turns": [t.model_dump(mode="json") for t in item.turns[: turn + 1]],
+            "task": item.task_type.value, "expression": item.expression, "domain": item.domain,
+            "sample": sample, "blind": blind,
+        }
+        return "verdict:" + hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+    async def _call(self, item: Item, turn: int, frames: list[PromptFrame], sample: int,
+                    key: str | None) -> JudgeResult:
+        if self._cache is not None and key is not None:
+            hit = self._cache.get(key)
+            if hit is not None:
+                data = json.loads(hit)
+                return JudgeResult(Judgement.model_validate(data["judgement"]), None, data.get("prompt_hash"),
+                                   notes=["from the verdict cache"])
+        result = await self.judge.judge(JudgeRequest(item, turn, self.rubric, frames, sample))
+        if self._cache is not None and key is not None:
+            self._cache.set(key, json.dumps({"judgement": result.judgement.model_dump(mode="json"),
+                                             "prompt_hash": result.prompt_hash}))
+        return result
+
+    # ---------------------------------------------------------------- one item
+    async def grade(self, item: Item, skip_turns: set[int] | None = None) -> list[Record]:
+        out: list[Record] = []
+        for turn in range(len(item.turns)):
+            if skip_turns and turn in skip_turns:
+                continue
+            out.append(await self.grade_turn(item, turn))
+        return out
+
+    async def grade_turn(self, item: Item, turn: int) -> Record:
+        t = item.turns[turn]
+        started = datetime.now(timezone.utc)
+        ruled = self._by_rules(item, turn)
+        if ruled is not None:
+            return Verdict(**ruled.model_dump(), item_id=item.id, turn=turn, decided_by="rules",
+                           provenance=self._provenance(started, None, [], None, None, ["decided by the error-string rules"]))
+        try:
+            if self.judge.needs_frames and item.video:
+                frames, video_hash, params = await asyncio.to_thread(self._frames, item, turn)
+            else:
+                frames, video_hash, params = [], None, None
+        except FrameSamplerError as exc:
+            return JudgeError(item_id=item.id, turn=turn, kind=JudgeErrorKind.bad_input, message=str(exc),
+                              provenance=self._provenance(started, None, [], None, None, []))
+        usage: Usage | None = None
+        notes: list[str] = []
+        if frames and not self.judge.sees_images:
+            notes.append("text-only judge: frames given as timestamps, no images")
+        try:
+            results = []
+            prompt_hash = None
+            for k in range(max(1, self.options.samples)):
+                key = self._cache_key(item, turn, video_hash, params, k, False)
+                r = await self._call(item, turn, frames, k, key)
+                usage = _add_usage(usage, r.usage)
+                prompt_hash = prompt_hash or r.prompt_hash
+                notes += [n for n in r.notes if n not in notes]
+                results.append(r.judgement)
+                if self.judge.deterministic:
+                    break
+            judgement, agreement = _majority(results)
+            swap_check = None
+            if t.response_b is not None and self.options.swap_for(self.judge):
+                swapped_item = _swapped(item)
+                key = self._cache_key(swapped_item, turn, video_hash, params, 0, False)
+                r = await self._call(swapped_item, turn, frames, 0, key)
+                usage = _add_usage(usage, r.usage)
+                judgement, swap_check = _reconcile(self.rubric, item, turn, judgement, _map_back(r.judgement))
+            blind_unchanged = None
+            if self.options.blind and frames:
+                key = self._cache_key(item, turn, video_hash, params, 0, True)
+                r = await self._call(item, turn, [], 0, key)
+                usage = _add_usage(usage, r.usage)
+                blind_unchanged = _same(judgement, r.judgement)
+        except JudgeFailure as exc:
+            return JudgeError(item_id=item.id, turn=turn, kind=exc.kind, message=exc.message,
+                              raw_output=exc.raw_output,
+                              provenance=self._provenance(started, None, [f.timestamp for f in frames], params,
+                                                          _add_usage(usage, exc.usage), notes))
+        if self.judge.deterministic and self.options.samples > 1:
+            notes.append(f"deterministic judge: {self.options.samples} samples would be identical; one taken")
+        data = judgement.model_dump()
+        data["multiturn"] = data["multiturn"] or turn > 0
+        return Verdict(
+            **data, item_id=item.id, turn=turn, swap=swap_check,
+            sample_agreement=agreement if len(results) > 1 else None, blind_unchanged=blind_unchanged,
+            provenance=self._provenance(started, prompt_hash, [f.timestamp for f in frames], params, usage, notes),
+        )
+
+    def _by_rules(self, item: Item, turn: int) -> Judgement | None:
+        """Error strings decide without a model when they decide every response of the turn."""
+        t = item.turns[turn]
+        texts = [t.response_a] + ([t.response_b] if t.response_b is not None else [])
+        if not all(error_message_match(x, self.rubric) for x in texts):
+            return None
+        grade = ResponseGrade(category=Category.error_message, rationale="the response is one of the fixed error strings")
+        data: dict[str, Any] = {"response_a": grade.model_dump(), "multiturn": turn > 0}
+        if t.response_b is not None:
+            data.update(response_b=grade.model_dump(), preference=Preference.both)
+        return Judgement.model_validate(data, context={"rubric": self.rubric, "responses": {"a": t.response_a, "b": t.response_b}})
+
+    def _provenance(self, started: datetime, prompt_hash: str | None, timestamps: list[float],
+                    params: SamplerParams | None, usage: Usage | None, notes: list[str]) -> Provenance:
+        return Provenance(
+            rubric_id=self.rubric.id, rubric_version=self.rubric.version, rubric_hash=self.rubric.content_hash,
+            judge_backend=self.judge.backend, model_id=self.judge.model_id, prompt_hash=prompt_hash,
+            frame_timestamps=timestamps, sampler=params, created_at=started, usage=usage, notes=notes,
+        )

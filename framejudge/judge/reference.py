@@ -1,0 +1,334 @@
+"""The reference judge: the rubric's rules applied to the text alone. Offline, deterministic, fast.
+
+It never looks at the video (the pipeline does not even decode frames for it), so it
+cannot tell a correct description from a hallucinated one unless a golden response
+is there to compare with. What it does decide from text:
+
+1. error strings (the rubric's deterministic rules) -> Error message;
+2. refusals: for integrity reasons or about unsupported domains -> Successful; with useful
+   information after the refusal -> Successful; asking for what it would need when the
+   golden response agrees nothing more can be said -> Successful; otherwise -> Missing;
+3. engaging with what the rubric marks unsupported (people's looks and traits, calorie
+   estimates without a label, weight advice) -> Not Successful;
+4. the golden response: contradiction (yes/no polarity, negation, numbers, named
+   entities) -> Not Successful; answers sharing nothing with the question or the golden
+   response -> Irrelevant;
+5. an answer of a few generic words -> Not Successful (too generic to be useful);
+6. a question expecting a number answered without one, or (when the question names its
+   subject instead of pointing at the video) an answer sharing no subject with it -> Irrelevant;
+7. otherwise Successful, as the guideline says.
+
+Pairs are ranked by the rubric's criteria in order (category, then factual accuracy,
+relevancy, not missing, helpfulness, conciseness, creativity for expression tasks).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..rubrics.model import Rubric
+from ..rubrics.rules import error_message_match, normalize
+from ..schema import Category, Item, Judgement, Preference, ResponseGrade
+from .base import JudgeRequest, JudgeResult
+
+VERSION = "reference-1"
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_STOP = set(
+    "a an the is are was were be been being of in on at to for with by from and or but if so as "
+    "this that these those it its it's there here what which who whom whose when where why how "
+    "do does did can could would should will shall may might must i you he she we they me him "
+    "her us them my your his our their not no yes any some all about into than then too very "
+    "just also more most such only own same other up down out over under again once looks look "
+    "like seems appear appears video shown show shows see seen image picture".split()
+)
+_NUMBER_WORDS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "single": 1, "only one": 1,
+    "a couple": 2, "dozen": 12,
+}
+_REFUSAL = re.compile(
+    r"\b(i'?m sorry|sorry,? (but )?i|i (can ?not|can't|am unable|'m unable|am not able|'m not able|"
+    r"won't|don't have (access|information)|couldn't find|could not find|cannot find|can't find|"
+    r"do not have (access|information))|unable to (determine|answer|provide|find|help|tell|say|identify)|"
+    r"not able to (determine|answer|provide|find|help|tell|say|identify))",
+    re.I,
+)
+_INTEGRITY = re.compile(
+    r"\b(appearance|someone's|somebody|person's|people's|their (age|looks|gender|weight)|identify "
+    r"(people|a person|individuals)|personal (information|details)|privacy|private|licen[cs]e plate|"
+    r"credit card|phone number|address|weight management|weight loss|calorie(s)? count|calories|"
+    r"medical|medication|diagnos\w*|health advice|offensive|violent|violence|sexual|explicit|"
+    r"political|religio\w*|integrity|policy|guidelines)\b",
+    re.I,
+)
+_ASK_MORE = re.compile(r"\b(more (information|context|details)|could you (please )?(provide|tell|share)|can you (provide|tell|share))\b", re.I)
+_BUT_INFO = re.compile(r"\b(however|but|that said|generally|typically|usually|in general|it is (generally )?recommended)\b", re.I)
+_NEGATION = re.compile(r"\b(no|not|none|never|nothing|nobody|neither|nor|without|n't|empty)\b", re.I)
+_PEOPLE_Q = re.compile(r"\b(how old|age of|is (she|he) (pretty|attractive|fat|thin|tall|short)|(her|his|their) (age|looks|weight|height|gender|ethnicity|race)|attractive|ugly|good-looking|personality of)\b", re.I)
+_CALORIE_Q = re.compile(r"\b(calorie|calories|kcal|gain weight|lose weight|fattening)\b", re.I)
+_LABEL = re.compile(r"\b(label|nutrition facts|package says|packaging)\b", re.I)
+_UNKNOWABLE = re.compile(r"\b(can't|cannot|can not|unable|impossible|not possible|no way|unclear|unknown|not visible)\b", re.I)
+_DEICTIC = re.compile(r"\b(this|these|that|those|it|here|they)\b", re.I)
+_COLOURS = {"red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white",
+            "grey", "gray", "silver", "gold", "beige", "violet", "turquoise"}
+_COUNT_Q = re.compile(r"^\s*how (many|much)\b", re.I)
+_HAS_NUMBER = re.compile(r"\d|\b(" + "|".join(k for k in _NUMBER_WORDS if " " not in k) + r"|none|no)\b", re.I)
+_CAPITAL = re.compile(r"\b[A-Z][a-zA-Z]+(?:[- ][A-Z][a-zA-Z]+)*\b")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(normalize(text).lower())
+
+
+def _content(text: str) -> set[str]:
+    return {_stem(w) for w in _words(text) if w not in _STOP and len(w) > 2}
+
+
+def _stem(w: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(w) > len(suffix) + 3 and w.endswith(suffix):
+            return w[: -len(suffix)]
+    return w
+
+
+def _numbers(text: str) -> set[int]:
+    t = normalize(text).lower()
+    found = {int(n) for n in re.findall(r"\b\d+\b", t)}
+    for word, value in _NUMBER_WORDS.items():
+        if re.search(rf"\b{word}\b", t):
+            found.add(value)
+    return found
+
+
+def _counts(text: str) -> dict[str, int]:
+    """Number -> the noun it counts: {"stroller": 1} for "only one stroller"."""
+    words = _words(text)
+    out: dict[str, int] = {}
+    for i, w in enumerate(words):
+        value = int(w) if w.isdigit() else _NUMBER_WORDS.get(w)
+        if value is None:
+            continue
+        for nxt in words[i + 1 : i + 3]:
+            if nxt not in _STOP and not nxt.isdigit() and nxt not in _NUMBER_WORDS:
+                out.setdefault(_stem(nxt), value)
+                break
+    return out
+
+
+def _polarity(text: str) -> str | None:
+    t = normalize(text).lower()
+    if re.match(r"^(no|nope|not really|none)\b", t):
+        return "no"
+    if re.match(r"^(yes|yeah|yep|indeed|correct)\b", t):
+        return "yes"
+    return None
+
+
+def _negated(text: str) -> bool:
+    return bool(_NEGATION.search(normalize(text)))
+
+
+def _entities(text: str) -> set[str]:
+    """Capitalised names, minus sentence-initial ordinary words."""
+    out = set()
+    for m in _CAPITAL.finditer(normalize(text)):
+        name = m.group(0)
+        start = m.start()
+        before = normalize(text)[:start].rstrip()
+        sentence_start = not before or before[-1] in ".!?:"
+        if sentence_start and " " not in name and "-" not in name and name.lower() in _STOP | {"i", "im"}:
+            continue
+        if sentence_start and " " not in name and "-" not in name:
+            continue
+        out.add(name.lower())
+    return out
+
+
+def _overlap(a: set[str], b: set[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / min(len(a), len(b))
+
+
+def _refusal_span(text: str) -> re.Match[str] | None:
+    """A refusal, or a request for more information (declining to answer as asked)."""
+    return _REFUSAL.search(normalize(text)) or _ASK_MORE.search(normalize(text))
+
+
+def _useful_after_refusal(text: str, refusal: re.Match[str]) -> bool:
+    """A refusal followed by real information: a 'however/but/generally' clause, or further
+    sentences, carrying at least a few content words or numbers."""
+    t = normalize(text)
+    rest = t[refusal.end():]
+    again = _REFUSAL.search(rest)
+    if again:  # "I'm sorry, but I can't ...": the refusal goes on; look after it
+        return _useful_after_refusal(rest, again)
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", rest) if s.strip()]
+    pivot = _BUT_INFO.search(rest)
+    info = rest[pivot.end():] if pivot else " ".join(sentences[1:])
+    if _REFUSAL.search(info) or _ASK_MORE.search(info):
+        return False
+    return len(_content(info)) >= 5 or (len(_content(info)) >= 3 and bool(re.search(r"\d", info)))
+
+
+def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -> tuple[Category, str]:
+    """One response's category and the reason, from text alone."""
+    turn = item.turns[turn_index]
+    question, golden = turn.question, turn.golden
+    if error_message_match(response, rubric):
+        return Category.error_message, "the response is one of the fixed error strings"
+    if not normalize(response):
+        return Category.missing, "the response is empty"
+
+    refusal = _refusal_span(response)
+    if refusal:
+        if _INTEGRITY.search(response) or _PEOPLE_Q.search(question):
+            return Category.successful, "declines on integrity or unsupported-domain grounds"
+        if _useful_after_refusal(response, refusal):
+            return Category.successful, "says it cannot fully answer, then gives useful information"
+        if golden and (_refusal_span(golden) or _UNKNOWABLE.search(normalize(golden))):
+            return Category.successful, "the golden response agrees the question cannot be settled"
+        if _ASK_MORE.search(response) and not golden:
+            return Category.successful, "explains what it would need to answer"
+        if golden and _contradicts(golden, response, question):
+            return Category.not_successful, "its claim contradicts the golden response"
+        return Category.missing, "understood the request but declined a supported question"
+
+    if _PEOPLE_Q.search(question):
+        return Category.not_successful, "comments on a person's appearance or traits"
+    if _CALORIE_Q.search(question) and not _LABEL.search(response) and (
+        _numbers(response) or re.search(r"\b(high|low) in calories|gain weight|lose weight|fattening\b", response, re.I)
+    ):
+        return Category.not_successful, "gives calorie or weight advice without a visible label"
+
+    q_content, r_content = _content(question), _content(response)
+    if golden:
+        if _contradicts(golden, response, question):
+            return Category.not_successful, "contradicts the golden response"
+        g_content = _content(golden)
+        if _overlap(r_content, g_content) == 0 and not (_numbers(response) & _numbers(golden)):
+            if _overlap(r_content, q_content) == 0 and not _DEICTIC.search(question):
+                return Category.irrelevant, "shares nothing with the question or the golden response"
+            return Category.not_successful, "says something other than the golden response"
+        return Category.successful, "agrees with the golden response"
+    if _COUNT_Q.search(question) and not _HAS_NUMBER.search(response):
+        return Category.irrelevant, "the question asks for a number and the answer gives none"
+    if q_content and r_content and _overlap(r_content, q_content) == 0 and len(r_content) >= 4:
+        # Without a golden response, only a question that names its subject (no "this",
+        # "it", "here": nothing the video would supply) can be judged off-topic from words.
+        if not _DEICTIC.search(question):
+            return Category.irrelevant, "shares no subject with the question"
+    words = _words(response)
+    if len(words) <= 4 and not re.search(r"\d", response) and not _entities(response):
+        return Category.not_successful, "too generic to be useful"
+    return Category.successful, "no rule applies, so Successful (the guideline's default)"
+
+
+def _contradicts(golden: str, response: str, question: str) -> bool:
+    gp, rp = _polarity(golden), _polarity(response)
+    if gp and rp and gp != rp:
+        return True
+    g_counts, r_counts = _counts(golden), _counts(response)
+    for noun in g_counts.keys() & r_counts.keys():
+        if g_counts[noun] != r_counts[noun]:
+            return True  # "one stroller" vs "2 strollers"
+    g_nums, r_nums = _numbers(golden) - _numbers(question), _numbers(response) - _numbers(question)
+    if g_nums and r_nums and not (g_nums & r_nums) and not (g_counts.keys() & r_counts.keys()):
+        return True
+    g_ent = _entities(golden) - _entities(question)
+    r_ent = _entities(response) - _entities(question)
+    if len(g_ent) >= 1 and len(r_ent) >= 1 and not _fuzzy_share(g_ent, r_ent):
+        return True
+    g_col = {w for w in _words(golden) if w in _COLOURS} - set(_words(question))
+    r_col = {w for w in _words(response) if w in _COLOURS} - set(_words(question))
+    if g_col and r_col and not (g_col & r_col):
+        return True  # "the barn is red" vs "the barn is blue"
+    for pair in (("left", "right"), ("open", "closed"), ("empty", "full"), ("inside", "outside")):
+        g_side = {w for w in _words(golden) if w in pair}
+        r_side = {w for w in _words(response) if w in pair}
+        if len(g_side) == 1 and len(r_side) == 1 and g_side != r_side:
+            return True
+    # Negation mismatch on the same subject: "no trains ... still" vs "trains moving".
+    shared = _content(golden) & _content(response)
+    if shared and _negated(golden) != _negated(response):
+        g_neg = bool(re.search(r"\b(no|none|nothing|empty|not)\b", golden, re.I))
+        r_neg = bool(re.search(r"\b(no|none|nothing|empty|not)\b", response, re.I))
+        if g_neg != r_neg:
+            return True
+    return False
+
+
+def _fuzzy_share(a: set[str], b: set[str]) -> bool:
+    wa = {w for name in a for w in re.split(r"[- ]", name)}
+    wb = {w for name in b for w in re.split(r"[- ]", name)}
+    return bool(wa & wb)
+
+
+# ----------------------------------------------------------------------------- ranking
+
+def _detail(text: str) -> int:
+    """Specific details a listener can act on: numbers, times, dates, names."""
+    t = normalize(text)
+    return len(re.findall(r"\d+", t)) + len(_entities(t))
+
+
+def _criterion_scores(rubric: Rubric, item: Item, text: str, category: Category) -> dict[str, float]:
+    words = len(_words(text))
+    return {
+        "factual_accuracy": 0.0 if category == Category.not_successful else 1.0,
+        "relevancy": 0.0 if category in (Category.irrelevant, Category.error_message) else 1.0,
+        "not_missing": 0.0 if category in (Category.missing, Category.error_message) else 1.0,
+        "helpfulness": float(_detail(text)),
+        "conciseness": -float(words),
+        "creativity": len(set(_words(text))) / max(1, words),
+    }
+
+
+def rank_pair(rubric: Rubric, item: Item, turn_index: int, cat_a: Category, cat_b: Category) -> tuple[Preference, str | None]:
+    """Preference by the rubric's rules and criteria, in rank order."""
+    succ = Category.successful
+    if (cat_a == succ) != (cat_b == succ):
+        return (Preference.A if cat_a == succ else Preference.B), "category"
+    turn = item.turns[turn_index]
+    assert turn.response_b is not None
+    a = _criterion_scores(rubric, item, turn.response_a, cat_a)
+    b = _criterion_scores(rubric, item, turn.response_b, cat_b)
+    assert rubric.preference is not None
+    for criterion in rubric.preference.criteria:
+        if criterion.applies_to == "expression" and item.expression == "none":
+            continue
+        if criterion.applies_to == "all_but_long_expression" and item.expression == "other":
+            continue
+        x, y = a[criterion.id], b[criterion.id]
+        margin = {"helpfulness": 2.0, "conciseness": max(3.0, 0.2 * max(-x, -y)), "creativity": 0.1}.get(criterion.id, 0.5)
+        if abs(x - y) >= margin:
+            return (Preference.A if x > y else Preference.B), criterion.id
+    return (Preference.both if cat_a == cat_b else Preference.neither), None
+
+
+class ReferenceJudge:
+    backend = "reference"
+    model_id = VERSION
+    needs_frames = False
+    sees_images = False
+    deterministic = True
+
+    async def judge(self, request: JudgeRequest) -> JudgeResult:
+        return JudgeResult(self.decide(request.rubric, request.item, request.turn))
+
+    def decide(self, rubric: Rubric, item: Item, turn_index: int) -> Judgement:
+        turn = item.turns[turn_index]
+        cat_a, why_a = grade_response(rubric, item, turn_index, turn.response_a)
+        grades = {"response_a": ResponseGrade(category=cat_a, rationale=why_a)}
+        pref = crit = None
+        if turn.response_b is not None:
+            cat_b, why_b = grade_response(rubric, item, turn_index, turn.response_b)
+            grades["response_b"] = ResponseGrade(category=cat_b, rationale=why_b)
+            pref, crit = rank_pair(rubric, item, turn_index, cat_a, cat_b)
+        context = {"rubric": rubric, "responses": {"a": turn.response_a, "b": turn.response_b}}
+        return Judgement.model_validate(
+            {**{k: v.model_dump() for k, v in grades.items()}, "preference": pref, "deciding_criterion": crit,
+             "multiturn": turn_index > 0},
+            context=context,
+        )

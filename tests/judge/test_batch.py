@@ -1,0 +1,134 @@
+"""Batches: appended as they finish, resumable after a kill, errors kept apart; the grade command."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from framejudge.judge import Grader, ItemsError, ReferenceJudge, load_items, read_records, run_batch
+from framejudge.judge.batch import summarize, wilson
+from framejudge.rubrics import get_rubric
+from framejudge.schema import Verdict
+
+RUBRIC = get_rubric("video-qa")
+EXAMPLES = Path(__file__).parents[2] / "examples" / "items.jsonl"
+
+
+def make_items(path: Path, n: int) -> Path:
+    with path.open("w") as f:
+        for i in range(n):
+            f.write(json.dumps({"id": f"item-{i}", "turns": [{
+                "question": "How many people are on the bench?", "golden": f"{i % 5} people.",
+                "response_a": f"There are {i % 5} people.", "response_b": f"There are {(i + 1) % 5} people.",
+            }]}) + "\n")
+    return path
+
+
+def test_batch_writes_every_turn_once_and_resumes(tmp_path):
+    items = load_items(make_items(tmp_path / "items.jsonl", 50))
+    out = tmp_path / "v.jsonl"
+    summary = asyncio.run(run_batch(Grader(ReferenceJudge(), RUBRIC), items, out))
+    assert summary.turns_graded == 50 and summary.errors == {}
+    first = out.read_text()
+    again = asyncio.run(run_batch(Grader(ReferenceJudge(), RUBRIC), items, out))
+    assert out.read_text() == first  # nothing redone
+    assert again.turns_graded == 50
+
+
+def test_torn_last_line_is_dropped_and_regraded(tmp_path):
+    items = load_items(make_items(tmp_path / "items.jsonl", 5))
+    out = tmp_path / "v.jsonl"
+    asyncio.run(run_batch(Grader(ReferenceJudge(), RUBRIC), items, out))
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])
+    assert len(read_records(out)) == 3
+    asyncio.run(run_batch(Grader(ReferenceJudge(), RUBRIC), items, out))
+    ids = [r.item_id for r in read_records(out)]
+    assert sorted(ids) == sorted(f"item-{i}" for i in range(5))
+
+
+def test_a_damaged_middle_line_is_an_error_not_silence(tmp_path):
+    out = tmp_path / "v.jsonl"
+    out.write_text('{"record": "verdict"}\n{"also": "bad"}\n')
+    with pytest.raises(ItemsError, match="v.jsonl:1: not a verdict"):
+        read_records(out)
+
+
+def test_sigkill_mid_batch_then_rerun_loses_and_repeats_nothing(tmp_path):
+    items_path = make_items(tmp_path / "items.jsonl", 20000)
+    out = tmp_path / "v.jsonl"
+    cmd = [sys.executable, "-m", "framejudge.cli", "grade", str(items_path), "--out", str(out), "--concurrency", "8"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not out.exists() or out.stat().st_size < 200_000):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    partial = read_records(out)
+    assert 0 < len(partial) < 20000, "the batch should have been killed mid-run"
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+    records = read_records(out)
+    ids = [r.item_id for r in records]
+    assert len(ids) == len(set(ids)) == 20000
+    assert all(isinstance(r, Verdict) for r in records)
+    # What was finished before the kill is still there, unchanged.
+    after = {r.item_id: r for r in records}
+    assert all(after[r.item_id] == r for r in partial)
+
+
+def test_items_file_errors_name_the_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "turns": [{"question": "q", "response_a": "x"}]}\n{"id": "b", "turns": []}\n')
+    with pytest.raises(ItemsError, match=r"bad.jsonl:2: turns: List should have at least 1 item"):
+        load_items(bad)
+    bad.write_text('{"id": "a", "video": "https://x/y.mp4", "turns": [{"question": "q", "response_a": "x"}]}\n')
+    with pytest.raises(ItemsError, match="video URLs are not allowed"):
+        load_items(bad)
+    bad.write_text('{"id": "a", "turns": [{"question": "q", "response_a": "x"}]}\n' * 2)
+    with pytest.raises(ItemsError, match="duplicate item id 'a'"):
+        load_items(bad)
+    with pytest.raises(ItemsError, match="no such items file"):
+        load_items(tmp_path / "none.jsonl")
+
+
+def test_summary_counts_and_interval(tmp_path):
+    items = load_items(make_items(tmp_path / "items.jsonl", 10))
+    out = tmp_path / "v.jsonl"
+    s = asyncio.run(run_batch(Grader(ReferenceJudge(), RUBRIC), items, out))
+    assert s.categories_a == {"Successful": 10} and s.categories_b == {"Not Successful": 10}
+    assert s.preferences == {"A": 10}
+    assert s.win_rate_a.estimate == 1.0 and s.win_rate_a.high == pytest.approx(1.0)
+    assert s.win_rate_a.low == pytest.approx(0.7225, abs=1e-4)  # Wilson, 10 of 10
+    w = wilson(5, 10)
+    assert (round(w.low, 4), round(w.high, 4)) == (0.2366, 0.7634)  # the textbook Wilson interval
+    assert summarize([], 0).win_rate_a.estimate is None
+
+
+def test_grade_command_on_the_bundled_examples(tmp_path):
+    out = tmp_path / "v.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(EXAMPLES), "--out", str(out),
+                           "--summary-json", str(tmp_path / "s.json")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["items"] == 10 and summary["turns_graded"] == 11 and summary["decided_by_rules"] == 1
+    assert json.loads((tmp_path / "s.json").read_text()) == summary
+    assert "no tokens, no cost" in proc.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--judge", "oracle"], "unknown judge 'oracle'"),
+    (["--rubric", "nope"], "no rubric with id 'nope'"),
+    (["-n", "0"], "frame budget must be at least 1"),
+])
+def test_grade_command_bad_options(tmp_path, args, message):
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(EXAMPLES), "--out",
+                           str(tmp_path / "v.jsonl"), *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,166 @@
+"""The grading pipeline: rules first, frames per turn, swaps, samples, blind control, failures.
+
+`ScriptedJudge` stands in for a model's replies (the one edge these tests cannot reach
+with a real model quickly); everything around it is the real pipeline and sampler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import pytest
+
+from framejudge.examples.clips import countdown
+from framejudge.examples.synth import cfr_times, write_video
+from framejudge.judge import GradeOptions, Grader, JudgeFailure, JudgeRequest, JudgeResult, ReferenceJudge
+from framejudge.rubrics import get_rubric
+from framejudge.schema import Item, JudgeError, JudgeErrorKind, Judgement, SamplerParams, Usage, Verdict
+
+RUBRIC = get_rubric("video-qa")
+
+
+@dataclass
+class ScriptedJudge:
+    """Replies from a script: a function of the request. Records every request it saw."""
+
+    reply: object
+    backend: str = "scripted"
+    model_id: str = "scripted-1"
+    needs_frames: bool = True
+    sees_images: bool = True
+    deterministic: bool = False
+    seen: list[JudgeRequest] = field(default_factory=list)
+
+    async def judge(self, request: JudgeRequest) -> JudgeResult:
+        self.seen.append(request)
+        out = self.reply(request)
+        if isinstance(out, Exception):
+            raise out
+        return JudgeResult(Judgement.model_validate(out), usage=Usage(prompt_tokens=100, completion_tokens=20, cost_usd=0.001),
+                           prompt_hash="p" * 16)
+
+
+def g(cat):
+    return {"category": cat, "rationale": "r"}
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    path = tmp_path_factory.mktemp("v") / "countdown.mp4"
+    return write_video(path, countdown, cfr_times(10, 30), gop=30)
+
+
+def pair_item(video, task="single_turn", times=(None,)):
+    turns = [{"time": t, "question": f"q{i}", "response_a": "a answer", "response_b": "b answer"} for i, t in enumerate(times)]
+    return Item(id="it", video=str(video), task_type=task, turns=turns)
+
+
+def run(grader, item):
+    return asyncio.run(grader.grade(item))
+
+
+def test_error_strings_decide_without_the_model(clip):
+    judge = ScriptedJudge(lambda r: AssertionError("must not be called"))
+    item = Item(id="e", video=str(clip), turns=[{"question": "q", "response_a": "I cannot answer that.",
+                                                 "response_b": "I can't help with that kind of request."}])
+    [v] = run(Grader(judge, RUBRIC, GradeOptions(cache=False)), item)
+    assert isinstance(v, Verdict) and v.decided_by == "rules" and v.preference.value == "Both"
+    assert judge.seen == []
+
+
+def test_multi_turn_windows_end_at_each_question(clip):
+    judge = ScriptedJudge(lambda r: {"response_a": g("Successful"), "response_b": g("Missing"), "preference": "A",
+                                     "deciding_criterion": "category"})
+    item = pair_item(clip, "multi_turn", (2.5, 7.25))
+    opts = GradeOptions(sampler=SamplerParams(n=4, lookback=3), swap=False, cache=False)
+    verdicts = run(Grader(judge, RUBRIC, opts), item)
+    assert [v.turn for v in verdicts] == [0, 1]
+    for v, t in zip(verdicts, (2.5, 7.25)):
+        ts = v.provenance.frame_timestamps
+        assert ts[-1] <= t and t - ts[-1] < 1 / 30 + 1e-9 and ts[0] >= t - 3 - 1 / 30
+        assert v.provenance.sampler.end_at == t
+    assert verdicts[1].multiturn is True
+    assert all(f.image_url.startswith("data:image/jpeg;base64,") for f in judge.seen[0].frames)
+
+
+def test_single_turn_sees_the_whole_clip(clip):
+    judge = ScriptedJudge(lambda r: {"response_a": g("Successful")})
+    item = Item(id="s", video=str(clip), turns=[{"question": "q", "response_a": "a"}])
+    [v] = run(Grader(judge, RUBRIC, GradeOptions(sampler=SamplerParams(n=5), cache=False)), item)
+    ts = v.provenance.frame_timestamps
+    assert len(ts) == 5 and ts[0] < 2 and ts[-1] > 8
+    assert v.preference is None
+
+
+def test_swap_agreement_and_disagreement(clip):
+    # Position-biased judge: always prefers whatever is shown first.
+    biased = ScriptedJudge(lambda r: {"response_a": g("Successful"), "response_b": g("Successful"),
+                                      "preference": "A", "deciding_criterion": "conciseness"})
+    [v] = run(Grader(biased, RUBRIC, GradeOptions(sampler=SamplerParams(n=2), cache=False)), pair_item(clip))
+    assert len(biased.seen) == 2
+    assert biased.seen[1].item.turns[0].response_a == "b answer"  # B/A order
+    assert v.swap.consistent is False and v.preference.value == "Both"
+    assert v.swap.original.preference.value == "A" and v.swap.swapped.preference.value == "B"
+    assert "tie" in v.swap.resolution
+
+    def fair(r):
+        a_is_good = r.item.turns[0].response_a == "a answer"
+        return {"response_a": g("Successful" if a_is_good else "Missing"),
+                "response_b": g("Missing" if a_is_good else "Successful"),
+                "preference": "A" if a_is_good else "B", "deciding_criterion": "category"}
+
+    fair_judge = ScriptedJudge(fair)
+    [v] = run(Grader(fair_judge, RUBRIC, GradeOptions(sampler=SamplerParams(n=2), cache=False)), pair_item(clip))
+    assert v.swap.consistent is True and v.preference.value == "A"
+    assert v.provenance.usage.prompt_tokens == 200 and v.provenance.usage.cost_usd == pytest.approx(0.002)
+
+
+def test_k_samples_majority(clip):
+    replies = iter(["Successful", "Missing", "Successful"])
+    judge = ScriptedJudge(lambda r: {"response_a": g(next(replies))})
+    item = Item(id="k", video=str(clip), turns=[{"question": "q", "response_a": "a"}])
+    [v] = run(Grader(judge, RUBRIC, GradeOptions(sampler=SamplerParams(n=2), samples=3, cache=False)), item)
+    assert v.response_a.category.value == "Successful" and v.sample_agreement == pytest.approx(2 / 3)
+
+
+def test_blind_control_flags_verdicts_that_ignore_the_video(clip):
+    judge = ScriptedJudge(lambda r: {"response_a": g("Successful")})
+    item = Item(id="b", video=str(clip), turns=[{"question": "q", "response_a": "a"}])
+    [v] = run(Grader(judge, RUBRIC, GradeOptions(sampler=SamplerParams(n=2), blind=True, cache=False)), item)
+    assert v.blind_unchanged is True
+    assert [len(r.frames) for r in judge.seen] == [2, 0]
+    sees = ScriptedJudge(lambda r: {"response_a": g("Successful" if r.frames else "Missing")})
+    [v] = run(Grader(sees, RUBRIC, GradeOptions(sampler=SamplerParams(n=2), blind=True, cache=False)), item)
+    assert v.blind_unchanged is False
+
+
+def test_failures_are_judge_errors_not_verdicts(clip, tmp_path):
+    judge = ScriptedJudge(lambda r: JudgeFailure(JudgeErrorKind.unparseable, "no JSON in reply", raw_output="hmm"))
+    item = Item(id="f", video=str(clip), turns=[{"question": "q", "response_a": "a"}])
+    [e] = run(Grader(judge, RUBRIC, GradeOptions(cache=False)), item)
+    assert isinstance(e, JudgeError) and e.kind == "unparseable" and e.raw_output == "hmm"
+    broken = tmp_path / "broken.mp4"
+    broken.write_text("<html>")
+    [e] = run(Grader(judge, RUBRIC, GradeOptions(cache=False)), item.model_copy(update={"video": str(broken)}))
+    assert e.kind == "bad_input" and "not a readable media file" in e.message
+
+
+def test_verdict_cache_makes_repeats_free(clip, tmp_path):
+    judge = ScriptedJudge(lambda r: {"response_a": g("Successful")})
+    item = Item(id="c", video=str(clip), turns=[{"question": "q", "response_a": "a"}])
+    opts = GradeOptions(sampler=SamplerParams(n=2))
+    [v1] = run(Grader(judge, RUBRIC, opts, cache_dir=tmp_path / "vc"), item)
+    [v2] = run(Grader(judge, RUBRIC, opts, cache_dir=tmp_path / "vc"), item)
+    assert len(judge.seen) == 1
+    assert "from the verdict cache" in v2.provenance.notes
+    changed = item.model_copy(update={"turns": [item.turns[0].model_copy(update={"response_a": "other"})]})
+    run(Grader(judge, RUBRIC, opts, cache_dir=tmp_path / "vc"), changed)
+    assert len(judge.seen) == 2
+
+
+def test_reference_judge_skips_frames_even_with_a_video(tmp_path):
+    missing = tmp_path / "not-there.mp4"
+    item = Item(id="r", video=str(missing), turns=[{"question": "q", "response_a": "I cannot answer that."}])
+    [v] = run(Grader(ReferenceJudge(), RUBRIC), item)
+    assert v.provenance.frame_timestamps == [] and v.provenance.judge_backend == "reference"

@@ -1,0 +1,90 @@
+"""The reference judge on the guideline's labelled examples and on the bundled example set."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from framejudge.judge.reference import ReferenceJudge, grade_response, rank_pair
+from framejudge.rubrics import get_rubric
+from framejudge.schema import Category, Item, Preference
+
+RUBRIC = get_rubric("video-qa")
+
+
+def single(question, response, golden=None, response_b=None, **kw):
+    return Item(id="x", turns=[{"question": question, "golden": golden, "response_a": response,
+                                "response_b": response_b}], **kw)
+
+
+def cat(question, response, golden=None):
+    return grade_response(RUBRIC, single(question, response, golden), 0, response)[0]
+
+
+def test_agreement_with_the_guideline_examples(shared_dir):
+    rows = [json.loads(line) for line in (shared_dir / "data/guideline-examples.jsonl").open()]
+    hits = 0
+    for r in rows:
+        got = cat(r["query"], r["response"], r["golden"])
+        ok = {r["label"], *(r.get("also_acceptable") or [])}
+        hits += got.value in ok
+    # A development figure, reported in the README: 37 of 42. It never looks at the video,
+    # so examples that hinge on what the clip shows (a cat that is there, a lamp that is not)
+    # are beyond it. The floor guards against regressions.
+    assert hits >= 37, hits
+
+
+@pytest.mark.parametrize(
+    "question,response,golden,expected",
+    [
+        ("What bird is this?", "I cannot answer that.", None, Category.error_message),
+        ("What bird is this?", "A heron. Umm. Actually, I can't continue with this response.", None, Category.error_message),
+        ("How old is he?", "Sorry, I can't comment on people's appearance.", None, Category.successful),
+        ("How old is he?", "He looks about forty.", None, Category.not_successful),
+        ("How drought tolerant is this?", "Sorry, I couldn't find information about this plant.", None, Category.missing),
+        ("How long does this bread keep?", "I can't say exactly, but generally bread keeps two to three days "
+         "at room temperature and about three months frozen.", None, Category.successful),
+        ("How many people are on the bench?", "There are three people on the bench.", "Two people sit on the bench.", Category.not_successful),
+        ("Is the door open?", "No, it's shut.", "Yes, the door is open.", Category.not_successful),
+        ("What colour is the car?", "The car is blue.", "It is a red car.", Category.not_successful),
+        ("What colour is the car?", "It's a red hatchback.", "It is a red car.", Category.successful),
+        ("Which brand is the laptop?", "It's a Dell laptop.", "The laptop is an Apple MacBook.", Category.not_successful),
+        ("How many cars fit in the lot?", "You're looking at a parking lot next to a shop.", None, Category.irrelevant),
+        ("What is this?", "A plant.", None, Category.not_successful),
+        ("How many calories are in this?", "Roughly 400 calories.", None, Category.not_successful),
+        ("How many calories are in this?", "The label says 150 calories per serving.", None, Category.successful),
+        ("When was the Eiffel Tower finished?", "It was completed in 1889.", None, Category.successful),
+    ],
+)
+def test_rules(question, response, golden, expected):
+    assert cat(question, response, golden) == expected
+
+
+def test_pairs_are_ranked_by_the_criteria_in_order():
+    item = single("Which items are recyclable?", "I can't tell which are recyclable; none has a label.",
+                  golden="No labels are visible, so it can't be told.",
+                  response_b="Happy to help! I would need more information about these specific items to say "
+                             "which of them can be recycled. Could you tell me more about them?")
+    j = ReferenceJudge().decide(RUBRIC, item, 0)
+    assert (j.response_a.category, j.response_b.category) == (Category.successful, Category.successful)
+    assert (j.preference, j.deciding_criterion) == (Preference.A, "conciseness")
+    assert rank_pair(RUBRIC, item, 0, Category.missing, Category.successful) == (Preference.B, "category")
+    assert rank_pair(RUBRIC, item, 0, Category.not_successful, Category.missing)[0] == Preference.B
+    assert rank_pair(RUBRIC, item, 0, Category.missing, Category.irrelevant)[1] == "relevancy"
+
+
+def test_conciseness_is_skipped_for_long_expression_tasks():
+    story_a = "Once upon a time a heron waited by the river for the fish to come home."
+    story_b = ("Once upon a time a grey heron stood in the reeds, dreaming of silver fish, while the river "
+               "sang old songs about the mountains it came from and the sea it was going to.")
+    plain = single("Tell me a story about this bird", story_a, response_b=story_b)
+    assert ReferenceJudge().decide(RUBRIC, plain, 0).deciding_criterion == "conciseness"
+    expressive = single("Tell me a story about this bird", story_a, response_b=story_b, expression="other")
+    j = ReferenceJudge().decide(RUBRIC, expressive, 0)
+    assert j.deciding_criterion != "conciseness"
+
+
+def test_reference_judge_never_needs_frames():
+    judge = ReferenceJudge()
+    assert judge.needs_frames is False and judge.sees_images is False and judge.deterministic
