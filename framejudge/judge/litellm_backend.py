@@ -1,0 +1,182 @@
+"""Any model litellm can reach (hosted APIs, or a self-hosted OpenAI-compatible server via
+api_base), with structured output through instructor and retries through tenacity.
+
+- temperature 0 and a fixed seed by default; the model id the server reports is recorded;
+- instructor re-asks with the validator's reason when a reply breaks the rubric (bounded);
+- tenacity retries 429, 5xx, timeouts and dropped connections with exponential backoff
+  and jitter, waiting as long as a Retry-After header asks when there is one;
+- token usage and cost of every attempt, re-asks included, from litellm.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
+from ..schema import Item, Judgement, JudgeErrorKind, Usage
+from .base import JudgeFailure, JudgeRequest, JudgeResult
+
+RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+def _status(exc: BaseException) -> int | None:
+    for attr in ("status_code", "status"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int):
+            return value
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """The server's Retry-After (seconds or an HTTP date), if the error carries one."""
+    headers: Any = None
+    response = getattr(exc, "response", None)
+    if response is not None:
+        headers = getattr(response, "headers", None)
+    headers = headers or getattr(exc, "litellm_response_headers", None) or getattr(exc, "headers", None)
+    if not headers:
+        return None
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+        from datetime import datetime, timezone
+
+        try:
+            return max(0.0, (parsedate_to_datetime(value) - datetime.now(timezone.utc)).total_seconds())
+        except (TypeError, ValueError):
+            return None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    import litellm
+
+    if isinstance(exc, (litellm.RateLimitError, litellm.Timeout, litellm.APIConnectionError,
+                        litellm.InternalServerError, litellm.ServiceUnavailableError)):
+        return True
+    status = _status(exc)
+    return status in RETRYABLE_STATUS
+
+
+class LiteLLMJudge:
+    backend = "litellm"
+    needs_frames = True
+    deterministic = False
+    spends = True
+
+    def __init__(self, model: str, api_base: str | None = None, api_key: str | None = None,
+                 temperature: float = 0.0, seed: int = 1234, timeout: float = 120.0, max_retries: int = 5,
+                 max_reasks: int = 2, images: bool = True, max_wait: float = 60.0) -> None:
+        self.model = model
+        self.model_id = model
+        self.api_base = api_base
+        self.api_key = api_key
+        self.temperature = temperature
+        self.seed = seed
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_reasks = max_reasks
+        self.sees_images = images
+        self.max_wait = max_wait
+
+    def _wait(self, attempt: int, exc: BaseException | None) -> float:
+        hinted = retry_after_seconds(exc) if exc is not None else None
+        if hinted is not None:
+            return min(self.max_wait, hinted + random.uniform(0, 0.25))
+        return min(self.max_wait, (2 ** attempt) * 0.5 + random.uniform(0, 0.5))
+
+    async def judge(self, request: JudgeRequest) -> JudgeResult:
+        import instructor
+        import litellm
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+        item, turn, rubric = request.item, request.turn, request.rubric
+        frames = request.frames if self.sees_images else [PromptFrame(f.timestamp) for f in request.frames]
+        rendered = render_prompt(rubric, item, frames, turn)
+        messages = rendered.messages
+        if not self.sees_images:
+            messages = [messages[0], {"role": "user", "content": "\n".join(
+                p["text"] for p in messages[1]["content"] if p["type"] == "text")}]
+        t = item.turns[turn]
+        usage = Usage(prompt_tokens=0, completion_tokens=0, cost_usd=None, attempts=0)
+        raws: list[str] = []
+        served: list[str] = []
+
+        def on_response(response: Any) -> None:
+            usage.attempts += 1
+            u = getattr(response, "usage", None)
+            if u is not None:
+                usage.prompt_tokens += int(getattr(u, "prompt_tokens", 0) or 0)
+                usage.completion_tokens += int(getattr(u, "completion_tokens", 0) or 0)
+            try:
+                cost = litellm.completion_cost(completion_response=response)
+                usage.cost_usd = (usage.cost_usd or 0.0) + float(cost)
+            except Exception:  # unknown price: cost stays unknown, never guessed
+                pass
+            model = getattr(response, "model", None)
+            if model and model not in served:
+                served.append(model)
+            try:
+                raws.append(response.choices[0].message.content or "")
+            except (AttributeError, IndexError):
+                pass
+
+        client = instructor.from_litellm(litellm.acompletion, mode=instructor.Mode.JSON)
+        client.on("completion:response", on_response)
+
+        def wait(state: Any) -> float:
+            return self._wait(state.attempt_number, state.outcome.exception() if state.outcome else None)
+
+        try:
+            async for attempt in AsyncRetrying(retry=retry_if_exception(is_retryable), wait=wait,
+                                               stop=stop_after_attempt(self.max_retries), reraise=True):
+                with attempt:
+                    judgement = await client.chat.completions.create(
+                        model=self.model,
+                        messages=messages,
+                        response_model=Judgement,
+                        max_retries=self.max_reasks,
+                        validation_context={"rubric": rubric, "responses": {"a": t.response_a, "b": t.response_b}},
+                        temperature=self.temperature,
+                        seed=self.seed,
+                        timeout=self.timeout,
+                        api_base=self.api_base,
+                        api_key=self.api_key,
+                        num_retries=0,
+                    )
+        except instructor.core.InstructorRetryException as exc:
+            raise JudgeFailure(JudgeErrorKind.invalid_after_retries,
+                               f"no valid verdict after {self.max_reasks + 1} attempt(s): {str(exc)[:500]}",
+                               "\n---\n".join(raws) or None, usage) from None
+        except litellm.RateLimitError as exc:
+            raise JudgeFailure(JudgeErrorKind.rate_limited, f"rate limited after {self.max_retries} tries: {exc}", None, usage) from None
+        except litellm.Timeout as exc:
+            raise JudgeFailure(JudgeErrorKind.timeout, f"timed out after {self.max_retries} tries: {exc}", None, usage) from None
+        except litellm.ContentPolicyViolationError as exc:
+            raise JudgeFailure(JudgeErrorKind.refused, str(exc), None, usage) from None
+        except Exception as exc:  # any other provider failure becomes a record, not a crash
+            raise JudgeFailure(JudgeErrorKind.backend_error, f"{type(exc).__name__}: {exc}"[:1000], "\n".join(raws) or None, usage) from None
+        notes = [f"served by {m}" for m in served]
+        return JudgeResult(judgement, usage, rendered.hash, raws[-1] if raws else None, notes)
+
+    def estimate(self, items: list[Item], calls: int, frames_per_call: int) -> str:
+        """Rough tokens and cost before spending, from the first item's rendered prompt."""
+        import litellm
+
+        if not items or not calls:
+            return "nothing to do"
+        from ..rubrics.loader import get_rubric
+
+        rendered = render_prompt(get_rubric("video-qa"), items[0], [])
+        per_call = rendered.estimated_tokens + (frames_per_call * IMAGE_TOKENS if self.sees_images else 10 * frames_per_call)
+        tokens = per_call * calls
+        price = litellm.model_cost.get(self.model) or litellm.model_cost.get(self.model.split("/", 1)[-1])
+        if price and price.get("input_cost_per_token"):
+            cost = tokens * price["input_cost_per_token"] + calls * 200 * price.get("output_cost_per_token", 0)
+            return f"about {tokens:,} prompt tokens, about ${cost:.2f}"
+        return f"about {tokens:,} prompt tokens (price of {self.model} unknown)"

@@ -1,0 +1,164 @@
+"""The litellm backend against OpenAI-compatible servers on loopback, started by the tests.
+
+`ScriptedServer` is the one stand-in: an HTTP server that answers like a paid API would
+(429 with Retry-After, 5xx, replies that break the rubric), to prove the retry and re-ask
+paths. Everything between it and the verdict (litellm, instructor, tenacity, the
+pipeline) is real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+pytest.importorskip("litellm")
+pytest.importorskip("instructor")
+
+from framejudge.judge import GradeOptions, Grader, make_judge  # noqa: E402
+from framejudge.judge.litellm_backend import LiteLLMJudge, retry_after_seconds  # noqa: E402
+from framejudge.rubrics import get_rubric  # noqa: E402
+from framejudge.schema import Item, JudgeError, Verdict  # noqa: E402
+
+RUBRIC = get_rubric("video-qa")
+ITEM = Item(id="pair", turns=[{"question": "What bird is this?", "golden": "A heron.",
+                               "response_a": "A grey heron.", "response_b": "Sorry, I can't help identify birds."}])
+
+
+def completion(content: str, model: str = "scripted-model-2026-11") -> dict:
+    return {"id": "c1", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+
+
+GOOD = {"response_a": {"category": "Successful", "rationale": "matches the golden response"},
+        "response_b": {"category": "Missing", "rationale": "declines a supported question"},
+        "preference": "A", "deciding_criterion": "category"}
+BREAKS_RUBRIC = {**GOOD, "preference": "B", "deciding_criterion": "helpfulness"}
+
+
+class ScriptedServer:
+    def __init__(self, script: list[tuple[int, dict | str, dict]]):
+        self.script = list(script)
+        self.requests: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append({"path": self.path, "body": body, "time": time.monotonic()})
+                status, payload, headers = server.script.pop(0) if len(server.script) > 1 else server.script[0]
+                data = (json.dumps(payload) if not isinstance(payload, str) else payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def grade(judge, item=ITEM, swap=False):
+    return asyncio.run(Grader(judge, RUBRIC, GradeOptions(cache=False, swap=swap)).grade(item))
+
+
+def test_429_with_retry_after_then_a_reask_then_success():
+    err = {"error": {"message": "slow down", "type": "rate_limit_error"}}
+    script = [(429, err, {"Retry-After": "1"}), (200, completion(json.dumps(BREAKS_RUBRIC)), {}),
+              (200, completion(json.dumps(GOOD)), {})]
+    with ScriptedServer(script) as base:
+        srv_requests = None
+        judge = LiteLLMJudge("openai/scripted", api_base=base, api_key="test-key", max_retries=3)
+        started = time.monotonic()
+        [v] = grade(judge)
+        srv_requests = judge  # keep reference
+    assert isinstance(v, Verdict), v
+    assert v.preference.value == "A" and v.response_b.category.value == "Missing"
+    assert v.provenance.usage.attempts == 2 and v.provenance.usage.prompt_tokens == 200
+    assert "served by scripted-model-2026-11" in v.provenance.notes
+    assert time.monotonic() - started >= 1.0  # the Retry-After wait was honoured
+
+
+def test_reask_carries_the_validators_reason():
+    server = ScriptedServer([(200, completion(json.dumps(BREAKS_RUBRIC)), {}), (200, completion(json.dumps(GOOD)), {})])
+    with server as base:
+        [v] = grade(LiteLLMJudge("openai/scripted", api_base=base, api_key="k"))
+    assert isinstance(v, Verdict)
+    second = server.requests[1]["body"]
+    assert second["temperature"] == 0 and second["seed"] == 1234
+    text = json.dumps(second["messages"])
+    assert "a Successful response always wins, so the preference must be A" in text
+
+
+def test_persistent_rate_limit_becomes_a_judge_error():
+    err = {"error": {"message": "quota", "type": "rate_limit_error"}}
+    server = ScriptedServer([(429, err, {"Retry-After": "0"})])
+    with server as base:
+        [e] = grade(LiteLLMJudge("openai/scripted", api_base=base, api_key="k", max_retries=3))
+    assert isinstance(e, JudgeError) and e.kind == "rate_limited"
+    assert len(server.requests) == 3
+
+
+def test_server_errors_are_retried():
+    err = {"error": {"message": "boom", "type": "server_error"}}
+    server = ScriptedServer([(503, err, {}), (502, err, {}), (200, completion(json.dumps(GOOD)), {})])
+    with server as base:
+        [v] = grade(LiteLLMJudge("openai/scripted", api_base=base, api_key="k", max_retries=4, max_wait=0.2))
+    assert isinstance(v, Verdict) and len(server.requests) == 3
+
+
+def test_unparseable_replies_end_as_invalid_after_retries_with_the_raw_output():
+    server = ScriptedServer([(200, completion("I think A is better!"), {})])
+    with server as base:
+        [e] = grade(LiteLLMJudge("openai/scripted", api_base=base, api_key="k", max_reasks=1))
+    assert isinstance(e, JudgeError) and e.kind == "invalid_after_retries"
+    assert "I think A is better!" in e.raw_output
+    assert len(server.requests) == 2
+
+
+def test_frames_go_as_image_parts_and_swap_runs_both_orders(tmp_path):
+    from framejudge.examples.clips import countdown
+    from framejudge.examples.synth import cfr_times, write_video
+
+    clip = write_video(tmp_path / "c.mp4", countdown, cfr_times(3, 30), gop=30)
+    swapped = {"response_a": GOOD["response_b"], "response_b": GOOD["response_a"], "preference": "B",
+               "deciding_criterion": "category"}
+    server = ScriptedServer([(200, completion(json.dumps(GOOD)), {}), (200, completion(json.dumps(swapped)), {})])
+    item = ITEM.model_copy(update={"video": str(clip)})
+    with server as base:
+        [v] = grade(LiteLLMJudge("openai/scripted", api_base=base, api_key="k"), item, swap=True)
+    assert v.swap.consistent is True
+    parts = server.requests[0]["body"]["messages"][-1]["content"]
+    images = [p for p in parts if p["type"] == "image_url"]
+    assert len(images) == 8 and images[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+    # the second request shows the responses in B/A order
+    assert "Response A: Sorry, I can't help identify birds." in json.dumps(server.requests[1]["body"]["messages"])
+
+
+def test_retry_after_parsing():
+    class R:
+        headers = {"retry-after": "2.5"}
+
+    class E(Exception):
+        response = R()
+
+    assert retry_after_seconds(E()) == 2.5
+    assert make_judge("litellm:openai/x", "http://127.0.0.1:1/v1").api_base == "http://127.0.0.1:1/v1"

