@@ -118,7 +118,7 @@ def _frames(
     last_time = 0.0
     # has_b_frames is set for streams that may reorder even when the file's timestamps
     # do not show it (pts written equal to dts): allow a few frames of slack there.
-    depth = max(index.reorder_depth, 4 if stream.codec_context.has_b_frames else 0)
+    depth = index.reorder_depth or (4 if stream.codec_context.has_b_frames else 0)
     buffer: list[tuple[int, int, av.VideoFrame]] = []
     seq = 0
     tainted = False  # after undecodable data, frames refer to damaged pictures until a key frame

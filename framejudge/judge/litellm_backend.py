@@ -53,9 +53,26 @@ def retry_after_seconds(exc: BaseException) -> float | None:
             return None
 
 
+def api_error(exc: BaseException) -> BaseException | None:
+    """The provider error inside an exception chain (instructor wraps what it cannot parse
+    and what the API raised alike), or None when the failure was the reply itself."""
+    import litellm
+
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, (litellm.exceptions.APIError, litellm.RateLimitError, litellm.Timeout,
+                             litellm.APIConnectionError)) or _status(seen) is not None:
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def is_retryable(exc: BaseException) -> bool:
     import litellm
 
+    exc = api_error(exc) or exc
     if isinstance(exc, (litellm.RateLimitError, litellm.Timeout, litellm.APIConnectionError,
                         litellm.InternalServerError, litellm.ServiceUnavailableError)):
         return True
@@ -85,7 +102,7 @@ class LiteLLMJudge:
         self.max_wait = max_wait
 
     def _wait(self, attempt: int, exc: BaseException | None) -> float:
-        hinted = retry_after_seconds(exc) if exc is not None else None
+        hinted = retry_after_seconds(api_error(exc) or exc) if exc is not None else None
         if hinted is not None:
             return min(self.max_wait, hinted + random.uniform(0, 0.25))
         return min(self.max_wait, (2 ** attempt) * 0.5 + random.uniform(0, 0.5))
@@ -149,20 +166,26 @@ class LiteLLMJudge:
                         api_key=self.api_key,
                         num_retries=0,
                     )
-        except instructor.core.InstructorRetryException as exc:
-            raise JudgeFailure(JudgeErrorKind.invalid_after_retries,
-                               f"no valid verdict after {self.max_reasks + 1} attempt(s): {str(exc)[:500]}",
-                               "\n---\n".join(raws) or None, usage) from None
-        except litellm.RateLimitError as exc:
-            raise JudgeFailure(JudgeErrorKind.rate_limited, f"rate limited after {self.max_retries} tries: {exc}", None, usage) from None
-        except litellm.Timeout as exc:
-            raise JudgeFailure(JudgeErrorKind.timeout, f"timed out after {self.max_retries} tries: {exc}", None, usage) from None
-        except litellm.ContentPolicyViolationError as exc:
-            raise JudgeFailure(JudgeErrorKind.refused, str(exc), None, usage) from None
-        except Exception as exc:  # any other provider failure becomes a record, not a crash
-            raise JudgeFailure(JudgeErrorKind.backend_error, f"{type(exc).__name__}: {exc}"[:1000], "\n".join(raws) or None, usage) from None
+        except Exception as exc:  # every failure becomes a record, never a crash or a label
+            raise self._failure(exc, raws, usage) from None
         notes = [f"served by {m}" for m in served]
         return JudgeResult(judgement, usage, rendered.hash, raws[-1] if raws else None, notes)
+
+    def _failure(self, exc: BaseException, raws: list[str], usage: Usage) -> JudgeFailure:
+        import litellm
+
+        raw = "\n---\n".join(raws) or None
+        cause = api_error(exc)
+        if cause is None:
+            return JudgeFailure(JudgeErrorKind.invalid_after_retries,
+                                f"no valid verdict after {self.max_reasks + 1} attempt(s): {str(exc)[:500]}", raw, usage)
+        if isinstance(cause, litellm.RateLimitError) or _status(cause) == 429:
+            return JudgeFailure(JudgeErrorKind.rate_limited, f"rate limited after {self.max_retries} tries: {cause}"[:1000], raw, usage)
+        if isinstance(cause, litellm.Timeout) or _status(cause) == 408:
+            return JudgeFailure(JudgeErrorKind.timeout, f"timed out after {self.max_retries} tries: {cause}"[:1000], raw, usage)
+        if isinstance(cause, litellm.ContentPolicyViolationError):
+            return JudgeFailure(JudgeErrorKind.refused, str(cause)[:1000], raw, usage)
+        return JudgeFailure(JudgeErrorKind.backend_error, f"{type(cause).__name__}: {cause}"[:1000], raw, usage)
 
     def estimate(self, items: list[Item], calls: int, frames_per_call: int) -> str:
         """Rough tokens and cost before spending, from the first item's rendered prompt."""
