@@ -164,7 +164,6 @@ def grade(
     blind: Annotated[bool, typer.Option(help="blind control: grade again without frames")] = False,
     concurrency: Annotated[int, typer.Option(help="items graded at once")] = 4,
     media_root: Annotated[Optional[Path], typer.Option(help="relative video paths are under here (default: the items file's folder)")] = None,
-    allow_urls: Annotated[bool, typer.Option(help="accept video URLs in items")] = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")] = False,
     yes: Annotated[bool, typer.Option("--yes", help="do not ask before spending tokens")] = False,
     summary_json: Annotated[Optional[Path], typer.Option(help="also write the summary as JSON here")] = None,
@@ -180,7 +179,7 @@ def grade(
     from .rubrics import RubricError, get_rubric
 
     try:
-        the_items = load_items(items, allow_urls=allow_urls)
+        the_items = load_items(items)
         the_rubric = get_rubric(rubric)
         the_judge = make_judge(judge, api_base)
         params = make_params(n=n, lookback=lookback, max_side=max_side)

@@ -302,6 +302,7 @@ class Verdict(Judgement):
     blind_unchanged: bool | None = Field(
         None, description="blind control: the verdict was the same without any frames"
     )
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the item's metadata, untouched")
     provenance: Provenance
 
 
@@ -326,4 +327,5 @@ class JudgeError(BaseModel):
     kind: JudgeErrorKind
     message: str
     raw_output: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the item's metadata, untouched")
     provenance: Provenance | None = None

@@ -18,13 +18,28 @@ def make_judge(spec: str = "reference", api_base: str | None = None) -> Judge:
     if kind == "reference" and not target:
         return ReferenceJudge()
     if kind == "litellm" and target:
+        try:
+            import instructor  # noqa: F401
+            import litellm  # noqa: F401
+            import tenacity  # noqa: F401
+        except ImportError as exc:
+            raise JudgeSpecError(f"the litellm judge needs {exc.name}: pip install 'framejudge[api]'") from None
         from .litellm_backend import LiteLLMJudge
 
         return LiteLLMJudge(target, api_base=api_base)
     if kind == "transformers" and target:
+        try:
+            import torch  # noqa: F401
+            import transformers  # noqa: F401
+            import xgrammar  # noqa: F401
+        except ImportError as exc:
+            raise JudgeSpecError(f"the transformers judge needs {exc.name}: pip install 'framejudge[models]'") from None
         from .transformers_backend import TransformersJudge
 
-        return TransformersJudge(target)
+        try:
+            return TransformersJudge(target)
+        except (ValueError, OSError) as exc:
+            raise JudgeSpecError(f"cannot use model {target!r}: {exc}") from None
     raise JudgeSpecError(
         f"unknown judge {spec!r}: use 'reference', 'litellm:<model>' or 'transformers:<path>'"
     )

@@ -20,7 +20,7 @@ class ItemsError(ValueError):
     """An items file that cannot be graded; the message names the file and line."""
 
 
-def load_items(path: str | os.PathLike[str], allow_urls: bool = False) -> list[Item]:
+def load_items(path: str | os.PathLike[str]) -> list[Item]:
     p = Path(path)
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
@@ -41,8 +41,8 @@ def load_items(path: str | os.PathLike[str], allow_urls: bool = False) -> list[I
             raise ItemsError(f"{p}:{n}: {where}: {first['msg'].removeprefix('Value error, ')}") from None
         if item.id in seen:
             raise ItemsError(f"{p}:{n}: duplicate item id {item.id!r}")
-        if item.video and "://" in item.video and not allow_urls:
-            raise ItemsError(f"{p}:{n}: video URLs are not allowed here ({item.video})")
+        if item.video and "://" in item.video:
+            raise ItemsError(f"{p}:{n}: video URLs are not fetched; give a local path ({item.video})")
         seen.add(item.id)
         items.append(item)
     if not items:

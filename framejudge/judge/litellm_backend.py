@@ -88,7 +88,8 @@ class LiteLLMJudge:
 
     def __init__(self, model: str, api_base: str | None = None, api_key: str | None = None,
                  temperature: float = 0.0, seed: int = 1234, timeout: float = 120.0, max_retries: int = 5,
-                 max_reasks: int = 2, images: bool = True, max_wait: float = 60.0) -> None:
+                 max_reasks: int = 2, images: bool = True, max_wait: float = 60.0,
+                 max_tokens: int = 1024) -> None:
         self.model = model
         self.model_id = model
         self.api_base = api_base
@@ -100,6 +101,7 @@ class LiteLLMJudge:
         self.max_reasks = max_reasks
         self.sees_images = images
         self.max_wait = max_wait
+        self.max_tokens = max_tokens
 
     def _wait(self, attempt: int, exc: BaseException | None) -> float:
         hinted = retry_after_seconds(api_error(exc) or exc) if exc is not None else None
@@ -161,6 +163,7 @@ class LiteLLMJudge:
                         validation_context={"rubric": rubric, "responses": {"a": t.response_a, "b": t.response_b}},
                         temperature=self.temperature,
                         seed=self.seed,
+                        max_tokens=self.max_tokens,
                         timeout=self.timeout,
                         api_base=self.api_base,
                         api_key=self.api_key,

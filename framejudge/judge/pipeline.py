@@ -183,6 +183,11 @@ class Grader:
         return out
 
     async def grade_turn(self, item: Item, turn: int) -> Record:
+        record = await self._grade_turn(item, turn)
+        record.metadata = dict(item.metadata)
+        return record
+
+    async def _grade_turn(self, item: Item, turn: int) -> Record:
         t = item.turns[turn]
         started = datetime.now(timezone.utc)
         ruled = self._by_rules(item, turn)

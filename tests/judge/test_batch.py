@@ -90,7 +90,7 @@ def test_items_file_errors_name_the_line(tmp_path):
     with pytest.raises(ItemsError, match=r"bad.jsonl:2: turns: List should have at least 1 item"):
         load_items(bad)
     bad.write_text('{"id": "a", "video": "https://x/y.mp4", "turns": [{"question": "q", "response_a": "x"}]}\n')
-    with pytest.raises(ItemsError, match="video URLs are not allowed"):
+    with pytest.raises(ItemsError, match="video URLs are not fetched"):
         load_items(bad)
     bad.write_text('{"id": "a", "turns": [{"question": "q", "response_a": "x"}]}\n' * 2)
     with pytest.raises(ItemsError, match="duplicate item id 'a'"):
@@ -132,3 +132,10 @@ def test_grade_command_bad_options(tmp_path, args, message):
     proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(EXAMPLES), "--out",
                            str(tmp_path / "v.jsonl"), *args], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_grade_command_bad_model_path(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(EXAMPLES), "--out",
+                           str(tmp_path / "v.jsonl"), "--judge", f"transformers:{tmp_path / 'nope'}"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "cannot use model" in proc.stderr and "Traceback" not in proc.stderr

@@ -164,3 +164,10 @@ def test_reference_judge_skips_frames_even_with_a_video(tmp_path):
     item = Item(id="r", video=str(missing), turns=[{"question": "q", "response_a": "I cannot answer that."}])
     [v] = run(Grader(ReferenceJudge(), RUBRIC), item)
     assert v.provenance.frame_timestamps == [] and v.provenance.judge_backend == "reference"
+
+
+def test_item_metadata_passes_through():
+    item = Item(id="m", turns=[{"question": "q", "response_a": "I cannot answer that."}],
+                metadata={"model": "assistant-v7", "slice": {"domain": "birds"}})
+    [v] = run(Grader(ReferenceJudge(), RUBRIC), item)
+    assert v.metadata == {"model": "assistant-v7", "slice": {"domain": "birds"}}
