@@ -218,6 +218,65 @@ def grade(
     out.print_json(summary.model_dump_json())
 
 
+@app.command()
+def calibrate(
+    human: Annotated[Path, typer.Option("--human", help="human labels, JSONL or CSV")],
+    judge_path: Annotated[Path, typer.Option("--judge", help="verdicts JSONL from framejudge grade")],
+    replicates: Annotated[int, typer.Option(help="bootstrap replicates (>= 1000 recommended)")] = 1000,
+    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+    out_path: Annotated[Optional[Path], typer.Option("--out", help="write the full result as JSON")] = None,
+    disagreements: Annotated[Optional[Path], typer.Option(help="write disagreements to review (JSONL)")] = None,
+) -> None:
+    """Judge vs human agreement beside the human-vs-human ceiling, with bootstrap intervals."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from .calibration.audit import audit
+    from .calibration.inputs import LabelsError, human_rows, judge_rows, load_human_labels, video_qa_fields
+    from .judge import ItemsError, read_records
+
+    try:
+        labels = load_human_labels(human)
+        if not judge_path.exists():
+            raise LabelsError(f"{judge_path}: no such verdicts file")
+        records = read_records(judge_path)
+        if replicates < 1:
+            raise LabelsError("--replicates must be at least 1")
+    except (LabelsError, ItemsError) as exc:
+        fail(str(exc))
+    rows_j, errors = judge_rows(records)
+    fields = video_qa_fields()
+    with Progress(TextColumn("bootstrap {task.fields[field]}"), BarColumn(), MofNCompleteColumn(), console=err,
+                  transient=True) as progress:
+        task = progress.add_task("b", total=replicates * 3 * len(fields), field="")
+
+        def tick(field: str, b: int) -> None:
+            progress.update(task, advance=1, field=field)
+
+        result = audit(human_rows(labels), rows_j, fields, judge_errors=errors, replicates=replicates, seed=seed,
+                       progress=tick)
+    if out_path is not None:
+        out_path.write_text(result.model_dump_json(indent=1))
+    if disagreements is not None:
+        with open(disagreements, "w", encoding="utf-8") as f:
+            for d in result.disagreements:
+                f.write(d.model_dump_json() + "\n")
+
+    def fmt(iv) -> str:
+        if iv.estimate is None:
+            return f"undefined ({iv.undefined})"
+        if iv.low is None:
+            return f"{iv.estimate:.3f}"
+        return f"{iv.estimate:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+
+    table = Table(title=f"judge vs humans ({len(result.annotators)} annotators; {result.judge_errors} judge errors left out)")
+    for col in ("field", "units", "human alpha (ceiling)", "judge alpha vs majority", "judge AC1", "ties"):
+        table.add_column(col)
+    for f in result.fields:
+        table.add_row(f.field, str(f.units), fmt(f.human_alpha), fmt(f.judge_alpha),
+                      "undefined" if f.judge_ac1.value is None else f"{f.judge_ac1.value:.3f}", str(f.majority_ties))
+    out.print(table)
+
+
 RubricDirs = Annotated[
     Optional[list[Path]], typer.Option("--dir", help="also load rubric files (*.yaml) from here")
 ]

@@ -329,3 +329,22 @@ class JudgeError(BaseModel):
     raw_output: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict, description="the item's metadata, untouched")
     provenance: Provenance | None = None
+
+
+class HumanLabel(BaseModel):
+    """One annotator's labels for one turn of one item (the fields of a verdict).
+    A field left out (or null) is not rated; the category "Missing" is a label."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    item_id: str = Field(min_length=1)
+    turn: int = Field(0, ge=0)
+    annotator: str = Field(min_length=1)
+    category_a: Category | None = None
+    category_b: Category | None = None
+    preference: Preference | None = None
+    integrity_a: bool | None = None
+    integrity_b: bool | None = None
+    transcription_error: bool | None = None
+    multiturn: bool | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,208 @@
+"""How far a judge can be trusted: judge vs humans beside humans vs humans, per field.
+
+Inputs are label rows: (unit, annotator, field -> label). A unit is an (item, turn)
+pair, never a bare index; units of one item form a cluster for the bootstrap. The judge
+is one more annotator whose rows come from verdicts; judge errors are counted and left
+out, never turned into labels.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from .bootstrap import Interval, bootstrap
+from .cohen import cohen_kappa
+from .krippendorff_alpha import Level, krippendorff_alpha
+from .multirater import gwet_ac1, pabak, percent_agreement
+from .ratings import Ratings
+from .result import Coefficient
+
+JUDGE = "judge"
+MAJORITY = "majority"
+
+
+class FieldSpec(BaseModel):
+    """A labelled field and its declared codebook (order matters for ordinal levels)."""
+
+    name: str
+    categories: list[Any]
+    level: Level = "nominal"
+
+
+class LabelRow(BaseModel):
+    item_id: str
+    turn: int = 0
+    annotator: str
+    values: dict[str, Any] = Field(default_factory=dict)  # field -> label; absent = not rated
+
+
+class PerClass(BaseModel):
+    label: Any
+    precision: float | None
+    recall: float | None
+    f1: float | None
+    support: int  # units whose majority label is this
+
+
+class PairAgreement(BaseModel):
+    annotator: str
+    units: int
+    kappa: Coefficient
+    alpha: Coefficient
+
+
+class Disagreement(BaseModel):
+    item_id: str
+    turn: int
+    field: str
+    judge: Any | None
+    majority: Any | None
+    human_labels: dict[str, Any]
+    kind: Literal["judge_vs_majority", "humans_split"]
+    human_agreement: float  # share of human pairs that agree on this unit
+
+
+class FieldAudit(BaseModel):
+    field: str
+    level: Level
+    categories: list[Any]
+    units: int  # units with at least one human label
+    human_alpha: Interval  # the human-vs-human ceiling
+    judge_alpha: Interval  # judge vs the human majority (units with a clear majority)
+    judge_vs_humans_alpha: Interval  # humans plus the judge, minus humans alone, shows the judge's effect
+    human_percent: Coefficient
+    judge_percent: Coefficient
+    judge_ac1: Coefficient
+    judge_pabak: Coefficient
+    judge_kappa: Coefficient
+    majority_ties: int  # units where humans tie: no gold, left out of judge-vs-majority
+    judge_vs_each: list[PairAgreement]
+    confusion: list[list[int]]  # rows: human majority, columns: judge; order = categories
+    per_class: list[PerClass]
+
+
+class AuditResult(BaseModel):
+    fields: list[FieldAudit]
+    annotators: list[str]
+    judge_errors: int
+    judge_units_missing: int
+    replicates: int
+    seed: int
+    disagreements: list[Disagreement]
+
+
+def majority(labels: Sequence[Any]) -> Any | None:
+    """The most frequent label; None on a tie (no gold)."""
+    if not labels:
+        return None
+    top = Counter(labels).most_common()
+    if len(top) > 1 and top[0][1] == top[1][1]:
+        return None
+    return top[0][0]
+
+
+def _pair_agreement(labels: Sequence[Any]) -> float:
+    c = Counter(labels)
+    n = len(labels)
+    if n < 2:
+        return 1.0
+    return sum(k * (k - 1) for k in c.values()) / (n * (n - 1))
+
+
+def audit(
+    humans: Sequence[LabelRow],
+    judge: Sequence[LabelRow],
+    fields: Sequence[FieldSpec],
+    judge_errors: int = 0,
+    replicates: int = 1000,
+    seed: int = 0,
+    progress: Callable[[str, int], None] | None = None,
+) -> AuditResult:
+    units: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for row in humans:
+        if row.annotator == JUDGE:
+            raise ValueError(f"annotator name {JUDGE!r} is reserved for the judge")
+        units.setdefault((row.item_id, row.turn), {}).setdefault(row.annotator, {}).update(row.values)
+    judged: dict[tuple[str, int], dict[str, Any]] = {}
+    for row in judge:
+        judged[(row.item_id, row.turn)] = row.values
+    annotators = sorted({r.annotator for r in humans})
+    keys = sorted(units)
+    clusters = [k[0] for k in keys]
+    missing = sum(1 for k in keys if k not in judged)
+    out: list[FieldAudit] = []
+    disagreements: list[Disagreement] = []
+    for spec in fields:
+        rows_h: list[dict[str, Any]] = []
+        rows_jm: list[dict[str, Any]] = []
+        rows_all: list[dict[str, Any]] = []
+        ties = 0
+        for key in keys:
+            human_labels = {a: v[spec.name] for a, v in units[key].items() if v.get(spec.name) is not None}
+            j = judged.get(key, {}).get(spec.name)
+            rows_h.append(human_labels)
+            rows_all.append({**human_labels, **({JUDGE: j} if j is not None else {})})
+            maj = majority(list(human_labels.values()))
+            if human_labels and maj is None:
+                ties += 1
+            pair = {}
+            if maj is not None:
+                pair[MAJORITY] = maj
+            if j is not None and maj is not None:
+                pair[JUDGE] = j
+            rows_jm.append(pair)
+            if human_labels:
+                agree = _pair_agreement(list(human_labels.values()))
+                if j is not None and maj is not None and j != maj:
+                    disagreements.append(Disagreement(item_id=key[0], turn=key[1], field=spec.name, judge=j, majority=maj,
+                                                      human_labels=human_labels, kind="judge_vs_majority",
+                                                      human_agreement=agree))
+                elif len(human_labels) >= 2 and agree < 0.5:
+                    disagreements.append(Disagreement(item_id=key[0], turn=key[1], field=spec.name, judge=j, majority=maj,
+                                                      human_labels=human_labels, kind="humans_split",
+                                                      human_agreement=agree))
+        cats = list(spec.categories)
+        r_h = Ratings(rows_h, cats, [str(k) for k in keys])
+        r_jm = Ratings(rows_jm, cats, [str(k) for k in keys])
+        r_all = Ratings(rows_all, cats, [str(k) for k in keys])
+        alpha = lambda r: krippendorff_alpha(r, spec.level)  # noqa: E731
+        tick = (lambda b: progress(spec.name, b)) if progress else None
+        human_alpha = bootstrap(r_h, alpha, replicates, seed, clusters=clusters, progress=tick)
+        judge_alpha = bootstrap(r_jm, alpha, replicates, seed, clusters=clusters, progress=tick)
+        with_judge = bootstrap(r_all, alpha, replicates, seed, clusters=clusters, progress=tick)
+        each = []
+        for a in annotators:
+            both = [{JUDGE: row_a[JUDGE], a: row_a[a]} for row_a in rows_all if JUDGE in row_a and a in row_a]
+            r_pair = Ratings(both, cats)
+            each.append(PairAgreement(annotator=a, units=len(both), kappa=cohen_kappa(r_pair, JUDGE, a),
+                                      alpha=krippendorff_alpha(r_pair, spec.level)))
+        index = {c: i for i, c in enumerate(cats)}
+        conf = np.zeros((len(cats), len(cats)), dtype=int)
+        for row in rows_jm:
+            if JUDGE in row:
+                conf[index[row[MAJORITY]], index[row[JUDGE]]] += 1
+        per_class = []
+        for i, c in enumerate(cats):
+            tp = conf[i, i]
+            pred, true = conf[:, i].sum(), conf[i, :].sum()
+            p = tp / pred if pred else None
+            rc = tp / true if true else None
+            f1 = 2 * p * rc / (p + rc) if p is not None and rc is not None and (p + rc) > 0 else (0.0 if p is not None and rc is not None else None)
+            per_class.append(PerClass(label=c, precision=None if p is None else float(p), recall=None if rc is None else float(rc),
+                                      f1=None if f1 is None else float(f1), support=int(true)))
+        out.append(FieldAudit(
+            field=spec.name, level=spec.level, categories=cats, units=sum(1 for r in rows_h if r),
+            human_alpha=human_alpha, judge_alpha=judge_alpha, judge_vs_humans_alpha=with_judge,
+            human_percent=percent_agreement(r_h), judge_percent=percent_agreement(r_jm),
+            judge_ac1=gwet_ac1(r_jm), judge_pabak=pabak(r_jm), judge_kappa=cohen_kappa(r_jm, JUDGE, MAJORITY),
+            majority_ties=ties, judge_vs_each=each, confusion=conf.tolist(), per_class=per_class,
+        ))
+    disagreements.sort(key=lambda d: (d.kind != "judge_vs_majority", -d.human_agreement if d.kind == "judge_vs_majority" else d.human_agreement))
+    return AuditResult(fields=out, annotators=annotators, judge_errors=judge_errors, judge_units_missing=missing,
+                       replicates=replicates, seed=seed, disagreements=disagreements)
+

@@ -1,0 +1,129 @@
+"""Human labels (JSONL or CSV) and judge verdicts, turned into label rows for the audit."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..schema import Category, HumanLabel, JudgeError, Preference, Verdict
+from .audit import JUDGE, FieldSpec, LabelRow
+
+BOOL = [False, True]
+
+
+class LabelsError(ValueError):
+    """A labels file that cannot be used; the message names the file and line."""
+
+
+def video_qa_fields() -> list[FieldSpec]:
+    cats = [c.value for c in Category]
+    return [
+        FieldSpec(name="category_a", categories=cats),
+        FieldSpec(name="category_b", categories=cats),
+        FieldSpec(name="preference", categories=[p.value for p in Preference]),
+        FieldSpec(name="preference_decided", categories=["A", "B"]),  # without ties (Both, Neither)
+        FieldSpec(name="integrity_a", categories=BOOL),
+        FieldSpec(name="integrity_b", categories=BOOL),
+        FieldSpec(name="transcription_error", categories=BOOL),
+        FieldSpec(name="multiturn", categories=BOOL),
+    ]
+
+
+def _values(category_a: Any, category_b: Any, preference: Any, integrity_a: Any, integrity_b: Any,
+            transcription_error: Any, multiturn: Any) -> dict[str, Any]:
+    pref = preference.value if preference is not None else None
+    values = {
+        "category_a": category_a.value if category_a is not None else None,
+        "category_b": category_b.value if category_b is not None else None,
+        "preference": pref,
+        "preference_decided": pref if pref in ("A", "B") else None,
+        "integrity_a": integrity_a,
+        "integrity_b": integrity_b,
+        "transcription_error": transcription_error,
+        "multiturn": multiturn,
+    }
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def human_rows(labels: list[HumanLabel]) -> list[LabelRow]:
+    return [LabelRow(item_id=h.item_id, turn=h.turn, annotator=h.annotator,
+                     values=_values(h.category_a, h.category_b, h.preference, h.integrity_a, h.integrity_b,
+                                    h.transcription_error, h.multiturn)) for h in labels]
+
+
+def judge_rows(records: list[Verdict | JudgeError]) -> tuple[list[LabelRow], int]:
+    """Label rows from verdicts; judge errors are counted, never labels. A later verdict for
+    the same (item, turn) replaces an earlier one (a resumed run)."""
+    latest: dict[tuple[str, int], Verdict] = {}
+    errors: set[tuple[str, int]] = set()
+    for r in records:
+        key = (r.item_id, r.turn)
+        if isinstance(r, Verdict):
+            latest[key] = r
+            errors.discard(key)
+        elif key not in latest:
+            errors.add(key)
+    rows = [LabelRow(item_id=v.item_id, turn=v.turn, annotator=JUDGE, values=_values(
+        v.response_a.category, v.response_b.category if v.response_b else None, v.preference,
+        v.response_a.integrity_violation, v.response_b.integrity_violation if v.response_b else None,
+        v.transcription_error, v.multiturn)) for v in latest.values()]
+    return rows, len(errors)
+
+
+def _blank_to_none(row: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if k is None:
+            continue
+        if isinstance(v, str):
+            v = v.strip()
+            if v == "":
+                continue
+            if v.lower() in ("true", "false") and k in ("integrity_a", "integrity_b", "transcription_error", "multiturn"):
+                v = v.lower() == "true"
+        out[k] = v
+    return out
+
+
+def load_human_labels(path: str | os.PathLike[str]) -> list[HumanLabel]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LabelsError(f"{p}: no such labels file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LabelsError(f"{p}: cannot read ({exc})") from None
+    rows: list[tuple[int, dict[str, Any]]] = []
+    if p.suffix.lower() == ".csv":
+        reader = csv.DictReader(text.splitlines())
+        rows = [(n, _blank_to_none(r)) for n, r in enumerate(reader, 2)]
+    else:
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((n, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise LabelsError(f"{p}:{n}: not JSON ({exc.msg})") from None
+    labels: list[HumanLabel] = []
+    seen: set[tuple[str, int, str]] = set()
+    for n, row in rows:
+        try:
+            label = HumanLabel.model_validate(row)
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            where = ".".join(str(x) for x in e["loc"]) or "row"
+            raise LabelsError(f"{p}:{n}: {where}: {e['msg']}") from None
+        key = (label.item_id, label.turn, label.annotator)
+        if key in seen:
+            raise LabelsError(f"{p}:{n}: {label.annotator} labelled item {label.item_id} turn {label.turn} twice")
+        seen.add(key)
+        labels.append(label)
+    if not labels:
+        raise LabelsError(f"{p}: no labels")
+    return labels
