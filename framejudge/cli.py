@@ -226,12 +226,15 @@ def calibrate(
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
     out_path: Annotated[Optional[Path], typer.Option("--out", help="write the full result as JSON")] = None,
     disagreements: Annotated[Optional[Path], typer.Option(help="write disagreements to review (JSONL)")] = None,
+    by: Annotated[Optional[list[str]], typer.Option("--by", help="also audit per value of: turn, or a metadata field")] = None,
+    compare: Annotated[Optional[Path], typer.Option(help="a second verdicts file: compare the two runs")] = None,
 ) -> None:
     """Judge vs human agreement beside the human-vs-human ceiling, with bootstrap intervals."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .calibration.audit import audit
-    from .calibration.inputs import LabelsError, human_rows, judge_rows, load_human_labels, video_qa_fields
+    from .calibration.audit import audit, audit_slices, compare_runs
+    from .calibration.inputs import (LabelsError, human_rows, judge_rows, load_human_labels, swap_consistency,
+                                     video_qa_fields)
     from .judge import ItemsError, read_records
 
     try:
@@ -239,6 +242,9 @@ def calibrate(
         if not judge_path.exists():
             raise LabelsError(f"{judge_path}: no such verdicts file")
         records = read_records(judge_path)
+        if compare is not None and not compare.exists():
+            raise LabelsError(f"{compare}: no such verdicts file")
+        second = read_records(compare) if compare is not None else None
         if replicates < 1:
             raise LabelsError("--replicates must be at least 1")
     except (LabelsError, ItemsError) as exc:
@@ -252,10 +258,18 @@ def calibrate(
         def tick(field: str, b: int) -> None:
             progress.update(task, advance=1, field=field)
 
-        result = audit(human_rows(labels), rows_j, fields, judge_errors=errors, replicates=replicates, seed=seed,
+        rows_h = human_rows(labels)
+        result = audit(rows_h, rows_j, fields, judge_errors=errors, replicates=replicates, seed=seed,
                        progress=tick)
+    result.swap_consistency = swap_consistency(records)
+    for key in by or []:
+        result.slices[key] = audit_slices(rows_h, rows_j, fields, key, replicates=replicates, seed=seed)
+    comparison = compare_runs(rows_h, rows_j, judge_rows(second)[0], fields, replicates, seed) if second is not None else None
     if out_path is not None:
-        out_path.write_text(result.model_dump_json(indent=1))
+        payload = result.model_dump(mode="json")
+        if comparison is not None:
+            payload["comparison"] = [c.model_dump(mode="json") for c in comparison]
+        out_path.write_text(json.dumps(payload, indent=1))
     if disagreements is not None:
         with open(disagreements, "w", encoding="utf-8") as f:
             for d in result.disagreements:
@@ -275,6 +289,26 @@ def calibrate(
         table.add_row(f.field, str(f.units), fmt(f.human_alpha), fmt(f.judge_alpha),
                       "undefined" if f.judge_ac1.value is None else f"{f.judge_ac1.value:.3f}", str(f.majority_ties))
     out.print(table)
+    for key, groups in result.slices.items():
+        t = Table(title=f"by {key}")
+        for col in ("slice", "field", "units", "human alpha", "judge alpha vs majority"):
+            t.add_column(col)
+        for value, sub in groups.items():
+            for f in sub.fields:
+                if f.units:
+                    t.add_row(value, f.field, str(f.units), fmt(f.human_alpha), fmt(f.judge_alpha))
+        out.print(t)
+    if comparison is not None:
+        t = Table(title=f"{judge_path.name} vs {compare.name} against the human majority")
+        for col in ("field", "first", "second", "difference [95% CI]"):
+            t.add_column(col)
+        for c in comparison:
+            diff = "undefined" if c.difference is None else (
+                f"{c.difference:+.3f}" + ("" if c.low is None else f" [{c.low:+.3f}, {c.high:+.3f}]"))
+            t.add_row(c.field, fmt(c.first), fmt(c.second), diff)
+        out.print(t)
+    if result.swap_consistency is not None:
+        out.print(f"swap consistency of the judge: {result.swap_consistency:.3f}")
 
 
 RubricDirs = Annotated[

@@ -39,6 +39,7 @@ class LabelRow(BaseModel):
     turn: int = 0
     annotator: str
     values: dict[str, Any] = Field(default_factory=dict)  # field -> label; absent = not rated
+    metadata: dict[str, Any] = Field(default_factory=dict)  # slicing keys (domain, task type, model, ...)
 
 
 class PerClass(BaseModel):
@@ -94,6 +95,25 @@ class AuditResult(BaseModel):
     replicates: int
     seed: int
     disagreements: list[Disagreement]
+    swap_consistency: float | None = None  # carried over from the verdicts
+    slices: dict[str, dict[str, AuditResult]] = Field(default_factory=dict)  # slice key -> value -> audit
+
+
+AuditResult.model_rebuild()
+
+
+class RunComparison(BaseModel):
+    """Two judge runs on the same human labels: each against the human majority, and the
+    difference (second minus first) with a paired bootstrap interval over the same items."""
+
+    field: str
+    first: Interval
+    second: Interval
+    difference: float | None
+    low: float | None
+    high: float | None
+    replicates: int
+    undefined_replicates: int
 
 
 def majority(labels: Sequence[Any]) -> Any | None:
@@ -206,3 +226,78 @@ def audit(
     return AuditResult(fields=out, annotators=annotators, judge_errors=judge_errors, judge_units_missing=missing,
                        replicates=replicates, seed=seed, disagreements=disagreements)
 
+
+
+def slice_key(row: LabelRow, key: str) -> str | None:
+    if key == "turn":
+        return str(row.turn)
+    value = row.metadata.get(key)
+    return None if value is None else str(value)
+
+
+def audit_slices(
+    humans: Sequence[LabelRow], judge: Sequence[LabelRow], fields: Sequence[FieldSpec], by: str,
+    replicates: int = 1000, seed: int = 0,
+) -> dict[str, AuditResult]:
+    """The audit per value of `by` ("turn", or a metadata key of the labels or verdicts)."""
+    value_of: dict[tuple[str, int], str] = {}
+    for row in list(judge) + list(humans):
+        v = slice_key(row, by)
+        if v is not None:
+            value_of.setdefault((row.item_id, row.turn), v)
+    groups = sorted(set(value_of.values()))
+    out: dict[str, AuditResult] = {}
+    for g in groups:
+        keep = {k for k, v in value_of.items() if v == g}
+        out[g] = audit([h for h in humans if (h.item_id, h.turn) in keep],
+                       [j for j in judge if (j.item_id, j.turn) in keep], fields, replicates=replicates, seed=seed)
+    return out
+
+
+def compare_runs(
+    humans: Sequence[LabelRow], first: Sequence[LabelRow], second: Sequence[LabelRow], fields: Sequence[FieldSpec],
+    replicates: int = 1000, seed: int = 0,
+) -> list[RunComparison]:
+    """Agreement of each run with the human majority and the paired difference."""
+    units: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for row in humans:
+        units.setdefault((row.item_id, row.turn), {}).setdefault(row.annotator, {}).update(row.values)
+    keys = sorted(units)
+    clusters: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        clusters.setdefault(k[0], []).append(i)
+    groups = list(clusters.values())
+    a_of = {(r.item_id, r.turn): r.values for r in first}
+    b_of = {(r.item_id, r.turn): r.values for r in second}
+    out = []
+    for spec in fields:
+        rows_a, rows_b = [], []
+        for k in keys:
+            maj = majority([v[spec.name] for v in units[k].values() if v.get(spec.name) is not None])
+            for rows, run in ((rows_a, a_of), (rows_b, b_of)):
+                j = run.get(k, {}).get(spec.name)
+                rows.append({MAJORITY: maj, JUDGE: j} if maj is not None and j is not None else ({MAJORITY: maj} if maj is not None else {}))
+        ra = Ratings(rows_a, list(spec.categories))
+        rb = Ratings(rows_b, list(spec.categories))
+        stat = lambda r: krippendorff_alpha(r, spec.level)  # noqa: E731
+        ia = bootstrap(ra, stat, replicates, seed, clusters=[k[0] for k in keys])
+        ib = bootstrap(rb, stat, replicates, seed, clusters=[k[0] for k in keys])
+        rng = np.random.default_rng(seed)
+        diffs: list[float] = []
+        undefined = 0
+        for _ in range(replicates if groups else 0):
+            picks = rng.integers(0, len(groups), len(groups))
+            keep = [i for g in picks for i in groups[g]]
+            x, y = stat(ra.subset(keep)).value, stat(rb.subset(keep)).value
+            if x is None or y is None:
+                undefined += 1
+            else:
+                diffs.append(y - x)
+        point = None if ia.estimate is None or ib.estimate is None else ib.estimate - ia.estimate
+        out.append(RunComparison(
+            field=spec.name, first=ia, second=ib, difference=point,
+            low=float(np.quantile(diffs, 0.025)) if diffs else None,
+            high=float(np.quantile(diffs, 0.975)) if diffs else None,
+            replicates=replicates, undefined_replicates=undefined if groups else replicates,
+        ))
+    return out

@@ -51,9 +51,14 @@ def _values(category_a: Any, category_b: Any, preference: Any, integrity_a: Any,
 
 
 def human_rows(labels: list[HumanLabel]) -> list[LabelRow]:
-    return [LabelRow(item_id=h.item_id, turn=h.turn, annotator=h.annotator,
+    return [LabelRow(item_id=h.item_id, turn=h.turn, annotator=h.annotator, metadata=h.metadata,
                      values=_values(h.category_a, h.category_b, h.preference, h.integrity_a, h.integrity_b,
                                     h.transcription_error, h.multiturn)) for h in labels]
+
+
+def swap_consistency(records: list[Verdict | JudgeError]) -> float | None:
+    checked = [r for r in records if isinstance(r, Verdict) and r.swap is not None]
+    return sum(r.swap.consistent for r in checked) / len(checked) if checked else None
 
 
 def judge_rows(records: list[Verdict | JudgeError]) -> tuple[list[LabelRow], int]:
@@ -68,7 +73,7 @@ def judge_rows(records: list[Verdict | JudgeError]) -> tuple[list[LabelRow], int
             errors.discard(key)
         elif key not in latest:
             errors.add(key)
-    rows = [LabelRow(item_id=v.item_id, turn=v.turn, annotator=JUDGE, values=_values(
+    rows = [LabelRow(item_id=v.item_id, turn=v.turn, annotator=JUDGE, metadata=v.metadata, values=_values(
         v.response_a.category, v.response_b.category if v.response_b else None, v.preference,
         v.response_a.integrity_violation, v.response_b.integrity_violation if v.response_b else None,
         v.transcription_error, v.multiturn)) for v in latest.values()]
@@ -101,7 +106,13 @@ def load_human_labels(path: str | os.PathLike[str]) -> list[HumanLabel]:
     rows: list[tuple[int, dict[str, Any]]] = []
     if p.suffix.lower() == ".csv":
         reader = csv.DictReader(text.splitlines())
-        rows = [(n, _blank_to_none(r)) for n, r in enumerate(reader, 2)]
+        known = set(HumanLabel.model_fields)
+        for n, r in enumerate(reader, 2):
+            row = _blank_to_none(r)
+            extra = {k: row.pop(k) for k in list(row) if k not in known}
+            if extra:  # other columns (domain, model, ...) are metadata for slicing
+                row["metadata"] = {**row.get("metadata", {}), **extra}
+            rows.append((n, row))
     else:
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():

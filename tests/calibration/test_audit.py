@@ -98,12 +98,15 @@ def test_video_qa_labels_and_verdicts_end_to_end(tmp_path):
 
     proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "calibrate", "--human", str(labels), "--judge", str(out),
                            "--replicates", "200", "--out", str(tmp_path / "r.json"), "--disagreements",
-                           str(tmp_path / "d.jsonl")], capture_output=True, text=True, timeout=300,
+                           str(tmp_path / "d.jsonl"), "--by", "turn", "--compare", str(out)], capture_output=True, text=True, timeout=300,
                           env={**__import__("os").environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr
     assert "human alpha (ceiling)" in proc.stdout and "category_a" in proc.stdout
     saved = json.loads((tmp_path / "r.json").read_text())
     assert saved["replicates"] == 200 and len(saved["fields"]) == 8
+    assert set(saved["slices"]["turn"]) == {"0", "1"}
+    assert all(c["difference"] in (0, None) for c in saved["comparison"])
+    assert "by turn" in proc.stdout and "against the human majority" in proc.stdout
 
 
 def test_labels_file_errors(tmp_path):
@@ -146,3 +149,35 @@ def test_real_multi_rater_image_edit_study(shared_dir):
     human = [f.human_alpha.estimate for f in r.fields if f.human_alpha.estimate is not None]
     assert human and max(human) < 0.6  # the humans themselves agree little: reported, not hidden
     assert all(f.human_alpha.low is None or f.human_alpha.low <= f.human_alpha.estimate for f in r.fields)
+
+
+def test_slices_and_run_comparison():
+    from framejudge.calibration.audit import audit_slices, compare_runs
+
+    humans, judge, fields = synthetic(80, seed=4)
+    for row in humans + judge:
+        row.metadata["domain"] = "garden" if int(row.item_id[1:]) % 2 else "text"
+    slices = audit_slices(humans, judge, fields, "domain", replicates=100)
+    assert set(slices) == {"garden", "text"}
+    assert slices["garden"].fields[0].units == 40 and slices["text"].fields[0].units == 40
+    by_turn = audit_slices(humans, judge, fields, "turn", replicates=50)
+    assert set(by_turn) == {"0"}
+
+    # A second run that copies the human majority is better; the paired difference says so.
+    better = []
+    for j in judge:
+        labels = [h.values["category_a"] for h in humans if h.item_id == j.item_id]
+        best = majority(labels) or j.values["category_a"]
+        better.append(LabelRow(item_id=j.item_id, annotator="judge", values={"category_a": best}))
+    [c] = compare_runs(humans, judge, better, fields, replicates=300, seed=2)
+    assert c.second.estimate == pytest.approx(1.0)
+    assert c.difference > 0 and c.low > 0
+    [same] = compare_runs(humans, judge, judge, fields, replicates=100)
+    assert same.difference == 0 and same.low == 0 and same.high == 0
+
+
+def test_csv_extra_columns_become_metadata(tmp_path):
+    p = tmp_path / "l.csv"
+    p.write_text("item_id,annotator,category_a,domain\nx,a,Missing,gardening\n")
+    [label] = load_human_labels(p)
+    assert label.metadata == {"domain": "gardening"} and label.category_a.value == "Missing"
