@@ -228,6 +228,7 @@ def calibrate(
     disagreements: Annotated[Optional[Path], typer.Option(help="write disagreements to review (JSONL)")] = None,
     by: Annotated[Optional[list[str]], typer.Option("--by", help="also audit per value of: turn, or a metadata field")] = None,
     compare: Annotated[Optional[Path], typer.Option(help="a second verdicts file: compare the two runs")] = None,
+    report: Annotated[Optional[Path], typer.Option(help="write a self-contained HTML report here")] = None,
 ) -> None:
     """Judge vs human agreement beside the human-vs-human ceiling, with bootstrap intervals."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -270,6 +271,10 @@ def calibrate(
         if comparison is not None:
             payload["comparison"] = [c.model_dump(mode="json") for c in comparison]
         out_path.write_text(json.dumps(payload, indent=1))
+    if report is not None:
+        from .calibration.report import render_html
+
+        report.write_text(render_html(result, comparison, title=f"framejudge calibration: {judge_path.name}"), encoding="utf-8")
     if disagreements is not None:
         with open(disagreements, "w", encoding="utf-8") as f:
             for d in result.disagreements:

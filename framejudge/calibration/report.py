@@ -1,0 +1,178 @@
+"""A self-contained HTML report of an audit: tables and plots, no external files or scripts."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from typing import Any
+
+from .audit import AuditResult, FieldAudit, RunComparison
+from .bootstrap import Interval
+
+
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _fmt(iv: Interval) -> str:
+    if iv.estimate is None:
+        return f"undefined ({html.escape(iv.undefined or '')})"
+    if iv.low is None:
+        return f"{iv.estimate:.3f}"
+    return f"{iv.estimate:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+
+
+def _num(x: float | None) -> str:
+    return "&ndash;" if x is None else f"{x:.3f}"
+
+
+def ceiling_plot(result: AuditResult) -> str:
+    """Judge vs human majority beside the human ceiling, per field, with intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fields = [f for f in result.fields if f.units]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(fields) + 1.2))
+    y = np.arange(len(fields))
+    for offset, attr, colour, name in ((-0.18, "human_alpha", "#4c72b0", "humans (ceiling)"),
+                                       (0.18, "judge_alpha", "#dd8452", "judge vs majority")):
+        for i, f in enumerate(fields):
+            iv: Interval = getattr(f, attr)
+            if iv.estimate is None:
+                continue
+            err = None
+            if iv.low is not None and iv.high is not None:
+                err = [[iv.estimate - iv.low], [iv.high - iv.estimate]]
+            ax.barh(y[i] + offset, iv.estimate, height=0.34, color=colour, xerr=err, capsize=3,
+                    label=name if i == 0 else None)
+    ax.set_yticks(y, [f.field for f in fields])
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("Krippendorff's alpha (95% bootstrap interval)")
+    ax.invert_yaxis()
+    ax.legend(loc="lower right", fontsize=8)
+    return _png(fig)
+
+
+def confusion_plot(f: FieldAudit) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    m = np.array(f.confusion)
+    fig, ax = plt.subplots(figsize=(1.1 * len(f.categories) + 2, 1.0 * len(f.categories) + 1.5))
+    ax.imshow(m, cmap="Blues")
+    labels = [str(c) for c in f.categories]
+    ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right")
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_xlabel("judge")
+    ax.set_ylabel("human majority")
+    for i in range(m.shape[0]):
+        for j in range(m.shape[1]):
+            ax.text(j, i, str(m[i, j]), ha="center", va="center", color="white" if m[i, j] > m.max() / 2 else "black")
+    ax.set_title(f.field)
+    return _png(fig)
+
+
+def slice_plot(key: str, groups: dict[str, AuditResult], field: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names, est, lo, hi = [], [], [], []
+    for value, sub in groups.items():
+        f = next((x for x in sub.fields if x.field == field), None)
+        if f is None or f.judge_alpha.estimate is None:
+            continue
+        names.append(value)
+        est.append(f.judge_alpha.estimate)
+        lo.append(f.judge_alpha.estimate - (f.judge_alpha.low if f.judge_alpha.low is not None else f.judge_alpha.estimate))
+        hi.append((f.judge_alpha.high if f.judge_alpha.high is not None else f.judge_alpha.estimate) - f.judge_alpha.estimate)
+    fig, ax = plt.subplots(figsize=(7, 0.4 * max(1, len(names)) + 1.2))
+    if names:
+        ax.errorbar(est, range(len(names)), xerr=[lo, hi], fmt="o", capsize=3)
+        ax.set_yticks(range(len(names)), names)
+        ax.invert_yaxis()
+    ax.set_xlabel(f"judge alpha vs majority, {field}")
+    ax.set_title(f"by {key}")
+    return _png(fig)
+
+
+def render_html(result: AuditResult, comparison: list[RunComparison] | None = None, title: str = "framejudge calibration") -> str:
+    e = html.escape
+    parts = [f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>
+<style>
+body{{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem;color:#222}}
+table{{border-collapse:collapse;margin:1rem 0;font-size:0.9rem}}
+th,td{{border:1px solid #ccc;padding:0.3rem 0.6rem;text-align:left}}
+th{{background:#f3f3f3}} td.num{{text-align:right;font-variant-numeric:tabular-nums}}
+img{{max-width:100%}} .grid{{display:flex;flex-wrap:wrap;gap:1rem}}
+</style></head><body>
+<h1>{e(title)}</h1>
+<p id="summary">{len(result.annotators)} annotators; judge errors left out: {result.judge_errors};
+units without a verdict: {result.judge_units_missing}; bootstrap: {result.replicates} replicates over items, seed {result.seed}.
+{"" if result.swap_consistency is None else f"Swap consistency of the judge: {result.swap_consistency:.3f}."}</p>
+<h2>Judge vs the human ceiling</h2>
+<img id="ceiling-plot" alt="judge alpha beside human alpha per field" src="{ceiling_plot(result)}">
+<table id="agreement"><thead><tr><th>field</th><th>units</th><th>human alpha (ceiling)</th><th>judge alpha vs majority</th>
+<th>humans + judge alpha</th><th>judge kappa</th><th>judge AC1</th><th>judge PABAK</th><th>ties (no gold)</th></tr></thead><tbody>"""]
+    for f in result.fields:
+        parts.append(
+            f"<tr><td>{e(f.field)}</td><td class=num>{f.units}</td><td>{_fmt(f.human_alpha)}</td><td>{_fmt(f.judge_alpha)}</td>"
+            f"<td>{_fmt(f.judge_vs_humans_alpha)}</td><td class=num>{_num(f.judge_kappa.value)}</td>"
+            f"<td class=num>{_num(f.judge_ac1.value)}</td><td class=num>{_num(f.judge_pabak.value)}</td>"
+            f"<td class=num>{f.majority_ties}</td></tr>")
+    parts.append("</tbody></table><h2>Per category</h2><div class=grid>")
+    for f in result.fields:
+        if sum(map(sum, f.confusion)) == 0:
+            continue
+        parts.append(f'<div><img class="confusion-plot" alt="confusion matrix {e(f.field)}" src="{confusion_plot(f)}">'
+                     f'<table class="per-class"><thead><tr><th>{e(f.field)}</th><th>precision</th><th>recall</th><th>F1</th><th>support</th></tr></thead><tbody>')
+        for c in f.per_class:
+            parts.append(f"<tr><td>{e(str(c.label))}</td><td class=num>{_num(c.precision)}</td><td class=num>{_num(c.recall)}</td>"
+                         f"<td class=num>{_num(c.f1)}</td><td class=num>{c.support}</td></tr>")
+        parts.append("</tbody></table></div>")
+    parts.append("</div><h2>Judge vs each annotator</h2><table id=each><thead><tr><th>field</th><th>annotator</th><th>units</th><th>kappa</th><th>alpha</th></tr></thead><tbody>")
+    for f in result.fields:
+        for p in f.judge_vs_each:
+            if p.units:
+                parts.append(f"<tr><td>{e(f.field)}</td><td>{e(p.annotator)}</td><td class=num>{p.units}</td>"
+                             f"<td class=num>{_num(p.kappa.value)}</td><td class=num>{_num(p.alpha.value)}</td></tr>")
+    parts.append("</tbody></table>")
+    for key, groups in result.slices.items():
+        parts.append(f"<h2>By {e(key)}</h2>")
+        main_field = next((f.field for f in result.fields if f.units), None)
+        if main_field:
+            parts.append(f'<img class="slice-plot" alt="agreement by {e(key)}" src="{slice_plot(key, groups, main_field)}">')
+        parts.append("<table class=slices><thead><tr><th>slice</th><th>field</th><th>units</th><th>human alpha</th><th>judge alpha vs majority</th></tr></thead><tbody>")
+        for value, sub in groups.items():
+            for f in sub.fields:
+                if f.units:
+                    parts.append(f"<tr><td>{e(value)}</td><td>{e(f.field)}</td><td class=num>{f.units}</td>"
+                                 f"<td>{_fmt(f.human_alpha)}</td><td>{_fmt(f.judge_alpha)}</td></tr>")
+        parts.append("</tbody></table>")
+    if comparison:
+        parts.append("<h2>Two judge runs</h2><table id=comparison><thead><tr><th>field</th><th>first</th><th>second</th><th>difference [95% CI]</th></tr></thead><tbody>")
+        for c in comparison:
+            diff = "undefined" if c.difference is None else f"{c.difference:+.3f}" + ("" if c.low is None else f" [{c.low:+.3f}, {c.high:+.3f}]")
+            parts.append(f"<tr><td>{e(c.field)}</td><td>{_fmt(c.first)}</td><td>{_fmt(c.second)}</td><td>{diff}</td></tr>")
+        parts.append("</tbody></table>")
+    parts.append("<h2>Disagreements to review</h2><table id=disagreements><thead><tr><th>item</th><th>turn</th><th>field</th>"
+                 "<th>judge</th><th>majority</th><th>humans</th><th>kind</th></tr></thead><tbody>")
+    for d in result.disagreements[:200]:
+        humans = ", ".join(f"{e(k)}: {e(str(v))}" for k, v in d.human_labels.items())
+        parts.append(f"<tr><td>{e(d.item_id)}</td><td class=num>{d.turn}</td><td>{e(d.field)}</td><td>{e(str(d.judge))}</td>"
+                     f"<td>{e(str(d.majority))}</td><td>{humans}</td><td>{e(d.kind)}</td></tr>")
+    parts.append("</tbody></table></body></html>")
+    return "\n".join(parts)

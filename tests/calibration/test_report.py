@@ -1,0 +1,119 @@
+"""The HTML report, opened in a real headless Chromium (Debian's package) driven over the
+DevTools protocol: tables and plots render, images decode, no console errors."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import urllib.request
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from framejudge.calibration.audit import audit, audit_slices, compare_runs
+from framejudge.calibration.report import render_html
+from tests.calibration.test_audit import synthetic
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.fixture(scope="module")
+def report_file(tmp_path_factory):
+    humans, judge, fields = synthetic(60, seed=3)
+    for row in humans + judge:
+        row.metadata["domain"] = "garden" if int(row.item_id[1:]) % 2 else "text"
+    result = audit(humans, judge, fields, replicates=200)
+    result.slices["domain"] = audit_slices(humans, judge, fields, "domain", replicates=100)
+    comparison = compare_runs(humans, judge, judge, fields, replicates=100)
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    path.write_text(render_html(result, comparison), encoding="utf-8")
+    return path
+
+
+def test_report_is_self_contained(report_file):
+    text = report_file.read_text()
+    assert "<script" not in text and "http://" not in text and "https://" not in text
+    assert text.count('src="data:image/png;base64,') >= 3
+    for table_id in ("agreement", "each", "comparison", "disagreements"):
+        assert f"id={table_id}" in text or f'id="{table_id}"' in text
+
+
+async def _cdp(ws_url: str, url: str) -> dict:
+    import aiohttp
+
+    errors: list[str] = []
+    async with aiohttp.ClientSession() as session, session.ws_connect(ws_url, max_msg_size=0) as ws:
+        counter = 0
+
+        async def call(method: str, **params):
+            nonlocal counter
+            counter += 1
+            my_id = counter
+            await ws.send_json({"id": my_id, "method": method, "params": params})
+            while True:
+                msg = json.loads((await ws.receive()).data)
+                if msg.get("method") in ("Runtime.exceptionThrown",):
+                    errors.append(json.dumps(msg["params"])[:300])
+                if msg.get("method") == "Runtime.consoleAPICalled" and msg["params"]["type"] == "error":
+                    errors.append(json.dumps(msg["params"])[:300])
+                if msg.get("method") == "Log.entryAdded" and msg["params"]["entry"]["level"] == "error":
+                    errors.append(msg["params"]["entry"]["text"][:300])
+                if msg.get("id") == my_id:
+                    return msg.get("result", {})
+
+        await call("Runtime.enable")
+        await call("Log.enable")
+        await call("Page.enable")
+        await call("Emulation.setDeviceMetricsOverride", width=1280, height=2400, deviceScaleFactor=1, mobile=False)
+        await call("Page.navigate", url=url)
+        for _ in range(100):
+            state = await call("Runtime.evaluate", expression="document.readyState", returnByValue=True)
+            if state["result"]["value"] == "complete":
+                break
+            await asyncio.sleep(0.1)
+        probe = await call("Runtime.evaluate", returnByValue=True, expression="""JSON.stringify({
+            images: [...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight]),
+            rows: document.querySelectorAll('#agreement tbody tr').length,
+            tables: document.querySelectorAll('table').length,
+            heading: document.querySelector('h1').textContent})""")
+        shot = await call("Page.captureScreenshot", format="png")
+        return {"probe": json.loads(probe["result"]["value"]), "png": base64.b64decode(shot["data"]), "errors": errors}
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian package 'chromium')")
+def test_report_renders_in_headless_chromium(report_file):
+    profile = tempfile.mkdtemp()
+    proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                             f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        port = None
+        for line in proc.stderr:
+            m = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line)
+            if m:
+                port = int(m.group(1))
+                break
+        assert port, "Chromium did not start its DevTools endpoint"
+        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+        page = next(t for t in targets if t["type"] == "page")
+        got = asyncio.run(_cdp(page["webSocketDebuggerUrl"], report_file.as_uri()))
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+    assert got["errors"] == []
+    probe = got["probe"]
+    assert probe["heading"] == "framejudge calibration"
+    assert probe["rows"] == 1 and probe["tables"] >= 5
+    assert len(probe["images"]) >= 3 and all(ok and w > 100 and h > 50 for ok, w, h in probe["images"])
+    shot = np.asarray(Image.open(io.BytesIO(got["png"])).convert("L"), dtype=float)
+    assert shot.shape[1] == 1280
+    assert shot.std() > 10  # not a blank page: text, tables and plots are drawn
