@@ -267,6 +267,7 @@ class Provenance(BaseModel):
     rubric_id: str
     rubric_version: str
     rubric_hash: str
+    video: str | None = Field(None, description="the item's video as given")
     judge_backend: str
     model_id: str
     prompt_hash: str | None = None

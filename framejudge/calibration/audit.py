@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from .bootstrap import Interval, bootstrap
 from .cohen import cohen_kappa
 from .krippendorff_alpha import Level, krippendorff_alpha
-from .multirater import gwet_ac1, pabak, percent_agreement
+from .multirater import fleiss_kappa, gwet_ac1, pabak, percent_agreement
 from .ratings import Ratings
 from .result import Coefficient
 
@@ -40,6 +40,9 @@ class LabelRow(BaseModel):
     annotator: str
     values: dict[str, Any] = Field(default_factory=dict)  # field -> label; absent = not rated
     metadata: dict[str, Any] = Field(default_factory=dict)  # slicing keys (domain, task type, model, ...)
+    video: str | None = None  # for review: what the judge looked at
+    turn_time: float | None = None
+    frame_timestamps: list[float] = Field(default_factory=list)
 
 
 class PerClass(BaseModel):
@@ -66,6 +69,9 @@ class Disagreement(BaseModel):
     human_labels: dict[str, Any]
     kind: Literal["judge_vs_majority", "humans_split"]
     human_agreement: float  # share of human pairs that agree on this unit
+    video: str | None = None
+    turn_time: float | None = None
+    frame_timestamps: list[float] = Field(default_factory=list)
 
 
 class FieldAudit(BaseModel):
@@ -77,6 +83,8 @@ class FieldAudit(BaseModel):
     judge_alpha: Interval  # judge vs the human majority (units with a clear majority)
     judge_vs_humans_alpha: Interval  # humans plus the judge, minus humans alone, shows the judge's effect
     human_percent: Coefficient
+    human_fleiss: Coefficient
+    human_ac1: Coefficient
     judge_percent: Coefficient
     judge_ac1: Coefficient
     judge_pabak: Coefficient
@@ -149,8 +157,11 @@ def audit(
             raise ValueError(f"annotator name {JUDGE!r} is reserved for the judge")
         units.setdefault((row.item_id, row.turn), {}).setdefault(row.annotator, {}).update(row.values)
     judged: dict[tuple[str, int], dict[str, Any]] = {}
+    context: dict[tuple[str, int], dict[str, Any]] = {}
     for row in judge:
         judged[(row.item_id, row.turn)] = row.values
+        context[(row.item_id, row.turn)] = {"video": row.video, "turn_time": row.turn_time,
+                                            "frame_timestamps": row.frame_timestamps}
     annotators = sorted({r.annotator for r in humans})
     keys = sorted(units)
     clusters = [k[0] for k in keys]
@@ -181,11 +192,11 @@ def audit(
                 if j is not None and maj is not None and j != maj:
                     disagreements.append(Disagreement(item_id=key[0], turn=key[1], field=spec.name, judge=j, majority=maj,
                                                       human_labels=human_labels, kind="judge_vs_majority",
-                                                      human_agreement=agree))
+                                                      human_agreement=agree, **context.get(key, {})))
                 elif len(human_labels) >= 2 and agree < 0.5:
                     disagreements.append(Disagreement(item_id=key[0], turn=key[1], field=spec.name, judge=j, majority=maj,
                                                       human_labels=human_labels, kind="humans_split",
-                                                      human_agreement=agree))
+                                                      human_agreement=agree, **context.get(key, {})))
         cats = list(spec.categories)
         r_h = Ratings(rows_h, cats, [str(k) for k in keys])
         r_jm = Ratings(rows_jm, cats, [str(k) for k in keys])
@@ -218,7 +229,8 @@ def audit(
         out.append(FieldAudit(
             field=spec.name, level=spec.level, categories=cats, units=sum(1 for r in rows_h if r),
             human_alpha=human_alpha, judge_alpha=judge_alpha, judge_vs_humans_alpha=with_judge,
-            human_percent=percent_agreement(r_h), judge_percent=percent_agreement(r_jm),
+            human_percent=percent_agreement(r_h), human_fleiss=fleiss_kappa(r_h), human_ac1=gwet_ac1(r_h),
+            judge_percent=percent_agreement(r_jm),
             judge_ac1=gwet_ac1(r_jm), judge_pabak=pabak(r_jm), judge_kappa=cohen_kappa(r_jm, JUDGE, MAJORITY),
             majority_ties=ties, judge_vs_each=each, confusion=conf.tolist(), per_class=per_class,
         ))

@@ -126,11 +126,12 @@ units without a verdict: {result.judge_units_missing}; bootstrap: {result.replic
 <h2>Judge vs the human ceiling</h2>
 <img id="ceiling-plot" alt="judge alpha beside human alpha per field" src="{ceiling_plot(result)}">
 <table id="agreement"><thead><tr><th>field</th><th>units</th><th>human alpha (ceiling)</th><th>judge alpha vs majority</th>
-<th>humans + judge alpha</th><th>judge kappa</th><th>judge AC1</th><th>judge PABAK</th><th>ties (no gold)</th></tr></thead><tbody>"""]
+<th>humans + judge alpha</th><th>human Fleiss</th><th>human AC1</th><th>judge kappa</th><th>judge AC1</th><th>judge PABAK</th><th>ties (no gold)</th></tr></thead><tbody>"""]
     for f in result.fields:
         parts.append(
             f"<tr><td>{e(f.field)}</td><td class=num>{f.units}</td><td>{_fmt(f.human_alpha)}</td><td>{_fmt(f.judge_alpha)}</td>"
-            f"<td>{_fmt(f.judge_vs_humans_alpha)}</td><td class=num>{_num(f.judge_kappa.value)}</td>"
+            f"<td>{_fmt(f.judge_vs_humans_alpha)}</td><td class=num>{_num(f.human_fleiss.value)}</td>"
+            f"<td class=num>{_num(f.human_ac1.value)}</td><td class=num>{_num(f.judge_kappa.value)}</td>"
             f"<td class=num>{_num(f.judge_ac1.value)}</td><td class=num>{_num(f.judge_pabak.value)}</td>"
             f"<td class=num>{f.majority_ties}</td></tr>")
     parts.append("</tbody></table><h2>Per category</h2><div class=grid>")
@@ -169,10 +170,12 @@ units without a verdict: {result.judge_units_missing}; bootstrap: {result.replic
             parts.append(f"<tr><td>{e(c.field)}</td><td>{_fmt(c.first)}</td><td>{_fmt(c.second)}</td><td>{diff}</td></tr>")
         parts.append("</tbody></table>")
     parts.append("<h2>Disagreements to review</h2><table id=disagreements><thead><tr><th>item</th><th>turn</th><th>field</th>"
-                 "<th>judge</th><th>majority</th><th>humans</th><th>kind</th></tr></thead><tbody>")
+                 "<th>judge</th><th>majority</th><th>humans</th><th>kind</th><th>video</th><th>asked at</th><th>frames the judge saw (s)</th></tr></thead><tbody>")
     for d in result.disagreements[:200]:
         humans = ", ".join(f"{e(k)}: {e(str(v))}" for k, v in d.human_labels.items())
         parts.append(f"<tr><td>{e(d.item_id)}</td><td class=num>{d.turn}</td><td>{e(d.field)}</td><td>{e(str(d.judge))}</td>"
-                     f"<td>{e(str(d.majority))}</td><td>{humans}</td><td>{e(d.kind)}</td></tr>")
+                     f"<td>{e(str(d.majority))}</td><td>{humans}</td><td>{e(d.kind)}</td><td>{e(d.video or '')}</td>"
+                     f"<td class=num>{'' if d.turn_time is None else f'{d.turn_time:.2f}'}</td>"
+                     f"<td>{e(', '.join(f'{t:.2f}' for t in d.frame_timestamps))}</td></tr>")
     parts.append("</tbody></table></body></html>")
     return "\n".join(parts)

@@ -107,6 +107,8 @@ def test_video_qa_labels_and_verdicts_end_to_end(tmp_path):
     assert set(saved["slices"]["turn"]) == {"0", "1"}
     assert all(c["difference"] in (0, None) for c in saved["comparison"])
     assert "by turn" in proc.stdout and "against the human majority" in proc.stdout
+    review = [json.loads(line) for line in (tmp_path / "d.jsonl").read_text().splitlines()]
+    assert review and all(d["video"].startswith("videos/") for d in review)  # what to rewatch
 
 
 def test_labels_file_errors(tmp_path):
