@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import csv
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from ..files import first_problem, jsonl_objects, read_text
 from ..schema import Category, HumanLabel, JudgeError, Preference, Verdict
 from .audit import JUDGE, FieldSpec, LabelRow
 
@@ -99,12 +99,7 @@ def _blank_to_none(row: dict[str, Any]) -> dict[str, Any]:
 
 def load_human_labels(path: str | os.PathLike[str]) -> list[HumanLabel]:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LabelsError(f"{p}: no such labels file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LabelsError(f"{p}: cannot read ({exc})") from None
+    text = read_text(p, "labels", LabelsError)
     rows: list[tuple[int, dict[str, Any]]] = []
     if p.suffix.lower() == ".csv":
         reader = csv.DictReader(text.splitlines())
@@ -116,22 +111,14 @@ def load_human_labels(path: str | os.PathLike[str]) -> list[HumanLabel]:
                 row["metadata"] = {**row.get("metadata", {}), **extra}
             rows.append((n, row))
     else:
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append((n, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise LabelsError(f"{p}:{n}: not JSON ({exc.msg})") from None
+        rows = jsonl_objects(p, text, LabelsError)
     labels: list[HumanLabel] = []
     seen: set[tuple[str, int, str]] = set()
     for n, row in rows:
         try:
             label = HumanLabel.model_validate(row)
         except ValidationError as exc:
-            e = exc.errors()[0]
-            where = ".".join(str(x) for x in e["loc"]) or "row"
-            raise LabelsError(f"{p}:{n}: {where}: {e['msg']}") from None
+            raise LabelsError(f"{p}:{n}: {first_problem(exc)}") from None
         key = (label.item_id, label.turn, label.annotator)
         if key in seen:
             raise LabelsError(f"{p}:{n}: {label.annotator} labelled item {label.item_id} turn {label.turn} twice")

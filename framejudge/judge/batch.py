@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from ..files import first_problem, jsonl_objects, read_text
 from ..schema import Item, JudgeError, Preference, Verdict
 from .pipeline import Grader, Record
 
@@ -22,23 +23,13 @@ class ItemsError(ValueError):
 
 def load_items(path: str | os.PathLike[str]) -> list[Item]:
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise ItemsError(f"{p}: no such items file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ItemsError(f"{p}: cannot read ({exc})") from None
     items: list[Item] = []
     seen: set[str] = set()
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for n, row in jsonl_objects(p, read_text(p, "items", ItemsError), ItemsError):
         try:
-            item = Item.model_validate_json(line)
+            item = Item.model_validate(row)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(x) for x in first["loc"]) or "item"
-            raise ItemsError(f"{p}:{n}: {where}: {first['msg'].removeprefix('Value error, ')}") from None
+            raise ItemsError(f"{p}:{n}: {first_problem(exc, 'item')}") from None
         if item.id in seen:
             raise ItemsError(f"{p}:{n}: duplicate item id {item.id!r}")
         if item.video and "://" in item.video:

@@ -201,24 +201,9 @@ class MCQReport(BaseModel):
 
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
-    import json
+    from ..files import jsonl_objects, read_text
 
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MCQScoreError(f"{path}: cannot read ({exc})") from None
-    rows = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise MCQScoreError(f"{path}:{n}: not JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise MCQScoreError(f"{path}:{n}: each line must be a JSON object")
-        rows.append((n, row))
-    return rows
+    return jsonl_objects(path, read_text(path, "predictions or gold", MCQScoreError), MCQScoreError)
 
 
 def score_files(predictions: Path, gold: Path, key: str = "video_path", prediction_field: str = "mcq_answer",
