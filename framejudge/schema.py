@@ -295,6 +295,7 @@ class Verdict(Judgement):
     record: Literal["verdict"] = "verdict"
     item_id: str
     turn: int = Field(0, ge=0, description="index of the turn within the item")
+    task_type: TaskType | None = None
     decided_by: Literal["rules", "judge"] = "judge"
     swap: SwapCheck | None = None
     sample_agreement: float | None = Field(

@@ -251,12 +251,22 @@ def audit_slices(
     humans: Sequence[LabelRow], judge: Sequence[LabelRow], fields: Sequence[FieldSpec], by: str,
     replicates: int = 1000, seed: int = 0,
 ) -> dict[str, AuditResult]:
-    """The audit per value of `by` ("turn", or a metadata key of the labels or verdicts)."""
+    """The audit per value of `by`: "turn", a labelled field (slices by the human majority's
+    label, e.g. category_a), or a metadata key of the labels or verdicts (domain, task_type, ...)."""
     value_of: dict[tuple[str, int], str] = {}
-    for row in list(judge) + list(humans):
-        v = slice_key(row, by)
-        if v is not None:
-            value_of.setdefault((row.item_id, row.turn), v)
+    if any(f.name == by for f in fields):
+        labels: dict[tuple[str, int], list[Any]] = {}
+        for h in humans:
+            if h.values.get(by) is not None:
+                labels.setdefault((h.item_id, h.turn), []).append(h.values[by])
+        for k, v in labels.items():
+            m = majority(v)
+            value_of[k] = "(humans tie)" if m is None else str(m)
+    else:
+        for row in list(judge) + list(humans):
+            v = slice_key(row, by)
+            if v is not None:
+                value_of.setdefault((row.item_id, row.turn), v)
     groups = sorted(set(value_of.values()))
     out: dict[str, AuditResult] = {}
     for g in groups:

@@ -73,7 +73,9 @@ def judge_rows(records: list[Verdict | JudgeError]) -> tuple[list[LabelRow], int
             errors.discard(key)
         elif key not in latest:
             errors.add(key)
-    rows = [LabelRow(item_id=v.item_id, turn=v.turn, annotator=JUDGE, metadata=v.metadata, video=v.provenance.video,
+    rows = [LabelRow(item_id=v.item_id, turn=v.turn, annotator=JUDGE,
+                     metadata={**({"task_type": v.task_type.value} if v.task_type else {}), **v.metadata},
+                     video=v.provenance.video,
                      turn_time=v.provenance.sampler.end_at if v.provenance.sampler else None,
                      frame_timestamps=v.provenance.frame_timestamps, values=_values(
         v.response_a.category, v.response_b.category if v.response_b else None, v.preference,

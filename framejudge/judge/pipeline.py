@@ -185,6 +185,8 @@ class Grader:
     async def grade_turn(self, item: Item, turn: int) -> Record:
         record = await self._grade_turn(item, turn)
         record.metadata = dict(item.metadata)
+        if isinstance(record, Verdict):
+            record.task_type = item.task_type
         if record.provenance is not None:
             record.provenance.video = item.video
         return record

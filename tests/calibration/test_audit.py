@@ -98,13 +98,14 @@ def test_video_qa_labels_and_verdicts_end_to_end(tmp_path):
 
     proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "calibrate", "--human", str(labels), "--judge", str(out),
                            "--replicates", "200", "--out", str(tmp_path / "r.json"), "--disagreements",
-                           str(tmp_path / "d.jsonl"), "--by", "turn", "--compare", str(out)], capture_output=True, text=True, timeout=300,
+                           str(tmp_path / "d.jsonl"), "--by", "turn", "--by", "task_type", "--compare", str(out)], capture_output=True, text=True, timeout=300,
                           env={**__import__("os").environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr
     assert "human alpha (ceiling)" in proc.stdout and "category_a" in proc.stdout
     saved = json.loads((tmp_path / "r.json").read_text())
     assert saved["replicates"] == 200 and len(saved["fields"]) == 8
     assert set(saved["slices"]["turn"]) == {"0", "1"}
+    assert set(saved["slices"]["task_type"]) == {"single_turn", "multi_turn"}
     assert all(c["difference"] in (0, None) for c in saved["comparison"])
     assert "by turn" in proc.stdout and "against the human majority" in proc.stdout
     review = [json.loads(line) for line in (tmp_path / "d.jsonl").read_text().splitlines()]
@@ -151,6 +152,19 @@ def test_real_multi_rater_image_edit_study(shared_dir):
     human = [f.human_alpha.estimate for f in r.fields if f.human_alpha.estimate is not None]
     assert human and max(human) < 0.6  # the humans themselves agree little: reported, not hidden
     assert all(f.human_alpha.low is None or f.human_alpha.low <= f.human_alpha.estimate for f in r.fields)
+    from framejudge.calibration.report import render_html
+
+    page = render_html(r, title="image edit study")
+    assert page.count("<tr>") > 12 and "completeness" in page
+
+
+def test_all_ratings_absent():
+    fields = [FieldSpec(name="category_a", categories=["Successful", "Missing"])]
+    humans = [LabelRow(item_id=f"x{i}", annotator=a, values={}) for i in range(3) for a in ("a", "b")]
+    r = audit(humans, [], fields, replicates=20)
+    f = r.fields[0]
+    assert f.units == 0 and f.human_alpha.estimate is None and f.judge_alpha.estimate is None
+    assert f.human_alpha.undefined and r.judge_units_missing == 3
 
 
 def test_slices_and_run_comparison():
@@ -164,6 +178,8 @@ def test_slices_and_run_comparison():
     assert slices["garden"].fields[0].units == 40 and slices["text"].fields[0].units == 40
     by_turn = audit_slices(humans, judge, fields, "turn", replicates=50)
     assert set(by_turn) == {"0"}
+    by_category = audit_slices(humans, judge, fields, "category_a", replicates=50)
+    assert set(by_category) <= {"Successful", "Not Successful", "Missing", "(humans tie)"} and len(by_category) >= 3
 
     # A second run that copies the human majority is better; the paired difference says so.
     better = []
