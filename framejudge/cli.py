@@ -225,7 +225,7 @@ def calibrate(
     replicates: Annotated[int, typer.Option(help="bootstrap replicates (>= 1000 recommended)")] = 1000,
     seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
     out_path: Annotated[Optional[Path], typer.Option("--out", help="write the full result as JSON")] = None,
-    disagreements: Annotated[Optional[Path], typer.Option(help="write disagreements to review (JSONL)")] = None,
+    disagreements: Annotated[Optional[Path], typer.Option(help="write disagreements to review (JSONL label rows to fill in and feed back with --human)")] = None,
     by: Annotated[Optional[list[str]], typer.Option("--by", help="also audit per value of: turn, or a metadata field")] = None,
     compare: Annotated[Optional[Path], typer.Option(help="a second verdicts file: compare the two runs")] = None,
     report: Annotated[Optional[Path], typer.Option(help="write a self-contained HTML report here")] = None,
@@ -276,9 +276,11 @@ def calibrate(
 
         report.write_text(render_html(result, comparison, title=f"framejudge calibration: {judge_path.name}"), encoding="utf-8")
     if disagreements is not None:
+        from .calibration.inputs import relabel_rows
+
         with open(disagreements, "w", encoding="utf-8") as f:
-            for d in result.disagreements:
-                f.write(d.model_dump_json() + "\n")
+            for row in relabel_rows(result.disagreements):
+                f.write(row.model_dump_json(exclude_none=True) + "\n")
 
     def fmt(iv) -> str:
         if iv.estimate is None:

@@ -129,3 +129,14 @@ def load_human_labels(path: str | os.PathLike[str]) -> list[HumanLabel]:
     if not labels:
         raise LabelsError(f"{p}: no labels")
     return labels
+
+
+def relabel_rows(disagreements: list[Any], reviewer: str = "reviewer") -> list[HumanLabel]:
+    """Disagreements as label rows to fill in: each names the unit and the field to relabel
+    (left empty), with the review context in metadata. Filled in, the file loads as human labels."""
+    rows = []
+    for d in disagreements:
+        context = {"review_field": d.field, "judge": d.judge, "majority": d.majority, "human_labels": d.human_labels,
+                   "kind": d.kind, "video": d.video, "turn_time": d.turn_time, "frame_timestamps": d.frame_timestamps}
+        rows.append(HumanLabel(item_id=d.item_id, turn=d.turn, annotator=reviewer, metadata=context))
+    return rows

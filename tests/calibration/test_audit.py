@@ -109,7 +109,13 @@ def test_video_qa_labels_and_verdicts_end_to_end(tmp_path):
     assert all(c["difference"] in (0, None) for c in saved["comparison"])
     assert "by turn" in proc.stdout and "against the human majority" in proc.stdout
     review = [json.loads(line) for line in (tmp_path / "d.jsonl").read_text().splitlines()]
-    assert review and all(d["video"].startswith("videos/") for d in review)  # what to rewatch
+    assert review and all(d["metadata"]["video"].startswith("videos/") for d in review)  # what to rewatch
+    # Filled in by a reviewer, the file feeds back as human labels.
+    first = review[0]
+    first[first["metadata"]["review_field"]] = "Successful" if "category" in first["metadata"]["review_field"] else "A"
+    (tmp_path / "relabelled.jsonl").write_text(json.dumps(first) + "\n")
+    [label] = load_human_labels(tmp_path / "relabelled.jsonl")
+    assert label.annotator == "reviewer" and label.metadata["kind"] in ("judge_vs_majority", "humans_split")
 
 
 def test_labels_file_errors(tmp_path):
