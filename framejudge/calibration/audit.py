@@ -198,6 +198,9 @@ def audit(
                                                       human_labels=human_labels, kind="humans_split",
                                                       human_agreement=agree, **context.get(key, {})))
         cats = list(spec.categories)
+        # Kappa's weights follow the field's level: none for nominal, linear for ordinal,
+        # quadratic for interval and ratio scales (over the declared category order).
+        weights = {"nominal": "none", "ordinal": "linear"}.get(spec.level, "quadratic")
         r_h = Ratings(rows_h, cats, [str(k) for k in keys])
         r_jm = Ratings(rows_jm, cats, [str(k) for k in keys])
         r_all = Ratings(rows_all, cats, [str(k) for k in keys])
@@ -210,7 +213,7 @@ def audit(
         for a in annotators:
             both = [{JUDGE: row_a[JUDGE], a: row_a[a]} for row_a in rows_all if JUDGE in row_a and a in row_a]
             r_pair = Ratings(both, cats)
-            each.append(PairAgreement(annotator=a, units=len(both), kappa=cohen_kappa(r_pair, JUDGE, a),
+            each.append(PairAgreement(annotator=a, units=len(both), kappa=cohen_kappa(r_pair, JUDGE, a, weights),
                                       alpha=krippendorff_alpha(r_pair, spec.level)))
         index = {c: i for i, c in enumerate(cats)}
         conf = np.zeros((len(cats), len(cats)), dtype=int)
@@ -231,7 +234,7 @@ def audit(
             human_alpha=human_alpha, judge_alpha=judge_alpha, judge_vs_humans_alpha=with_judge,
             human_percent=percent_agreement(r_h), human_fleiss=fleiss_kappa(r_h), human_ac1=gwet_ac1(r_h),
             judge_percent=percent_agreement(r_jm),
-            judge_ac1=gwet_ac1(r_jm), judge_pabak=pabak(r_jm), judge_kappa=cohen_kappa(r_jm, JUDGE, MAJORITY),
+            judge_ac1=gwet_ac1(r_jm), judge_pabak=pabak(r_jm), judge_kappa=cohen_kappa(r_jm, JUDGE, MAJORITY, weights),
             majority_ties=ties, judge_vs_each=each, confusion=conf.tolist(), per_class=per_class,
         ))
     disagreements.sort(key=lambda d: (d.kind != "judge_vs_majority", -d.human_agreement if d.kind == "judge_vs_majority" else d.human_agreement))
