@@ -16,7 +16,8 @@ import pytest
 
 from framejudge.examples.synth import cfr_times, write_video
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+# Real third-party clips, labelled sets and tools live beside the repository (never inside it).
+SHARED = Path(os.environ.get("FRAMEJUDGE_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 BITS = 16
 
 
@@ -116,5 +117,5 @@ def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not SHARED.is_dir():
-        pytest.skip(f"the shared research data folder is absent ({SHARED})")
+        pytest.skip(f"the shared research data folder is absent ({SHARED}; set FRAMEJUDGE_SHARED)")
     return SHARED
