@@ -160,7 +160,7 @@ class LiteLLMJudge:
                         messages=messages,
                         response_model=Judgement,
                         max_retries=self.max_reasks,
-                        validation_context={"rubric": rubric, "responses": {"a": t.response_a, "b": t.response_b}},
+                        context={"rubric": rubric, "responses": {"a": t.response_a, "b": t.response_b}},
                         temperature=self.temperature,
                         seed=self.seed,
                         max_tokens=self.max_tokens,
