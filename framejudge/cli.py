@@ -193,7 +193,7 @@ def grade(
     options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
     calls = todo * (2 if options.swap_for(the_judge) else 1) * (1 if the_judge.deterministic else samples) * (2 if blind else 1)
     estimate = getattr(the_judge, "estimate", None)
-    est_text = estimate(the_items, calls, params.n) if estimate else "no tokens, no cost (runs locally)"
+    est_text = estimate(the_rubric, the_items, calls, params.n) if estimate else "no tokens, no cost (runs locally)"
     err.print(f"{len(the_items)} items, {todo} turn(s) to grade, about {calls} judge call(s): {est_text}", highlight=False)
     if getattr(the_judge, "spends", False) and not yes:
         if not sys.stdin.isatty():

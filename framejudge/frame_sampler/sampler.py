@@ -76,9 +76,7 @@ def make_params(params: SamplerParams | None = None, **overrides: Any) -> Sample
     try:
         if params is None:
             return SamplerParams(**overrides)
-        return params.model_copy(update=overrides) if not overrides else SamplerParams(
-            **{**params.model_dump(), **overrides}
-        )
+        return SamplerParams(**{**params.model_dump(), **overrides}) if overrides else params
     except ValidationError as exc:
         reasons = "; ".join(
             (e["msg"].removeprefix("Value error, ") + (f" ({'.'.join(map(str, e['loc']))})" if e["loc"] else ""))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from ..rubrics.model import Rubric
 from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
 from ..schema import Item, Judgement, JudgeErrorKind, Usage
 from .base import JudgeFailure, JudgeRequest, JudgeResult
@@ -190,15 +191,13 @@ class LiteLLMJudge:
             return JudgeFailure(JudgeErrorKind.refused, str(cause)[:1000], raw, usage)
         return JudgeFailure(JudgeErrorKind.backend_error, f"{type(cause).__name__}: {cause}"[:1000], raw, usage)
 
-    def estimate(self, items: list[Item], calls: int, frames_per_call: int) -> str:
+    def estimate(self, rubric: Rubric, items: list[Item], calls: int, frames_per_call: int) -> str:
         """Rough tokens and cost before spending, from the first item's rendered prompt."""
         import litellm
 
         if not items or not calls:
             return "nothing to do"
-        from ..rubrics.loader import get_rubric
-
-        rendered = render_prompt(get_rubric("video-qa"), items[0], [])
+        rendered = render_prompt(rubric, items[0], [])
         per_call = rendered.estimated_tokens + (frames_per_call * IMAGE_TOKENS if self.sees_images else 10 * frames_per_call)
         tokens = per_call * calls
         price = litellm.model_cost.get(self.model) or litellm.model_cost.get(self.model.split("/", 1)[-1])

@@ -162,3 +162,10 @@ def test_retry_after_parsing():
 
     assert retry_after_seconds(E()) == 2.5
     assert make_judge("litellm:openai/x", "http://127.0.0.1:1/v1").api_base == "http://127.0.0.1:1/v1"
+
+
+def test_estimate_before_spending():
+    judge = LiteLLMJudge("gpt-4o-mini")
+    text = judge.estimate(RUBRIC, [ITEM], calls=10, frames_per_call=8)
+    assert "prompt tokens" in text and ("$" in text or "unknown" in text)
+    assert LiteLLMJudge("openai/unknown-model-xyz").estimate(RUBRIC, [ITEM], 1, 8).endswith("unknown)")
