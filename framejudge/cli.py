@@ -318,6 +318,39 @@ def calibrate(
         out.print(f"swap consistency of the judge: {result.swap_consistency:.3f}")
 
 
+keys_app = typer.Typer(help="API keys for the HTTP service.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("create")
+def keys_create(
+    scope: Annotated[list[str], typer.Option("--scope", help="grade, calibrate or admin (repeatable)")] = ["grade"],  # noqa: B006
+    name: Annotated[str, typer.Option(help="who or what the key is for")] = "",
+) -> None:
+    """Create an API key; it is printed once (only its hash is stored)."""
+    from .service.settings import Settings
+    from .service.store import create_key, engine_for
+
+    try:
+        key = create_key(engine_for(Settings.from_env().database_url), scope, name)
+    except ValueError as exc:
+        fail(str(exc))
+    print(key)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port")] = 8000,
+) -> None:
+    """Run the HTTP API (settings from FRAMEJUDGE_SERVICE_DB, FRAMEJUDGE_MEDIA_ROOT, ...)."""
+    import uvicorn
+
+    from .service.app import create_app
+
+    uvicorn.run(create_app(), host=host, port=port, log_level="warning")
+
+
 RubricDirs = Annotated[
     Optional[list[Path]], typer.Option("--dir", help="also load rubric files (*.yaml) from here")
 ]

@@ -1,0 +1,203 @@
+"""The HTTP API: the library's own schemas behind FastAPI, with API keys and problem+json errors."""
+
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..judge import GradeOptions, Grader, JudgeSpecError, make_judge
+from ..rubrics import RubricError, all_rubrics, get_rubric
+from ..rubrics.model import Rubric
+from ..schema import Item, JudgeError, SamplerParams, Verdict
+from .settings import Settings
+from .store import ApiKey, check_key, engine_for, ping
+
+PROBLEM = "application/problem+json"
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+
+
+class GradeRequest(BaseModel):
+    item: Item
+    judge: str = "reference"
+    rubric: str = Field("video-qa", max_length=200)
+    sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8))
+
+
+class GradeResponse(BaseModel):
+    records: list[Verdict | JudgeError]
+
+
+class RubricSummary(BaseModel):
+    id: str
+    kind: str
+    version: str
+    hash: str
+    title: str
+
+
+def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    body = Problem(title=title, status=status, detail=detail).model_dump()
+    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
+
+
+class ProblemError(Exception):
+    def __init__(self, status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> None:
+        self.status, self.title, self.detail, self.headers = status, title, detail, headers
+
+
+class RateLimiter:
+    """A token bucket per API key: `per_minute` requests, refilled continuously."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = float(per_minute)
+        self.buckets: dict[str, tuple[float, float]] = {}
+        self.lock = threading.Lock()
+
+    def take(self, key: str) -> float | None:
+        """None if allowed, else seconds until a request would be."""
+        now = time.monotonic()
+        with self.lock:
+            tokens, last = self.buckets.get(key, (self.capacity, now))
+            tokens = min(self.capacity, tokens + (now - last) * self.rate)
+            if tokens >= 1:
+                self.buckets[key] = (tokens - 1, now)
+                return None
+            self.buckets[key] = (tokens, now)
+            return (1 - tokens) / self.rate
+
+
+def inside_media_root(path: str, root: Path | None) -> Path:
+    """A server-side video path, allowed only inside the media root (no '..', no symlink escape)."""
+    if root is None:
+        raise ProblemError(403, "Server paths disabled", "this server has no media root; server-side video paths are refused")
+    if "://" in path:
+        raise ProblemError(400, "URL not accepted", "video URLs are not fetched by this server")
+    candidate = Path(path)
+    if ".." in candidate.parts:
+        raise ProblemError(400, "Bad video path", "'..' is not allowed in video paths")
+    full = (root / candidate) if not candidate.is_absolute() else candidate
+    resolved = full.resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise ProblemError(403, "Outside the media root", f"{path} resolves outside the media root")
+    return resolved
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings.from_env()
+    engine = engine_for(settings.database_url)
+    limiter = RateLimiter(settings.requests_per_minute)
+    app = FastAPI(title="framejudge", version="0.1.0",
+                  description="LLM-as-judge grading for video question answering.")
+    app.state.settings = settings
+    app.state.engine = engine
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST", "DELETE"],
+                           allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
+
+    @app.exception_handler(ProblemError)
+    async def _problem(_: Request, exc: ProblemError) -> JSONResponse:
+        return problem(exc.status, exc.title, exc.detail, exc.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        titles = {404: "Not found", 405: "Method not allowed"}
+        return problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {"loc": [], "msg": "invalid request"}
+        where = ".".join(str(p) for p in first.get("loc", []) if p != "body") or "body"
+        return problem(422, "Invalid request", f"{where}: {str(first.get('msg', '')).removeprefix('Value error, ')}")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        return problem(500, "Internal error", f"the server could not complete the request ({type(exc).__name__})")
+
+    def authorized(scope: str):  # type: ignore[no-untyped-def]
+        def dependency(authorization: Annotated[str | None, Header()] = None) -> ApiKey:
+            if not authorization or not authorization.lower().startswith("bearer "):
+                raise ProblemError(401, "Unauthorized", "send an API key as 'Authorization: Bearer <key>'",
+                                   {"WWW-Authenticate": "Bearer"})
+            key = check_key(engine, authorization.split(" ", 1)[1].strip())
+            if key is None:
+                raise ProblemError(401, "Unauthorized", "unknown or revoked API key", {"WWW-Authenticate": "Bearer"})
+            if scope not in key.scopes.split(",") and "admin" not in key.scopes.split(","):
+                raise ProblemError(403, "Forbidden", f"this API key lacks the '{scope}' scope")
+            wait = limiter.take(key.id)
+            if wait is not None:
+                raise ProblemError(429, "Too many requests", f"rate limit of {settings.requests_per_minute} per minute",
+                                   {"Retry-After": str(max(1, round(wait)))})
+            return key
+
+        return dependency
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"], responses={503: {"model": Problem}})
+    def readyz() -> Any:
+        if not ping(engine):
+            return problem(503, "Not ready", "the database is not reachable")
+        problems = []
+        for spec in settings.judges:
+            try:
+                make_judge(spec)
+            except (JudgeSpecError, ValueError, OSError) as exc:
+                problems.append(f"{spec}: {exc}")
+        if problems:
+            return problem(503, "Not ready", "; ".join(problems))
+        return {"status": "ready", "judges": settings.judges}
+
+    @app.get("/v1/rubrics", tags=["rubrics"], response_model=list[RubricSummary])
+    def list_rubrics(_: Annotated[ApiKey, Depends(authorized("grade"))]) -> list[RubricSummary]:
+        return [RubricSummary(id=r.id, kind=r.kind, version=r.version, hash=r.content_hash, title=r.title)
+                for r in all_rubrics().values()]
+
+    @app.get("/v1/rubrics/{rubric_id}", tags=["rubrics"], response_model=Rubric, responses={404: {"model": Problem}})
+    def show_rubric(rubric_id: str, _: Annotated[ApiKey, Depends(authorized("grade"))]) -> Rubric:
+        known = all_rubrics()
+        if rubric_id not in known:
+            raise ProblemError(404, "No such rubric", f"no rubric with id {rubric_id!r}")
+        return known[rubric_id]
+
+    @app.post("/v1/grade", tags=["grading"], response_model=GradeResponse,
+              responses={400: {"model": Problem}, 403: {"model": Problem}, 422: {"model": Problem}})
+    async def grade(request: GradeRequest, _: Annotated[ApiKey, Depends(authorized("grade"))]) -> GradeResponse:
+        if request.judge not in settings.judges:
+            raise ProblemError(400, "Judge not allowed", f"this server allows: {', '.join(settings.judges)}")
+        try:
+            rubric = get_rubric(request.rubric) if "/" not in request.rubric and os.sep not in request.rubric else None
+        except RubricError as exc:
+            raise ProblemError(400, "Unknown rubric", str(exc)) from None
+        if rubric is None:
+            raise ProblemError(400, "Unknown rubric", "give a rubric id; server-side rubric files are not read")
+        item = request.item
+        if item.video:
+            item = item.model_copy(update={"video": str(inside_media_root(item.video, settings.media_root))})
+        try:
+            judge = make_judge(request.judge)
+        except JudgeSpecError as exc:
+            raise ProblemError(400, "Judge not available", str(exc)) from None
+        grader = Grader(judge, rubric, GradeOptions(sampler=request.sampler))
+        return GradeResponse(records=await grader.grade(item))
+
+    return app

@@ -1,0 +1,85 @@
+"""Persistence (SQLAlchemy): SQLite in WAL mode by default, PostgreSQL by URL, one code path."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sqlalchemy import Boolean, DateTime, String, create_engine, event, select, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+SCOPES = ("grade", "calibrate", "admin")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)  # the public prefix of the key
+    secret_sha256: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(200), default="")
+    scopes: Mapped[str] = mapped_column(String(200))  # comma-separated
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+def engine_for(url: str) -> Engine:
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _wal(dbapi_connection, _record):  # type: ignore[no-untyped-def]
+            cur = dbapi_connection.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+    else:
+        engine = create_engine(url, pool_pre_ping=True)
+    Base.metadata.create_all(engine)
+    return engine
+
+
+def ping(engine: Engine) -> bool:
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        return True
+    except Exception:
+        return False
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def create_key(engine: Engine, scopes: list[str], name: str = "") -> str:
+    """A new key, returned once in full: fj_<id>_<secret>. Only the secret's SHA-256 is stored."""
+    unknown = set(scopes) - set(SCOPES)
+    if unknown or not scopes:
+        raise ValueError(f"scopes must be among {', '.join(SCOPES)}; got {', '.join(scopes) or 'none'}")
+    key_id = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    with Session(engine) as s, s.begin():
+        s.add(ApiKey(id=key_id, secret_sha256=_digest(secret), name=name, scopes=",".join(sorted(set(scopes))),
+                     created_at=datetime.now(timezone.utc), revoked=False))
+    return f"fj_{key_id}_{secret}"
+
+
+def check_key(engine: Engine, token: str) -> ApiKey | None:
+    parts = token.split("_", 2)
+    if len(parts) != 3 or parts[0] != "fj":
+        return None
+    with Session(engine) as s:
+        key = s.scalar(select(ApiKey).where(ApiKey.id == parts[1]))
+        if key is None or key.revoked or not secrets.compare_digest(key.secret_sha256, _digest(parts[2])):
+            return None
+        s.expunge(key)
+        return key

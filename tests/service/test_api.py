@@ -1,0 +1,127 @@
+"""The HTTP API against the real app (TestClient) and a real SQLite file."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from framejudge.examples.clips import countdown
+from framejudge.examples.synth import cfr_times, write_video
+from framejudge.service.app import create_app
+from framejudge.service.settings import Settings
+from framejudge.service.store import create_key, engine_for
+
+
+@pytest.fixture()
+def env(tmp_path):
+    media = tmp_path / "media"
+    media.mkdir()
+    write_video(media / "c.mp4", countdown, cfr_times(2, 30), gop=30)
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", media_root=media, requests_per_minute=5)
+    app = create_app(settings)
+    engine = engine_for(settings.database_url)
+    keys = {"grade": create_key(engine, ["grade"]), "calibrate": create_key(engine, ["calibrate"])}
+    return TestClient(app), keys, tmp_path, media
+
+
+def auth(key):
+    return {"Authorization": f"Bearer {key}"}
+
+
+ITEM = {"id": "a", "video": "c.mp4", "turns": [{"question": "What number?", "golden": "10",
+                                                "response_a": "It shows 10.", "response_b": "I cannot answer that."}]}
+
+
+def test_health_and_docs(env):
+    client, *_ = env
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["judges"] == ["reference"]
+    schema = client.get("/openapi.json").json()
+    assert "/v1/grade" in schema["paths"] and "Verdict" in schema["components"]["schemas"]
+    assert client.get("/docs").status_code == 200
+
+
+def test_grade_returns_the_library_verdicts(env):
+    client, keys, *_ = env
+    r = client.post("/v1/grade", json={"item": ITEM}, headers=auth(keys["grade"]))
+    assert r.status_code == 200, r.text
+    [v] = r.json()["records"]
+    assert v["record"] == "verdict" and v["preference"] == "A"
+    assert v["response_b"]["category"] == "Error message"
+    assert v["provenance"]["judge_backend"] == "reference"
+
+
+def test_auth_failures_are_problems(env):
+    client, keys, *_ = env
+    r = client.post("/v1/grade", json={"item": ITEM})
+    assert r.status_code == 401 and r.headers["content-type"] == "application/problem+json"
+    assert r.json()["title"] == "Unauthorized" and "Bearer" in r.json()["detail"]
+    r = client.get("/v1/rubrics", headers=auth("fj_000000000000_nope"))
+    assert r.status_code == 401 and r.json()["detail"] == "unknown or revoked API key"
+    r = client.get("/v1/rubrics", headers=auth(keys["calibrate"]))
+    assert r.status_code == 403 and "'grade' scope" in r.json()["detail"]
+
+
+def test_rate_limit_with_retry_after(env):
+    client, keys, *_ = env
+    codes = [client.get("/v1/rubrics", headers=auth(keys["grade"])).status_code for _ in range(7)]
+    assert codes[:5] == [200] * 5 and codes[5] == 429
+    r = client.get("/v1/rubrics", headers=auth(keys["grade"]))
+    assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+
+
+@pytest.mark.parametrize("video,status,title", [
+    ("../secret.mp4", 400, "Bad video path"),
+    ("/etc/passwd", 403, "Outside the media root"),
+    ("https://example.com/x.mp4", 400, "URL not accepted"),
+])
+def test_path_traversal_is_refused(env, video, status, title):
+    client, keys, *_ = env
+    r = client.post("/v1/grade", json={"item": {**ITEM, "video": video}}, headers=auth(keys["grade"]))
+    assert r.status_code == status and r.json()["title"] == title
+
+
+def test_symlink_escape_is_refused(env):
+    client, keys, tmp_path, media = env
+    (tmp_path / "outside.mp4").write_bytes((media / "c.mp4").read_bytes())
+    (media / "link.mp4").symlink_to(tmp_path / "outside.mp4")
+    r = client.post("/v1/grade", json={"item": {**ITEM, "video": "link.mp4"}}, headers=auth(keys["grade"]))
+    assert r.status_code == 403 and r.json()["title"] == "Outside the media root"
+
+
+def test_bad_bodies_are_422_problems(env):
+    client, keys, *_ = env
+    r = client.post("/v1/grade", json={"item": {"id": "x", "turns": []}}, headers=auth(keys["grade"]))
+    assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json"
+    assert r.json()["detail"].startswith("item.turns:")
+    r = client.post("/v1/grade", json={"item": ITEM, "judge": "litellm:gpt-4o"}, headers=auth(keys["grade"]))
+    assert r.status_code == 400 and r.json()["title"] == "Judge not allowed"
+    r = client.post("/v1/grade", json={"item": ITEM, "rubric": "nope"}, headers=auth(keys["grade"]))
+    assert r.status_code == 400 and "no rubric with id 'nope'" in r.json()["detail"]
+    assert client.get("/v1/nothing", headers=auth(keys["grade"])).status_code == 404
+
+
+def test_rubrics(env):
+    client, keys, *_ = env
+    listed = client.get("/v1/rubrics", headers=auth(keys["grade"])).json()
+    assert {r["id"] for r in listed} >= {"video-qa", "mcq-letter"}
+    rubric = client.get("/v1/rubrics/video-qa", headers=auth(keys["grade"])).json()
+    assert rubric["version"] == "1.0.0" and len(rubric["categories"]) == 5
+    assert client.get("/v1/rubrics/nope", headers=auth(keys["grade"])).status_code == 404
+
+
+def test_keys_are_stored_hashed(env):
+    import sqlite3
+
+    client, keys, tmp_path, _ = env
+    secret = keys["grade"].split("_", 2)[2]
+    rows = sqlite3.connect(tmp_path / "db.sqlite").execute("select secret_sha256, scopes from api_keys").fetchall()
+    assert rows and all(secret not in r[0] for r in rows)
+    assert sqlite3.connect(tmp_path / "db.sqlite").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_cors_closed_by_default(env):
+    client, keys, *_ = env
+    r = client.options("/v1/rubrics", headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"})
+    assert "access-control-allow-origin" not in r.headers
