@@ -1,6 +1,7 @@
 """The HTTP API: the library's own schemas behind FastAPI, with API keys and problem+json errors."""
 
 
+import asyncio
 import os
 import threading
 import time
@@ -10,16 +11,19 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..judge import GradeOptions, Grader, JudgeSpecError, make_judge
 from ..rubrics import RubricError, all_rubrics, get_rubric
 from ..rubrics.model import Rubric
-from ..schema import Item, JudgeError, SamplerParams, Verdict
+from ..calibration.audit import AuditResult, audit
+from ..calibration.inputs import human_rows, judge_rows, swap_consistency, video_qa_fields
+from ..frame_sampler import FrameSamplerError, NotARegularFile, VideoNotFound, contact_sheet, sample_frames, to_data_url
+from ..schema import FrameInfo, HumanLabel, Item, JudgeError, SamplerParams, Verdict, VideoInfo
 from .settings import Settings
-from .store import ApiKey, check_key, engine_for, ping
+from .store import ApiKey, check_key, engine_for, load_calibration, ping, save_calibration
 
 PROBLEM = "application/problem+json"
 
@@ -42,6 +46,38 @@ class GradeRequest(BaseModel):
 
 class GradeResponse(BaseModel):
     records: list[Verdict | JudgeError]
+
+
+class FramesRequest(BaseModel):
+    video: str = Field(max_length=4096)
+    sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8))
+    contact_sheet: bool = Field(False, description="one grid image with timestamps instead of one image per frame")
+    quality: int = Field(85, ge=1, le=100)
+
+
+class FramePayload(BaseModel):
+    info: FrameInfo
+    data_url: str
+
+
+class FramesResponse(BaseModel):
+    video: VideoInfo
+    window: tuple[float, float]
+    frames: list[FramePayload]
+    contact_sheet: str | None = None
+    warnings: list[str]
+
+
+class CalibrateRequest(BaseModel):
+    labels: list[HumanLabel] = Field(min_length=1, max_length=200_000)
+    verdicts: list[Verdict | JudgeError] = Field(min_length=1, max_length=100_000)
+    replicates: int = Field(1000, ge=1, le=5000)
+    seed: int = 0
+
+
+class CalibrateResponse(BaseModel):
+    id: str
+    result: AuditResult
 
 
 class RubricSummary(BaseModel):
@@ -199,5 +235,43 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise ProblemError(400, "Judge not available", str(exc)) from None
         grader = Grader(judge, rubric, GradeOptions(sampler=request.sampler))
         return GradeResponse(records=await grader.grade(item))
+
+    @app.post("/v1/frames", tags=["frames"], response_model=FramesResponse,
+              responses={400: {"model": Problem}, 403: {"model": Problem}, 404: {"model": Problem}, 422: {"model": Problem}})
+    async def frames(request: FramesRequest, _: Annotated[ApiKey, Depends(authorized("grade"))]) -> FramesResponse:
+        path = inside_media_root(request.video, settings.media_root)
+        try:
+            result = await asyncio.to_thread(sample_frames, path, request.sampler)
+        except (VideoNotFound, NotARegularFile) as exc:
+            raise ProblemError(404, "No such video", exc.message) from None
+        except FrameSamplerError as exc:
+            raise ProblemError(422, "Unusable video", exc.message) from None
+        sheet = None
+        payloads = []
+        if request.contact_sheet:
+            sheet = to_data_url(contact_sheet([f.image for f in result.frames], result.timestamps), request.quality)
+        else:
+            payloads = [FramePayload(info=f.info, data_url=to_data_url(f.image, request.quality)) for f in result.frames]
+        return FramesResponse(video=result.video, window=result.window, frames=payloads, contact_sheet=sheet,
+                              warnings=result.warnings)
+
+    @app.post("/v1/calibrate", tags=["calibration"], response_model=CalibrateResponse, responses={422: {"model": Problem}})
+    async def calibrate(request: CalibrateRequest, _: Annotated[ApiKey, Depends(authorized("calibrate"))]) -> CalibrateResponse:
+        rows_j, errors = judge_rows(request.verdicts)
+        result = await asyncio.to_thread(audit, human_rows(request.labels), rows_j, video_qa_fields(), errors,
+                                         request.replicates, request.seed)
+        result.swap_consistency = swap_consistency(request.verdicts)
+        run_id = save_calibration(engine, result.model_dump_json())
+        return CalibrateResponse(id=run_id, result=result)
+
+    @app.get("/v1/calibrate/{run_id}/report", tags=["calibration"], response_class=HTMLResponse,
+             responses={404: {"model": Problem}})
+    def calibration_report(run_id: str, _: Annotated[ApiKey, Depends(authorized("calibrate"))]) -> HTMLResponse:
+        from ..calibration.report import render_html
+
+        stored = load_calibration(engine, run_id)
+        if stored is None:
+            raise ProblemError(404, "No such calibration", f"no calibration with id {run_id!r}")
+        return HTMLResponse(render_html(AuditResult.model_validate_json(stored), title=f"framejudge calibration {run_id}"))
 
     return app

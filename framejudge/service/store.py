@@ -7,7 +7,7 @@ import secrets
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import Boolean, DateTime, String, create_engine, event, select, text
+from sqlalchemy import Boolean, DateTime, String, Text, create_engine, event, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
@@ -27,6 +27,27 @@ class ApiKey(Base):
     scopes: Mapped[str] = mapped_column(String(200))  # comma-separated
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class CalibrationRun(Base):
+    __tablename__ = "calibrations"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    result_json: Mapped[str] = mapped_column(Text)
+
+
+def save_calibration(engine: Engine, result_json: str) -> str:
+    run_id = secrets.token_hex(8)
+    with Session(engine) as s, s.begin():
+        s.add(CalibrationRun(id=run_id, created_at=datetime.now(timezone.utc), result_json=result_json))
+    return run_id
+
+
+def load_calibration(engine: Engine, run_id: str) -> str | None:
+    with Session(engine) as s:
+        run = s.get(CalibrationRun, run_id)
+        return None if run is None else run.result_json
 
 
 def engine_for(url: str) -> Engine:
