@@ -8,11 +8,14 @@ import time
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Request
+import json
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, Field
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..judge import GradeOptions, Grader, JudgeSpecError, make_judge
@@ -23,6 +26,8 @@ from ..calibration.inputs import human_rows, judge_rows, swap_consistency, video
 from ..frame_sampler import FrameSamplerError, NotARegularFile, VideoNotFound, contact_sheet, sample_frames, to_data_url
 from ..schema import FrameInfo, HumanLabel, Item, JudgeError, SamplerParams, Verdict, VideoInfo
 from .settings import Settings
+from ..files import first_problem
+from .jobs import Worker, cancel_job, create_job, job_owner, job_records, job_status, parse_items_body
 from .store import ApiKey, check_key, engine_for, load_calibration, ping, save_calibration
 
 PROBLEM = "application/problem+json"
@@ -78,6 +83,24 @@ class CalibrateRequest(BaseModel):
 class CalibrateResponse(BaseModel):
     id: str
     result: AuditResult
+
+
+class JobStatus(BaseModel):
+    id: str
+    state: str  # queued, running, done, cancelled
+    items: int
+    done: int
+    pending: int
+    running: int
+    cancelled_items: int
+    judge_errors: int
+    judge: str
+    rubric: str
+    created_at: str
+
+
+MAX_BODY = 64 * 1024**2
+MAX_JOB_ITEMS = 100_000
 
 
 class RubricSummary(BaseModel):
@@ -140,7 +163,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     engine = engine_for(settings.database_url)
     limiter = RateLimiter(settings.requests_per_minute)
-    app = FastAPI(title="framejudge", version="0.1.0",
+    worker = Worker(engine, None) if settings.run_worker else None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):  # type: ignore[no-untyped-def]
+        if worker is not None:
+            worker.start()
+        yield
+        if worker is not None:
+            worker.close()
+
+    app = FastAPI(title="framejudge", version="0.1.0", lifespan=lifespan,
                   description="LLM-as-judge grading for video question answering.")
     app.state.settings = settings
     app.state.engine = engine
@@ -273,5 +306,80 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if stored is None:
             raise ProblemError(404, "No such calibration", f"no calibration with id {run_id!r}")
         return HTMLResponse(render_html(AuditResult.model_validate_json(stored), title=f"framejudge calibration {run_id}"))
+
+    def _own_job(job_id: str, key: ApiKey) -> dict:
+        status = job_status(engine, job_id)
+        if status is None or (job_owner(engine, job_id) != key.id and "admin" not in key.scopes.split(",")):
+            raise ProblemError(404, "No such job", f"no job with id {job_id!r}")
+        return status
+
+    @app.post("/v1/jobs", tags=["jobs"], status_code=202, response_model=JobStatus,
+              responses={400: {"model": Problem}, 413: {"model": Problem}, 422: {"model": Problem}})
+    async def submit_job(
+        request: Request, key: Annotated[ApiKey, Depends(authorized("grade"))],
+        judge: str = "reference", rubric: str = "video-qa", n: int = 8, lookback: float = 30.0,
+        idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    ) -> Any:
+        """A batch of items (a JSON list, {"items": [...]}, or JSONL) graded in the background."""
+        raw = await request.body()
+        if len(raw) > MAX_BODY:
+            raise ProblemError(413, "Body too large", f"at most {MAX_BODY // 1024**2} MiB per submission")
+        if judge not in settings.judges:
+            raise ProblemError(400, "Judge not allowed", f"this server allows: {', '.join(settings.judges)}")
+        try:
+            get_rubric(rubric)
+            sampler = SamplerParams(n=n, lookback=lookback)
+        except RubricError as exc:
+            raise ProblemError(400, "Unknown rubric", str(exc)) from None
+        except ValueError as exc:
+            raise ProblemError(422, "Invalid sampler", str(exc).splitlines()[-1]) from None
+        try:
+            rows = parse_items_body(raw, request.headers.get("content-type", ""))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ProblemError(422, "Invalid body", str(exc)[:300]) from None
+        if not rows or len(rows) > MAX_JOB_ITEMS:
+            raise ProblemError(422, "Invalid body", f"a job holds 1 to {MAX_JOB_ITEMS} items, got {len(rows)}")
+        items = []
+        for i, row in enumerate(rows):
+            try:
+                item = Item.model_validate(row)
+            except ValidationError as exc:
+                raise ProblemError(422, "Invalid item", f"item {i}: {first_problem(exc, 'item')}") from None
+            if item.video:
+                item = item.model_copy(update={"video": str(inside_media_root(item.video, settings.media_root))})
+            items.append(item)
+        job_id, _ = create_job(engine, key.id, items, judge, rubric, sampler, idempotency_key)
+        return job_status(engine, job_id)
+
+    @app.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus, responses={404: {"model": Problem}})
+    def get_job(job_id: str, key: Annotated[ApiKey, Depends(authorized("grade"))]) -> Any:
+        return _own_job(job_id, key)
+
+    @app.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"], responses={404: {"model": Problem}})
+    def get_job_verdicts(job_id: str, key: Annotated[ApiKey, Depends(authorized("grade"))], request: Request,
+                         offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000)) -> Any:
+        """Verdicts and judge errors in item order: a page of JSON, or all of it as JSONL
+        with `Accept: application/x-ndjson`."""
+        _own_job(job_id, key)
+        if "ndjson" in request.headers.get("accept", ""):
+            def lines():  # type: ignore[no-untyped-def]
+                start = 0
+                while True:
+                    page = job_records(engine, job_id, start, 500)
+                    if not page:
+                        return
+                    for line in page:
+                        yield line + "\n"
+                    start += len(page)
+
+            return StreamingResponse(lines(), media_type="application/x-ndjson")
+        page = job_records(engine, job_id, offset, limit)
+        return {"offset": offset, "limit": limit, "records": [json.loads(r) for r in page]}
+
+    @app.delete("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus, responses={404: {"model": Problem}})
+    def delete_job(job_id: str, key: Annotated[ApiKey, Depends(authorized("grade"))]) -> Any:
+        _own_job(job_id, key)
+        cancel_job(engine, job_id)
+        return job_status(engine, job_id)
 
     return app

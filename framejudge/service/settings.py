@@ -20,6 +20,7 @@ class Settings(BaseModel):
     judges: list[str] = Field(default_factory=lambda: ["reference"], description="judge specs clients may ask for")
     cors_origins: list[str] = Field(default_factory=list, description="closed unless listed")
     requests_per_minute: int = Field(120, ge=1, description="per API key")
+    run_worker: bool = Field(True, description="grade submitted jobs in this process")
 
     @classmethod
     def from_env(cls) -> Settings:

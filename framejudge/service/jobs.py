@@ -1,0 +1,201 @@
+"""Durable batch jobs: items and their verdicts live in the database; workers take items from it.
+
+An item is claimed (pending -> running) in one transaction and finished (records written,
+running -> done) in another, so a server killed at any moment loses nothing finished and
+repeats nothing finished: on start, items left running are put back to pending, and their
+records, never written, are written once when they are graded again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import threading
+from datetime import datetime, timezone
+
+from sqlalchemy import DateTime, Integer, String, Text, UniqueConstraint, func, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from ..judge import GradeOptions, Grader, make_judge
+from ..rubrics import get_rubric
+from ..schema import Item, SamplerParams
+from .store import Base
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(16))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    judge: Mapped[str] = mapped_column(String(500))
+    rubric: Mapped[str] = mapped_column(String(200))
+    sampler_json: Mapped[str] = mapped_column(Text)
+    cancelled: Mapped[int] = mapped_column(Integer, default=0)
+    __table_args__ = (UniqueConstraint("key_id", "idempotency_key"),)
+
+
+class JobItem(Base):
+    __tablename__ = "job_items"
+
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_json: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), index=True)  # pending, running, done, cancelled
+
+
+class JobRecord(Base):
+    __tablename__ = "job_records"
+
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    turn: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # verdict or judge_error
+    record_json: Mapped[str] = mapped_column(Text)
+
+
+def create_job(engine: Engine, key_id: str, items: list[Item], judge: str, rubric: str, sampler: SamplerParams,
+               idempotency_key: str | None) -> tuple[str, bool]:
+    """(job id, created). A repeated Idempotency-Key from the same API key returns the same job."""
+    with Session(engine) as s, s.begin():
+        if idempotency_key:
+            existing = s.scalar(select(Job).where(Job.key_id == key_id, Job.idempotency_key == idempotency_key))
+            if existing is not None:
+                return existing.id, False
+        job_id = secrets.token_hex(8)
+        s.add(Job(id=job_id, key_id=key_id, idempotency_key=idempotency_key, created_at=datetime.now(timezone.utc),
+                  judge=judge, rubric=rubric, sampler_json=sampler.model_dump_json(), cancelled=0))
+        s.add_all(JobItem(job_id=job_id, position=i, item_json=it.model_dump_json(), status="pending")
+                  for i, it in enumerate(items))
+    return job_id, True
+
+
+def job_status(engine: Engine, job_id: str) -> dict | None:
+    with Session(engine) as s:
+        job = s.get(Job, job_id)
+        if job is None:
+            return None
+        counts = dict(s.execute(select(JobItem.status, func.count()).where(JobItem.job_id == job_id)
+                                .group_by(JobItem.status)).all())
+        errors = s.scalar(select(func.count()).select_from(JobRecord).where(JobRecord.job_id == job_id,
+                                                                           JobRecord.kind == "judge_error")) or 0
+        total = sum(counts.values())
+        done = counts.get("done", 0)
+        if job.cancelled:
+            state = "cancelled"
+        elif done == total:
+            state = "done"
+        elif counts.get("running", 0) or done:
+            state = "running"
+        else:
+            state = "queued"
+        return {"id": job.id, "state": state, "items": total, "done": done, "pending": counts.get("pending", 0),
+                "running": counts.get("running", 0), "cancelled_items": counts.get("cancelled", 0),
+                "judge_errors": errors, "judge": job.judge, "rubric": job.rubric,
+                "created_at": job.created_at.isoformat()}
+
+
+def job_owner(engine: Engine, job_id: str) -> str | None:
+    with Session(engine) as s:
+        job = s.get(Job, job_id)
+        return None if job is None else job.key_id
+
+
+def job_records(engine: Engine, job_id: str, offset: int, limit: int) -> list[str]:
+    with Session(engine) as s:
+        rows = s.scalars(select(JobRecord.record_json).where(JobRecord.job_id == job_id)
+                         .order_by(JobRecord.position, JobRecord.turn).offset(offset).limit(limit)).all()
+        return list(rows)
+
+
+def cancel_job(engine: Engine, job_id: str) -> bool:
+    with Session(engine) as s, s.begin():
+        job = s.get(Job, job_id)
+        if job is None:
+            return False
+        job.cancelled = 1
+        s.execute(update(JobItem).where(JobItem.job_id == job_id, JobItem.status == "pending").values(status="cancelled"))
+        return True
+
+
+def release_running(engine: Engine) -> int:
+    """Items a killed server left running go back to pending."""
+    with Session(engine) as s, s.begin():
+        result = s.execute(update(JobItem).where(JobItem.status == "running").values(status="pending"))
+        return result.rowcount or 0
+
+
+def _claim(engine: Engine) -> tuple[Job, JobItem] | None:
+    with Session(engine) as s, s.begin():
+        row = s.execute(select(JobItem, Job).join(Job, Job.id == JobItem.job_id)
+                        .where(JobItem.status == "pending", Job.cancelled == 0)
+                        .order_by(Job.created_at, JobItem.position).limit(1)).first()
+        if row is None:
+            return None
+        item, job = row
+        claimed = s.execute(update(JobItem).where(JobItem.job_id == item.job_id, JobItem.position == item.position,
+                                                  JobItem.status == "pending").values(status="running"))
+        if not claimed.rowcount:
+            return None  # another worker took it
+        s.expunge(item)
+        s.expunge(job)
+        return job, item
+
+
+def _finish(engine: Engine, job_id: str, position: int, records: list) -> None:
+    with Session(engine) as s, s.begin():
+        for r in records:
+            s.merge(JobRecord(job_id=job_id, position=position, turn=r.turn, kind=r.record, record_json=r.model_dump_json()))
+        s.execute(update(JobItem).where(JobItem.job_id == job_id, JobItem.position == position).values(status="done"))
+
+
+class Worker:
+    """Takes items from the database one at a time in a background thread."""
+
+    def __init__(self, engine: Engine, media_root_check) -> None:  # type: ignore[no-untyped-def]
+        self.engine = engine
+        self.check = media_root_check
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="framejudge-worker", daemon=True)
+
+    def start(self) -> None:
+        release_running(self.engine)
+        self.thread.start()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Graceful: the item in hand is finished (or, past the timeout, left to be released)."""
+        self.stop.set()
+        self.thread.join(timeout)
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            while not self.stop.is_set():
+                claimed = _claim(self.engine)
+                if claimed is None:
+                    self.stop.wait(0.2)
+                    continue
+                job, row = claimed
+                item = Item.model_validate_json(row.item_json)
+                grader = Grader(make_judge(job.judge), get_rubric(job.rubric),
+                                GradeOptions(sampler=SamplerParams.model_validate_json(job.sampler_json)))
+                records = loop.run_until_complete(grader.grade(item))
+                _finish(self.engine, job.id, row.position, records)
+        finally:
+            loop.close()
+
+
+def parse_items_body(raw: bytes, content_type: str) -> list[dict]:
+    """A JSON list of items, {"items": [...]} or JSONL (application/x-ndjson)."""
+    text = raw.decode("utf-8")
+    if "ndjson" in content_type or "jsonl" in content_type:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    data = json.loads(text)
+    if isinstance(data, dict):
+        data = data.get("items")
+    if not isinstance(data, list):
+        raise ValueError("the body must be a JSON list of items, {\"items\": [...]}, or JSONL")
+    return data

@@ -1,0 +1,107 @@
+"""Durable batch jobs through the real app and a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from framejudge.service.app import create_app
+from framejudge.service.settings import Settings
+from framejudge.service.store import create_key, engine_for
+
+
+def items(n: int) -> list[dict]:
+    return [{"id": f"i{k}", "turns": [{"question": "How many people?", "golden": f"{k % 4} people.",
+                                       "response_a": f"There are {k % 4} people.",
+                                       "response_b": "I cannot answer that."}]} for k in range(n)]
+
+
+@pytest.fixture()
+def db(tmp_path):
+    url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    key = create_key(engine_for(url), ["grade"])
+    other = create_key(engine_for(url), ["grade"])
+    return url, key, other, tmp_path / "jobs.sqlite"
+
+
+def auth(key):
+    return {"Authorization": f"Bearer {key}"}
+
+
+def wait_done(client, job_id, key, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status = client.get(f"/v1/jobs/{job_id}", headers=auth(key)).json()
+        if status["state"] in ("done", "cancelled"):
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not finish: {status}")
+
+
+def test_submit_poll_and_page(db):
+    url, key, other, _ = db
+    with TestClient(create_app(Settings(database_url=url))) as client:
+        r = client.post("/v1/jobs", json=items(30), headers=auth(key))
+        assert r.status_code == 202 and r.json()["items"] == 30
+        job = r.json()["id"]
+        status = wait_done(client, job, key)
+        assert status["done"] == 30 and status["judge_errors"] == 0
+        page = client.get(f"/v1/jobs/{job}/verdicts?offset=10&limit=5", headers=auth(key)).json()
+        assert [r["item_id"] for r in page["records"]] == [f"i{k}" for k in range(10, 15)]
+        stream = client.get(f"/v1/jobs/{job}/verdicts", headers={**auth(key), "Accept": "application/x-ndjson"})
+        lines = [json.loads(x) for x in stream.text.splitlines()]
+        assert stream.headers["content-type"].startswith("application/x-ndjson") and len(lines) == 30
+        assert all(v["preference"] == "A" for v in lines)
+        # another key cannot see it
+        assert client.get(f"/v1/jobs/{job}", headers=auth(other)).status_code == 404
+
+
+def test_jsonl_body_and_idempotency(db):
+    url, key, *_ = db
+    body = "\n".join(json.dumps(i) for i in items(3))
+    with TestClient(create_app(Settings(database_url=url, run_worker=False))) as client:
+        h = {**auth(key), "Content-Type": "application/x-ndjson", "Idempotency-Key": "batch-7"}
+        a = client.post("/v1/jobs", content=body, headers=h).json()
+        b = client.post("/v1/jobs", content=body, headers=h).json()
+        assert a["id"] == b["id"] and a["items"] == 3
+        c = client.post("/v1/jobs", content=body, headers={**h, "Idempotency-Key": "batch-8"}).json()
+        assert c["id"] != a["id"]
+        cancelled = client.delete(f"/v1/jobs/{a['id']}", headers=auth(key)).json()
+        assert cancelled["state"] == "cancelled" and cancelled["cancelled_items"] == 3
+
+
+def test_bad_submissions(db):
+    url, key, *_ = db
+    with TestClient(create_app(Settings(database_url=url, run_worker=False))) as client:
+        r = client.post("/v1/jobs", content="not json", headers={**auth(key), "Content-Type": "application/json"})
+        assert r.status_code == 422 and r.json()["title"] == "Invalid body"
+        r = client.post("/v1/jobs", json=[{"id": "x", "turns": []}], headers=auth(key))
+        assert r.status_code == 422 and r.json()["detail"].startswith("item 0: turns")
+        r = client.post("/v1/jobs", json=[], headers=auth(key))
+        assert r.status_code == 422
+        r = client.post("/v1/jobs?judge=litellm:x", json=items(1), headers=auth(key))
+        assert r.status_code == 400
+
+
+def test_restart_resumes_without_losing_or_repeating(db):
+    url, key, _, path = db
+    with TestClient(create_app(Settings(database_url=url, run_worker=False))) as client:
+        job = client.post("/v1/jobs", json=items(20), headers=auth(key)).json()["id"]
+    # A server killed mid-run: 5 items finished, 1 taken but not finished.
+    with TestClient(create_app(Settings(database_url=url))) as client:
+        deadline = time.time() + 30
+        while client.get(f"/v1/jobs/{job}", headers=auth(key)).json()["done"] < 5 and time.time() < deadline:
+            time.sleep(0.01)
+    con = sqlite3.connect(path)
+    con.execute("update job_items set status='running' where job_id=? and position=(select min(position) from job_items where job_id=? and status!='done')", (job, job))
+    con.commit()
+    with TestClient(create_app(Settings(database_url=url))) as client:
+        status = wait_done(client, job, key)
+        assert status["done"] == 20
+        lines = client.get(f"/v1/jobs/{job}/verdicts", headers={**auth(key), "Accept": "application/x-ndjson"}).text.splitlines()
+    ids = [json.loads(x)["item_id"] for x in lines]
+    assert sorted(ids) == sorted(f"i{k}" for k in range(20)) and len(ids) == len(set(ids))
