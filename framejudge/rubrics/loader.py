@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from importlib import resources
 from pathlib import Path
@@ -74,14 +75,19 @@ def load_rubric(path: str | os.PathLike[str]) -> Rubric:
     return parse_rubric(text, str(p))
 
 
-def builtin_rubrics() -> dict[str, Rubric]:
-    out: dict[str, Rubric] = {}
+@functools.cache
+def _builtin() -> tuple[Rubric, ...]:
+    """The packaged rubric files, parsed once per process (they cannot change under it)."""
+    out: list[Rubric] = []
     folder = resources.files("framejudge.rubrics") / "builtin"
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith((".yaml", ".yml")):
-            rubric = parse_rubric(entry.read_text(encoding="utf-8"), f"builtin/{entry.name}")
-            out[rubric.id] = rubric
-    return out
+            out.append(parse_rubric(entry.read_text(encoding="utf-8"), f"builtin/{entry.name}"))
+    return tuple(out)
+
+
+def builtin_rubrics() -> dict[str, Rubric]:
+    return {r.id: r for r in _builtin()}
 
 
 def rubric_dirs() -> list[Path]:

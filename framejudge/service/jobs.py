@@ -172,6 +172,7 @@ class Worker:
 
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
+        graders: dict[str, Grader] = {}  # one judge and rubric per job, loaded once
         try:
             while not self.stop.is_set():
                 claimed = _claim(self.engine)
@@ -180,8 +181,11 @@ class Worker:
                     continue
                 job, row = claimed
                 item = Item.model_validate_json(row.item_json)
-                grader = Grader(make_judge(job.judge), get_rubric(job.rubric),
-                                GradeOptions(sampler=SamplerParams.model_validate_json(job.sampler_json)))
+                grader = graders.get(job.id)
+                if grader is None:
+                    grader = Grader(make_judge(job.judge), get_rubric(job.rubric),
+                                    GradeOptions(sampler=SamplerParams.model_validate_json(job.sampler_json)))
+                    graders = {job.id: grader}
                 records = loop.run_until_complete(grader.grade(item))
                 _finish(self.engine, job.id, row.position, records)
         finally:
