@@ -14,7 +14,8 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -27,6 +28,7 @@ from ..frame_sampler import FrameSamplerError, NotARegularFile, VideoNotFound, c
 from ..schema import FrameInfo, HumanLabel, Item, JudgeError, SamplerParams, Verdict, VideoInfo
 from .settings import Settings
 from ..files import first_problem
+from .metrics import Metrics
 from .jobs import Worker, cancel_job, create_job, job_owner, job_records, job_status, parse_items_body
 from .store import ApiKey, check_key, engine_for, load_calibration, ping, save_calibration
 
@@ -163,7 +165,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     engine = engine_for(settings.database_url)
     limiter = RateLimiter(settings.requests_per_minute)
-    worker = Worker(engine, None) if settings.run_worker else None
+    metrics = Metrics()
+    worker = Worker(engine, metrics.record) if settings.run_worker else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):  # type: ignore[no-untyped-def]
@@ -180,6 +183,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
+
+    @app.middleware("http")
+    async def _measure(request: Request, call_next):  # type: ignore[no-untyped-def]
+        start = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        metrics.requests.labels(method=request.method, route=path, status=str(response.status_code)).inc()
+        metrics.latency.labels(route=path).observe(time.perf_counter() - start)
+        return response
+
+    @app.get("/metrics", tags=["health"], response_class=PlainTextResponse)
+    def prometheus() -> PlainTextResponse:
+        return PlainTextResponse(metrics.render(engine).decode(), media_type=CONTENT_TYPE_LATEST)
 
     @app.exception_handler(ProblemError)
     async def _problem(_: Request, exc: ProblemError) -> JSONResponse:
@@ -267,7 +284,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except JudgeSpecError as exc:
             raise ProblemError(400, "Judge not available", str(exc)) from None
         grader = Grader(judge, rubric, GradeOptions(sampler=request.sampler))
-        return GradeResponse(records=await grader.grade(item))
+        records = await grader.grade(item)
+        metrics.record(records)
+        return GradeResponse(records=records)
 
     @app.post("/v1/frames", tags=["frames"], response_model=FramesResponse,
               responses={400: {"model": Problem}, 403: {"model": Problem}, 404: {"model": Problem}, 422: {"model": Problem}})

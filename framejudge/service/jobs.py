@@ -155,9 +155,9 @@ def _finish(engine: Engine, job_id: str, position: int, records: list) -> None:
 class Worker:
     """Takes items from the database one at a time in a background thread."""
 
-    def __init__(self, engine: Engine, media_root_check) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, engine: Engine, on_records=None) -> None:  # type: ignore[no-untyped-def]
         self.engine = engine
-        self.check = media_root_check
+        self.on_records = on_records
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="framejudge-worker", daemon=True)
 
@@ -188,6 +188,8 @@ class Worker:
                     graders = {job.id: grader}
                 records = loop.run_until_complete(grader.grade(item))
                 _finish(self.engine, job.id, row.position, records)
+                if self.on_records is not None:
+                    self.on_records(records)
         finally:
             loop.close()
 

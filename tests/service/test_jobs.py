@@ -105,3 +105,17 @@ def test_restart_resumes_without_losing_or_repeating(db):
         lines = client.get(f"/v1/jobs/{job}/verdicts", headers={**auth(key), "Accept": "application/x-ndjson"}).text.splitlines()
     ids = [json.loads(x)["item_id"] for x in lines]
     assert sorted(ids) == sorted(f"i{k}" for k in range(20)) and len(ids) == len(set(ids))
+
+
+def test_metrics(db):
+    url, key, *_ = db
+    with TestClient(create_app(Settings(database_url=url))) as client:
+        job = client.post("/v1/jobs", json=items(4), headers=auth(key)).json()["id"]
+        wait_done(client, job, key)
+        client.post("/v1/grade", json={"item": items(1)[0]}, headers=auth(key))
+        client.get("/v1/rubrics")  # 401
+        text = client.get("/metrics").text
+    assert 'framejudge_job_items{state="done"} 4.0' in text
+    assert "framejudge_verdicts_total 5.0" in text
+    assert 'framejudge_http_requests_total{method="GET",route="/v1/rubrics",status="401"} 1.0' in text
+    assert 'framejudge_http_request_seconds_count{route="/v1/grade"} 1.0' in text
