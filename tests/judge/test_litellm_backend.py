@@ -85,11 +85,9 @@ def test_429_with_retry_after_then_a_reask_then_success():
     script = [(429, err, {"Retry-After": "1"}), (200, completion(json.dumps(BREAKS_RUBRIC)), {}),
               (200, completion(json.dumps(GOOD)), {})]
     with ScriptedServer(script) as base:
-        srv_requests = None
         judge = LiteLLMJudge("openai/scripted", api_base=base, api_key="test-key", max_retries=3)
         started = time.monotonic()
         [v] = grade(judge)
-        srv_requests = judge  # keep reference
     assert isinstance(v, Verdict), v
     assert v.preference.value == "A" and v.response_b.category.value == "Missing"
     assert v.provenance.usage.attempts == 2 and v.provenance.usage.prompt_tokens == 200
