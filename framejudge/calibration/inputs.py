@@ -10,6 +10,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..files import first_problem, jsonl_objects, read_text
+from ..judge.batch import latest
+from ..judge.batch import swap_consistency as batch_swap_consistency
 from ..schema import Category, HumanLabel, JudgeError, Preference, Verdict
 from .audit import JUDGE, FieldSpec, LabelRow
 
@@ -57,22 +59,13 @@ def human_rows(labels: list[HumanLabel]) -> list[LabelRow]:
 
 
 def swap_consistency(records: list[Verdict | JudgeError]) -> float | None:
-    checked = [r for r in records if isinstance(r, Verdict) and r.swap is not None]
-    return sum(r.swap.consistent for r in checked) / len(checked) if checked else None
+    return batch_swap_consistency(list(latest(records)[0].values()))
 
 
 def judge_rows(records: list[Verdict | JudgeError]) -> tuple[list[LabelRow], int]:
     """Label rows from verdicts; judge errors are counted, never labels. A later verdict for
     the same (item, turn) replaces an earlier one (a resumed run)."""
-    latest: dict[tuple[str, int], Verdict] = {}
-    errors: set[tuple[str, int]] = set()
-    for r in records:
-        key = (r.item_id, r.turn)
-        if isinstance(r, Verdict):
-            latest[key] = r
-            errors.discard(key)
-        elif key not in latest:
-            errors.add(key)
+    standing, errors = latest(records)
     rows = [LabelRow(item_id=v.item_id, turn=v.turn, annotator=JUDGE,
                      metadata={**({"task_type": v.task_type.value} if v.task_type else {}), **v.metadata},
                      video=v.provenance.video,
@@ -80,7 +73,7 @@ def judge_rows(records: list[Verdict | JudgeError]) -> tuple[list[LabelRow], int
                      frame_timestamps=v.provenance.frame_timestamps, values=_values(
         v.response_a.category, v.response_b.category if v.response_b else None, v.preference,
         v.response_a.integrity_violation, v.response_b.integrity_violation if v.response_b else None,
-        v.transcription_error, v.multiturn)) for v in latest.values()]
+        v.transcription_error, v.multiturn)) for v in standing.values()]
     return rows, len(errors)
 
 

@@ -105,7 +105,9 @@ def wilson(successes: int, n: int, z: float = 1.959964) -> Interval:
     return Interval(estimate=p, low=max(0.0, centre - half), high=min(1.0, centre + half), n=n)
 
 
-def summarize(records: list[Record], items: int) -> GradeSummary:
+def latest(records: list[Record]) -> tuple[dict[tuple[str, int], Verdict], dict[tuple[str, int], JudgeError]]:
+    """The standing record of each (item, turn) in an output file: the last verdict; an error
+    only where no verdict exists (a rerun that succeeded supersedes the failure)."""
     verdicts: dict[tuple[str, int], Verdict] = {}
     errors: dict[tuple[str, int], JudgeError] = {}
     for r in records:
@@ -115,6 +117,16 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
             errors.pop(key, None)
         elif key not in verdicts:
             errors[key] = r
+    return verdicts, errors
+
+
+def swap_consistency(verdicts: list[Verdict]) -> float | None:
+    checked = [v for v in verdicts if v.swap is not None]
+    return sum(v.swap.consistent for v in checked) / len(checked) if checked else None
+
+
+def summarize(records: list[Record], items: int) -> GradeSummary:
+    verdicts, errors = latest(records)
     vs = list(verdicts.values())
     prefs = Counter(v.preference.value for v in vs if v.preference)
     wins_a, wins_b = prefs.get(Preference.A.value, 0), prefs.get(Preference.B.value, 0)
@@ -131,7 +143,7 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
         preferences=dict(prefs),
         win_rate_a=wilson(wins_a, wins_a + wins_b),
         swap_checked=len(swapped),
-        swap_consistency=(sum(v.swap.consistent for v in swapped) / len(swapped)) if swapped else None,
+        swap_consistency=swap_consistency(vs),
         blind_checked=len(blind),
         blind_unchanged=sum(bool(v.blind_unchanged) for v in blind),
         errors=dict(Counter(e.kind.value for e in errors.values())),
