@@ -29,7 +29,7 @@ from ..schema import FrameInfo, HumanLabel, Item, JudgeError, SamplerParams, Ver
 from .settings import Settings
 from ..files import first_problem
 from .metrics import Metrics
-from .jobs import Worker, cancel_job, create_job, job_owner, job_records, job_status, parse_items_body
+from .jobs import JobStatus, Worker, cancel_job, create_job, job_owner, job_records, job_status, parse_items_body
 from .store import ApiKey, check_key, engine_for, load_calibration, ping, save_calibration
 
 PROBLEM = "application/problem+json"
@@ -85,20 +85,6 @@ class CalibrateRequest(BaseModel):
 class CalibrateResponse(BaseModel):
     id: str
     result: AuditResult
-
-
-class JobStatus(BaseModel):
-    id: str
-    state: str  # queued, running, done, cancelled
-    items: int
-    done: int
-    pending: int
-    running: int
-    cancelled_items: int
-    judge_errors: int
-    judge: str
-    rubric: str
-    created_at: str
 
 
 MAX_BODY = 64 * 1024**2
@@ -326,7 +312,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise ProblemError(404, "No such calibration", f"no calibration with id {run_id!r}")
         return HTMLResponse(render_html(AuditResult.model_validate_json(stored), title=f"framejudge calibration {run_id}"))
 
-    def _own_job(job_id: str, key: ApiKey) -> dict:
+    def _own_job(job_id: str, key: ApiKey) -> JobStatus:
         status = job_status(engine, job_id)
         if status is None or (job_owner(engine, job_id) != key.id and "admin" not in key.scopes.split(",")):
             raise ProblemError(404, "No such job", f"no job with id {job_id!r}")

@@ -14,6 +14,7 @@ import secrets
 import threading
 from datetime import datetime, timezone
 
+from pydantic import BaseModel
 from sqlalchemy import DateTime, Integer, String, Text, UniqueConstraint, func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -73,7 +74,21 @@ def create_job(engine: Engine, key_id: str, items: list[Item], judge: str, rubri
     return job_id, True
 
 
-def job_status(engine: Engine, job_id: str) -> dict | None:
+class JobStatus(BaseModel):
+    id: str
+    state: str  # queued, running, done, cancelled
+    items: int
+    done: int
+    pending: int
+    running: int
+    cancelled_items: int
+    judge_errors: int
+    judge: str
+    rubric: str
+    created_at: datetime
+
+
+def job_status(engine: Engine, job_id: str) -> JobStatus | None:
     with Session(engine) as s:
         job = s.get(Job, job_id)
         if job is None:
@@ -92,10 +107,9 @@ def job_status(engine: Engine, job_id: str) -> dict | None:
             state = "running"
         else:
             state = "queued"
-        return {"id": job.id, "state": state, "items": total, "done": done, "pending": counts.get("pending", 0),
-                "running": counts.get("running", 0), "cancelled_items": counts.get("cancelled", 0),
-                "judge_errors": errors, "judge": job.judge, "rubric": job.rubric,
-                "created_at": job.created_at.isoformat()}
+        return JobStatus(id=job.id, state=state, items=total, done=done, pending=counts.get("pending", 0),
+                         running=counts.get("running", 0), cancelled_items=counts.get("cancelled", 0),
+                         judge_errors=errors, judge=job.judge, rubric=job.rubric, created_at=job.created_at)
 
 
 def job_owner(engine: Engine, job_id: str) -> str | None:
