@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from .bootstrap import Interval, bootstrap
+from .bootstrap import Interval, bootstrap, groups_of, resamples
 from .cohen import cohen_kappa
 from .krippendorff_alpha import Level, krippendorff_alpha
 from .multirater import fleiss_kappa, gwet_ac1, pabak, percent_agreement
@@ -142,6 +142,16 @@ def _pair_agreement(labels: Sequence[Any]) -> float:
     return sum(k * (k - 1) for k in c.values()) / (n * (n - 1))
 
 
+def _human_units(humans: Sequence[LabelRow]) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
+    """(item, turn) -> annotator -> field -> label."""
+    units: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for row in humans:
+        if row.annotator == JUDGE:
+            raise ValueError(f"annotator name {JUDGE!r} is reserved for the judge")
+        units.setdefault((row.item_id, row.turn), {}).setdefault(row.annotator, {}).update(row.values)
+    return units
+
+
 def audit(
     humans: Sequence[LabelRow],
     judge: Sequence[LabelRow],
@@ -151,11 +161,7 @@ def audit(
     seed: int = 0,
     progress: Callable[[str, int], None] | None = None,
 ) -> AuditResult:
-    units: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
-    for row in humans:
-        if row.annotator == JUDGE:
-            raise ValueError(f"annotator name {JUDGE!r} is reserved for the judge")
-        units.setdefault((row.item_id, row.turn), {}).setdefault(row.annotator, {}).update(row.values)
+    units = _human_units(humans)
     judged: dict[tuple[str, int], dict[str, Any]] = {}
     context: dict[tuple[str, int], dict[str, Any]] = {}
     for row in judge:
@@ -284,14 +290,10 @@ def compare_runs(
     replicates: int = 1000, seed: int = 0,
 ) -> list[RunComparison]:
     """Agreement of each run with the human majority and the paired difference."""
-    units: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
-    for row in humans:
-        units.setdefault((row.item_id, row.turn), {}).setdefault(row.annotator, {}).update(row.values)
+    units = _human_units(humans)
     keys = sorted(units)
-    clusters: dict[str, list[int]] = {}
-    for i, k in enumerate(keys):
-        clusters.setdefault(k[0], []).append(i)
-    groups = list(clusters.values())
+    clusters = [k[0] for k in keys]
+    groups = groups_of(len(keys), clusters)
     a_of = {(r.item_id, r.turn): r.values for r in first}
     b_of = {(r.item_id, r.turn): r.values for r in second}
     out = []
@@ -305,14 +307,11 @@ def compare_runs(
         ra = Ratings(rows_a, list(spec.categories))
         rb = Ratings(rows_b, list(spec.categories))
         stat = lambda r: krippendorff_alpha(r, spec.level)  # noqa: E731
-        ia = bootstrap(ra, stat, replicates, seed, clusters=[k[0] for k in keys])
-        ib = bootstrap(rb, stat, replicates, seed, clusters=[k[0] for k in keys])
-        rng = np.random.default_rng(seed)
+        ia = bootstrap(ra, stat, replicates, seed, clusters=clusters)
+        ib = bootstrap(rb, stat, replicates, seed, clusters=clusters)
         diffs: list[float] = []
         undefined = 0
-        for _ in range(replicates if groups else 0):
-            picks = rng.integers(0, len(groups), len(groups))
-            keep = [i for g in picks for i in groups[g]]
+        for keep in resamples(groups, replicates, seed):  # the same draws for both runs: paired
             x, y = stat(ra.subset(keep)).value, stat(rb.subset(keep)).value
             if x is None or y is None:
                 undefined += 1

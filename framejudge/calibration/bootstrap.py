@@ -4,7 +4,7 @@ coefficient is undefined are counted, not dropped silently."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 
 import numpy as np
 from pydantic import BaseModel
@@ -25,6 +25,26 @@ class Interval(BaseModel):
     undefined: str | None = None  # why the point estimate itself has no value
 
 
+def groups_of(n_units: int, clusters: Sequence[Hashable] | None) -> list[list[int]]:
+    """Unit indices grouped by cluster (one group per unit when there are no clusters)."""
+    if clusters is None:
+        return [[i] for i in range(n_units)]
+    if len(clusters) != n_units:
+        raise ValueError("one cluster id per unit")
+    by: dict[Hashable, list[int]] = {}
+    for i, c in enumerate(clusters):
+        by.setdefault(c, []).append(i)
+    return list(by.values())
+
+
+def resamples(groups: list[list[int]], replicates: int, seed: int) -> Iterator[list[int]]:
+    """Unit indices of each bootstrap replicate: whole groups drawn with replacement."""
+    rng = np.random.default_rng(seed)
+    for _ in range(replicates if groups else 0):
+        picks = rng.integers(0, len(groups), len(groups))
+        yield [i for g in picks for i in groups[g]]
+
+
 def bootstrap(
     ratings: Ratings,
     statistic: Callable[[Ratings], Coefficient],
@@ -39,32 +59,17 @@ def bootstrap(
     if replicates < 1:
         raise ValueError("replicates must be at least 1")
     point = statistic(ratings)
-    groups: list[list[int]]
-    if clusters is not None:
-        if len(clusters) != len(ratings.units):
-            raise ValueError("one cluster id per unit")
-        by: dict[Hashable, list[int]] = {}
-        for i, c in enumerate(clusters):
-            by.setdefault(c, []).append(i)
-        groups = list(by.values())
-    else:
-        groups = [[i] for i in range(len(ratings.units))]
-    rng = np.random.default_rng(seed)
+    groups = groups_of(len(ratings.units), clusters)
     values: list[float] = []
-    undefined = 0
-    if groups:
-        for b in range(replicates):
-            picks = rng.integers(0, len(groups), len(groups))
-            keep = [i for g in picks for i in groups[g]]
-            c = statistic(ratings.subset(keep))
-            if c.value is None:
-                undefined += 1
-            else:
-                values.append(c.value)
-            if progress is not None:
-                progress(b + 1)
-    else:
-        undefined = replicates
+    undefined = 0 if groups else replicates
+    for b, keep in enumerate(resamples(groups, replicates, seed)):
+        c = statistic(ratings.subset(keep))
+        if c.value is None:
+            undefined += 1
+        else:
+            values.append(c.value)
+        if progress is not None:
+            progress(b + 1)
     alpha = (1 - level) / 2
     low = float(np.quantile(values, alpha)) if values else None
     high = float(np.quantile(values, 1 - alpha)) if values else None
