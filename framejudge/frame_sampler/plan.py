@@ -32,6 +32,7 @@ class Plan:
     reasons: dict[int, str]
     window: Window
     warnings: list[str]
+    span: tuple[int, int]  # first and last index positions on screen in the window
 
 
 def resolve_window(params: SamplerParams, index: FrameIndex, path: str) -> tuple[Window, list[str]]:
@@ -144,4 +145,5 @@ def plan(params: SamplerParams, index: FrameIndex, path: str) -> Plan:
             picks.append(last)
         reasons[last] = "end_at"
         picks = sorted(set(picks))
-    return Plan(picks=picks, reasons=reasons, window=window, warnings=warnings)
+    span = (int(in_window[0]), int(in_window[-1]))
+    return Plan(picks=picks, reasons=reasons, window=window, warnings=warnings, span=span)

@@ -213,10 +213,7 @@ def _decode(
 
     if params.strategy is Strategy.scene:
         window_frames = list(the_plan.picks)
-        first = index.frame_at(the_plan.window.start)
-        last = index.frame_at(the_plan.window.end) if the_plan.window.end_at is not None else max(
-            first, int(np.searchsorted(index.ticks, the_plan.window.end / float(index.time_base), "left")) - 1
-        )
+        first, last = the_plan.span
         end_pick = [i for i in window_frames if the_plan.reasons[i] == "end_at"]
         budget = params.n - len(end_pick)
         cuts, fallback = scene_pass(
