@@ -106,6 +106,30 @@ def _add_usage(total: Usage | None, more: Usage | None) -> Usage | None:
                  cost_usd=cost, attempts=total.attempts + more.attempts)
 
 
+class _Frames:
+    """A turn's sampled frames; JPEG/data-URL encoding happens once, and only if a model
+    call needs it (verdict-cache hits never pay for it)."""
+
+    def __init__(self, sampled: list[Any], images: bool, quality: int) -> None:
+        self.sampled = sampled
+        self.images = images
+        self.quality = quality
+        self.timestamps = [f.info.timestamp for f in sampled]
+        self._encoded: list[PromptFrame] | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.sampled)
+
+    def _encode(self) -> list[PromptFrame]:
+        return [PromptFrame(f.info.timestamp, to_data_url(f.image, self.quality) if self.images else None)
+                for f in self.sampled]
+
+    async def prompt_frames(self) -> list[PromptFrame]:
+        if self._encoded is None:
+            self._encoded = await asyncio.to_thread(self._encode) if self.sampled else []
+        return self._encoded
+
+
 class Grader:
     """Grades items with one judge and one rubric. Shared by the CLI, batches and the API."""
 
@@ -136,16 +160,14 @@ class Grader:
             return base.model_copy(update={"end_at": t, "start": None, "end": None})
         return base
 
-    def _frames(self, item: Item, turn: int) -> tuple[list[PromptFrame], str | None, SamplerParams | None]:
+    def _frames(self, item: Item, turn: int) -> tuple[_Frames, str | None, SamplerParams | None]:
         """Frames for one turn (none for judges that do not use them), and the video's hash."""
         path = self._video_path(item)
         if path is None or not self.judge.needs_frames:
-            return [], None, None
+            return _Frames([], False, 0), None, None
         params = self._params(item, turn)
         result = sample_frames(path, params)
-        frames = [PromptFrame(f.info.timestamp, to_data_url(f.image, self.options.jpeg_quality) if self.judge.sees_images else None)
-                  for f in result.frames]
-        return frames, result.video.sha256, params
+        return _Frames(result.frames, self.judge.sees_images, self.options.jpeg_quality), result.video.sha256, params
 
     # ---------------------------------------------------------------- judge calls
     def _cache_key(self, item: Item, turn: int, video_hash: str | None, params: SamplerParams | None,
@@ -159,7 +181,7 @@ class Grader:
         }
         return "verdict:" + hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
-    async def _call(self, item: Item, turn: int, frames: list[PromptFrame], sample: int,
+    async def _call(self, item: Item, turn: int, frames: _Frames, sample: int,
                     key: str | None) -> JudgeResult:
         if self._cache is not None and key is not None:
             hit = self._cache.get(key)
@@ -167,7 +189,8 @@ class Grader:
                 data = json.loads(hit)
                 return JudgeResult(Judgement.model_validate(data["judgement"]), None, data.get("prompt_hash"),
                                    notes=["from the verdict cache"])
-        result = await self.judge.judge(JudgeRequest(item, turn, self.rubric, frames, sample))
+        shown = await frames.prompt_frames()  # encoded only when a model is actually asked
+        result = await self.judge.judge(JudgeRequest(item, turn, self.rubric, shown, sample))
         if self._cache is not None and key is not None:
             self._cache.set(key, json.dumps({"judgement": result.judgement.model_dump(mode="json"),
                                              "prompt_hash": result.prompt_hash}))
@@ -202,7 +225,7 @@ class Grader:
             if self.judge.needs_frames and item.video:
                 frames, video_hash, params = await asyncio.to_thread(self._frames, item, turn)
             else:
-                frames, video_hash, params = [], None, None
+                frames, video_hash, params = _Frames([], False, 0), None, None
         except FrameSamplerError as exc:
             return JudgeError(item_id=item.id, turn=turn, kind=JudgeErrorKind.bad_input, message=str(exc),
                               provenance=self._provenance(started, None, [], None, None, []))
@@ -233,13 +256,13 @@ class Grader:
             blind_unchanged = None
             if self.options.blind and frames:
                 key = self._cache_key(item, turn, video_hash, params, 0, True)
-                r = await self._call(item, turn, [], 0, key)
+                r = await self._call(item, turn, _Frames([], False, 0), 0, key)
                 usage = _add_usage(usage, r.usage)
                 blind_unchanged = _same(judgement, r.judgement)
         except JudgeFailure as exc:
             return JudgeError(item_id=item.id, turn=turn, kind=exc.kind, message=exc.message,
                               raw_output=exc.raw_output,
-                              provenance=self._provenance(started, None, [f.timestamp for f in frames], params,
+                              provenance=self._provenance(started, None, frames.timestamps, params,
                                                           _add_usage(usage, exc.usage), notes))
         if self.judge.deterministic and self.options.samples > 1:
             notes.append(f"deterministic judge: {self.options.samples} samples would be identical; one taken")
@@ -248,7 +271,7 @@ class Grader:
         return Verdict(
             **data, item_id=item.id, turn=turn, swap=swap_check,
             sample_agreement=agreement if len(results) > 1 else None, blind_unchanged=blind_unchanged,
-            provenance=self._provenance(started, prompt_hash, [f.timestamp for f in frames], params, usage, notes),
+            provenance=self._provenance(started, prompt_hash, frames.timestamps, params, usage, notes),
         )
 
     def _by_rules(self, item: Item, turn: int) -> Judgement | None:
