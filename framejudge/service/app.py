@@ -2,111 +2,44 @@
 
 
 import asyncio
+import json
 import os
 import threading
 import time
-from pathlib import Path
-from typing import Annotated, Any
-
-import json
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..calibration.audit import AuditResult, audit
+from ..calibration.inputs import human_rows, judge_rows, swap_consistency, video_qa_fields
+from ..files import first_problem
+from ..frame_sampler import FrameSamplerError, NotARegularFile, VideoNotFound, contact_sheet, sample_frames, to_data_url
 from ..judge import GradeOptions, Grader, JudgeSpecError, make_judge
 from ..rubrics import RubricError, all_rubrics, get_rubric
 from ..rubrics.model import Rubric
-from ..calibration.audit import AuditResult, audit
-from ..calibration.inputs import human_rows, judge_rows, swap_consistency, video_qa_fields
-from ..frame_sampler import FrameSamplerError, NotARegularFile, VideoNotFound, contact_sheet, sample_frames, to_data_url
-from ..schema import FrameInfo, HumanLabel, Item, JudgeError, SamplerParams, Verdict, VideoInfo
-from .settings import Settings
-from ..files import first_problem
+from ..schema import Item, JudgeError, SamplerParams, Verdict
+from .jobs import (JobStatus, Worker, cancel_job, create_job, job_owner, job_records, job_status, parse_items_body,
+                   show_video_ref)
+from .media import MediaResolver
 from .metrics import Metrics
-from .jobs import JobStatus, Worker, cancel_job, create_job, job_owner, job_records, job_status, parse_items_body
+from .models import (CalibrateRequest, CalibrateResponse, FramePayload, FramesRequest, FramesResponse, GradeRequest,
+                     GradeResponse, RubricSummary, UploadedVideo, UploadResponse)
+from .problems import Problem, ProblemError, problem
+from .settings import Settings
 from .store import ApiKey, check_key, engine_for, load_calibration, ping, save_calibration
-
-PROBLEM = "application/problem+json"
-
-
-class Problem(BaseModel):
-    """RFC 9457 problem details."""
-
-    type: str = "about:blank"
-    title: str
-    status: int
-    detail: str
-
-
-class GradeRequest(BaseModel):
-    item: Item
-    judge: str = "reference"
-    rubric: str = Field("video-qa", max_length=200)
-    sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8))
-
-
-class GradeResponse(BaseModel):
-    records: list[Verdict | JudgeError]
-
-
-class FramesRequest(BaseModel):
-    video: str = Field(max_length=4096)
-    sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8))
-    contact_sheet: bool = Field(False, description="one grid image with timestamps instead of one image per frame")
-    quality: int = Field(85, ge=1, le=100)
-
-
-class FramePayload(BaseModel):
-    info: FrameInfo
-    data_url: str
-
-
-class FramesResponse(BaseModel):
-    video: VideoInfo
-    window: tuple[float, float]
-    frames: list[FramePayload]
-    contact_sheet: str | None = None
-    warnings: list[str]
-
-
-class CalibrateRequest(BaseModel):
-    labels: list[HumanLabel] = Field(min_length=1, max_length=200_000)
-    verdicts: list[Verdict | JudgeError] = Field(min_length=1, max_length=100_000)
-    replicates: int = Field(1000, ge=1, le=5000)
-    seed: int = 0
-
-
-class CalibrateResponse(BaseModel):
-    id: str
-    result: AuditResult
-
+from .uploads import UPLOAD_PREFIX, Form, UploadStore, read_multipart
 
 MAX_BODY = 64 * 1024**2
 MAX_JOB_ITEMS = 100_000
-
-
-class RubricSummary(BaseModel):
-    id: str
-    kind: str
-    version: str
-    hash: str
-    title: str
-
-
-def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    body = Problem(title=title, status=status, detail=detail).model_dump()
-    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
-
-
-class ProblemError(Exception):
-    def __init__(self, status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> None:
-        self.status, self.title, self.detail, self.headers = status, title, detail, headers
+RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(Verdict | JudgeError)
 
 
 class RateLimiter:
@@ -131,20 +64,58 @@ class RateLimiter:
             return (1 - tokens) / self.rate
 
 
-def inside_media_root(path: str, root: Path | None) -> Path:
-    """A server-side video path, allowed only inside the media root (no '..', no symlink escape)."""
-    if root is None:
-        raise ProblemError(403, "Server paths disabled", "this server has no media root; server-side video paths are refused")
-    if "://" in path:
-        raise ProblemError(400, "URL not accepted", "video URLs are not fetched by this server")
-    candidate = Path(path)
-    if ".." in candidate.parts:
-        raise ProblemError(400, "Bad video path", "'..' is not allowed in video paths")
-    full = (root / candidate) if not candidate.is_absolute() else candidate
-    resolved = full.resolve()
-    if not resolved.is_relative_to(root.resolve()):
-        raise ProblemError(403, "Outside the media root", f"{path} resolves outside the media root")
-    return resolved
+class BodyLimit:
+    """413 for request bodies over `limit` bytes, before the app reads them. Paths in `own_limits`
+    stream their bodies and enforce their own limits (uploads, job submissions)."""
+
+    def __init__(self, app: Any, limit: int, own_limits: tuple[str, ...]) -> None:
+        self.app, self.limit, self.own_limits = app, limit, own_limits
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] in self.own_limits:
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None:
+            if not declared.isdigit() or int(declared) > self.limit:
+                return await self._too_large(scope, receive, send)
+            return await self.app(scope, receive, send)
+        chunks, total, more = [], 0, True  # chunked: buffer up to the limit, then replay
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunks.append(message.get("body", b""))
+            total += len(chunks[-1])
+            if total > self.limit:
+                return await self._too_large(scope, receive, send)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+
+        async def replay() -> dict:
+            nonlocal body
+            if body is None:
+                return await receive()
+            message, body = {"type": "http.request", "body": body, "more_body": False}, None
+            return message
+
+        return await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
+        response = problem(413, "Body too large", f"request bodies are limited to {self.limit // 1024**2} MiB")
+        await response(scope, receive, send)
+
+
+async def capped_stream(request: Request, limit: int) -> AsyncIterator[bytes]:
+    """The request body as it arrives, with 413 once it passes `limit` bytes."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ProblemError(413, "Body too large", f"this request is limited to {limit / 1024**2:.0f} MiB")
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise ProblemError(413, "Body too large", f"this request is limited to {limit / 1024**2:.0f} MiB")
+        yield chunk
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -153,6 +124,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     limiter = RateLimiter(settings.requests_per_minute)
     metrics = Metrics()
     worker = Worker(engine, metrics.record) if settings.run_worker else None
+    assert settings.upload_dir is not None  # set by the settings validator
+    store = UploadStore(settings.upload_dir, engine, settings.max_upload_bytes)
+    media = MediaResolver(settings, store)
+    upload_limit = settings.max_files_per_request * settings.max_upload_bytes + MAX_BODY
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):  # type: ignore[no-untyped-def]
@@ -166,6 +141,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   description="LLM-as-judge grading for video question answering.")
     app.state.settings = settings
     app.state.engine = engine
+    app.add_middleware(BodyLimit, limit=MAX_BODY, own_limits=("/v1/videos", "/v1/jobs"))
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
@@ -251,33 +227,43 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise ProblemError(404, "No such rubric", f"no rubric with id {rubric_id!r}")
         return known[rubric_id]
 
-    @app.post("/v1/grade", tags=["grading"], response_model=GradeResponse,
-              responses={400: {"model": Problem}, 403: {"model": Problem}, 422: {"model": Problem}})
-    async def grade(request: GradeRequest, _: Annotated[ApiKey, Depends(authorized("grade"))]) -> GradeResponse:
-        if request.judge not in settings.judges:
+    def _checked_judge_and_rubric(judge: str, rubric_id: str) -> Any:
+        if judge not in settings.judges:
             raise ProblemError(400, "Judge not allowed", f"this server allows: {', '.join(settings.judges)}")
+        if "/" in rubric_id or os.sep in rubric_id:
+            raise ProblemError(400, "Unknown rubric", "give a rubric id; server-side rubric files are not read")
         try:
-            rubric = get_rubric(request.rubric) if "/" not in request.rubric and os.sep not in request.rubric else None
+            return get_rubric(rubric_id)
         except RubricError as exc:
             raise ProblemError(400, "Unknown rubric", str(exc)) from None
-        if rubric is None:
-            raise ProblemError(400, "Unknown rubric", "give a rubric id; server-side rubric files are not read")
-        item = request.item
-        if item.video:
-            item = item.model_copy(update={"video": str(inside_media_root(item.video, settings.media_root))})
+
+    async def _resolved(items: list[Item], key: ApiKey) -> tuple[list[Item], list[str | None]]:
+        """Items with their videos as server paths, and the client's references to show in records."""
+        paths = await media.resolve_many([it.video for it in items if it.video], key.id)
+        resolved = [it.model_copy(update={"video": str(paths[it.video])}) if it.video else it for it in items]
+        return resolved, [it.video for it in items]
+
+    @app.post("/v1/grade", tags=["grading"], response_model=GradeResponse,
+              responses={400: {"model": Problem}, 403: {"model": Problem}, 404: {"model": Problem},
+                         413: {"model": Problem}, 422: {"model": Problem}})
+    async def grade(request: GradeRequest, key: Annotated[ApiKey, Depends(authorized("grade"))]) -> GradeResponse:
+        rubric = _checked_judge_and_rubric(request.judge, request.rubric)
+        [item], [ref] = await _resolved([request.item], key)
         try:
             judge = make_judge(request.judge)
         except JudgeSpecError as exc:
             raise ProblemError(400, "Judge not available", str(exc)) from None
         grader = Grader(judge, rubric, GradeOptions(sampler=request.sampler))
         records = await grader.grade(item)
+        if ref is not None:
+            show_video_ref(records, ref)
         metrics.record(records)
         return GradeResponse(records=records)
 
     @app.post("/v1/frames", tags=["frames"], response_model=FramesResponse,
               responses={400: {"model": Problem}, 403: {"model": Problem}, 404: {"model": Problem}, 422: {"model": Problem}})
-    async def frames(request: FramesRequest, _: Annotated[ApiKey, Depends(authorized("grade"))]) -> FramesResponse:
-        path = inside_media_root(request.video, settings.media_root)
+    async def frames(request: FramesRequest, key: Annotated[ApiKey, Depends(authorized("grade"))]) -> FramesResponse:
+        path = await media.resolve(request.video, key.id)
         try:
             result = await asyncio.to_thread(sample_frames, path, request.sampler)
         except (VideoNotFound, NotARegularFile) as exc:
@@ -290,15 +276,52 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             sheet = to_data_url(contact_sheet([f.image for f in result.frames], result.timestamps), request.quality)
         else:
             payloads = [FramePayload(info=f.info, data_url=to_data_url(f.image, request.quality)) for f in result.frames]
-        return FramesResponse(video=result.video, window=result.window, frames=payloads, contact_sheet=sheet,
+        video = result.video.model_copy(update={"path": request.video})
+        return FramesResponse(video=video, window=result.window, frames=payloads, contact_sheet=sheet,
                               warnings=result.warnings)
 
-    @app.post("/v1/calibrate", tags=["calibration"], response_model=CalibrateResponse, responses={422: {"model": Problem}})
-    async def calibrate(request: CalibrateRequest, _: Annotated[ApiKey, Depends(authorized("calibrate"))]) -> CalibrateResponse:
-        rows_j, errors = judge_rows(request.verdicts)
+    @app.post("/v1/videos", tags=["videos"], status_code=201, response_model=UploadResponse,
+              responses={400: {"model": Problem}, 413: {"model": Problem}, 415: {"model": Problem},
+                         422: {"model": Problem}},
+              openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+                  "type": "object", "properties": {"file": {"type": "array", "items": {
+                      "type": "string", "format": "binary"}}}}}}}})
+    async def upload_videos(request: Request, key: Annotated[ApiKey, Depends(authorized("grade"))]) -> UploadResponse:
+        """Upload videos (multipart/form-data, one or more file parts). Each is size-checked while it
+        arrives, sniffed and probed; refer to it afterwards by the returned id ('upload:<hex>')."""
+        form = await _multipart(request, key)
+        if not form.files:
+            raise ProblemError(422, "No video", "the multipart body holds no file part")
+        return UploadResponse(videos=[_uploaded(upload, info) for _, upload, info in form.files])
+
+    def _uploaded(upload: Any, info: Any) -> UploadedVideo:
+        ref = UPLOAD_PREFIX + upload.id
+        return UploadedVideo(id=ref, filename=upload.filename, bytes=upload.bytes, sha256=upload.sha256,
+                             container=upload.container, video=info.model_copy(update={"path": ref}))
+
+    async def _multipart(request: Request, key: ApiKey) -> Form:
+        content_type = request.headers.get("content-type", "")
+        if not content_type.startswith("multipart/form-data"):
+            raise ProblemError(415, "Multipart expected", "send videos as multipart/form-data file parts")
+        return await read_multipart(capped_stream(request, upload_limit), content_type, store, key.id,
+                                    MAX_BODY, settings.max_files_per_request)
+
+    @app.post("/v1/calibrate", tags=["calibration"], response_model=CalibrateResponse,
+              responses={404: {"model": Problem}, 422: {"model": Problem}})
+    async def calibrate(request: CalibrateRequest,
+                        key: Annotated[ApiKey, Depends(authorized("calibrate"))]) -> CalibrateResponse:
+        if request.job_id is not None:
+            status = _own_job(request.job_id, key)
+            if status.done == 0:
+                raise ProblemError(422, "Job has no verdicts yet", f"job {request.job_id} has graded no item so far")
+            records: list[Verdict | JudgeError] = [RECORD.validate_json(r)
+                                                   for r in job_records(engine, request.job_id, 0, None)]
+        else:
+            records = request.verdicts or []
+        rows_j, errors = judge_rows(records)
         result = await asyncio.to_thread(audit, human_rows(request.labels), rows_j, video_qa_fields(), errors,
                                          request.replicates, request.seed)
-        result.swap_consistency = swap_consistency(request.verdicts)
+        result.swap_consistency = swap_consistency(records)
         run_id = save_calibration(engine, result.model_dump_json())
         return CalibrateResponse(id=run_id, result=result)
 
@@ -319,27 +342,34 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return status
 
     @app.post("/v1/jobs", tags=["jobs"], status_code=202, response_model=JobStatus,
-              responses={400: {"model": Problem}, 413: {"model": Problem}, 422: {"model": Problem}})
+              responses={400: {"model": Problem}, 413: {"model": Problem}, 415: {"model": Problem},
+                         422: {"model": Problem}})
     async def submit_job(
         request: Request, key: Annotated[ApiKey, Depends(authorized("grade"))],
-        judge: str = "reference", rubric: str = "video-qa", n: int = 8, lookback: float = 30.0,
+        judge: str = Query("reference", max_length=500), rubric: str = Query("video-qa", max_length=200),
+        n: int = 8, lookback: float = 30.0,
         idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
     ) -> Any:
-        """A batch of items (a JSON list, {"items": [...]}, or JSONL) graded in the background."""
-        raw = await request.body()
-        if len(raw) > MAX_BODY:
-            raise ProblemError(413, "Body too large", f"at most {MAX_BODY // 1024**2} MiB per submission")
-        if judge not in settings.judges:
-            raise ProblemError(400, "Judge not allowed", f"this server allows: {', '.join(settings.judges)}")
+        """A batch of items graded in the background: a JSON list, {"items": [...]}, JSONL, or
+        multipart/form-data with an `items` part (JSON or JSONL) and video file parts that items
+        name by their file name."""
+        _checked_judge_and_rubric(judge, rubric)
         try:
-            get_rubric(rubric)
             sampler = SamplerParams(n=n, lookback=lookback)
-        except RubricError as exc:
-            raise ProblemError(400, "Unknown rubric", str(exc)) from None
         except ValueError as exc:
             raise ProblemError(422, "Invalid sampler", str(exc).splitlines()[-1]) from None
+        content_type = request.headers.get("content-type", "")
+        uploaded: dict[str, str] = {}
+        if content_type.startswith("multipart/form-data"):
+            form = await _multipart(request, key)
+            if "items" not in form.fields:
+                raise ProblemError(422, "Invalid body", "the multipart body needs an 'items' part (JSON or JSONL)")
+            raw, content_type = form.fields["items"].encode(), ""
+            uploaded = {upload.filename: UPLOAD_PREFIX + upload.id for _, upload, _ in form.files}
+        else:
+            raw = b"".join([chunk async for chunk in capped_stream(request, MAX_BODY)])
         try:
-            rows = parse_items_body(raw, request.headers.get("content-type", ""))
+            rows = parse_items_body(raw, content_type)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ProblemError(422, "Invalid body", str(exc)[:300]) from None
         if not rows or len(rows) > MAX_JOB_ITEMS:
@@ -350,10 +380,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 item = Item.model_validate(row)
             except ValidationError as exc:
                 raise ProblemError(422, "Invalid item", f"item {i}: {first_problem(exc, 'item')}") from None
-            if item.video:
-                item = item.model_copy(update={"video": str(inside_media_root(item.video, settings.media_root))})
+            if item.video in uploaded:
+                item = item.model_copy(update={"video": uploaded[item.video]})
             items.append(item)
-        job_id, _ = create_job(engine, key.id, items, judge, rubric, sampler, idempotency_key)
+        resolved, refs = await _resolved(items, key)
+        job_id, _ = create_job(engine, key.id, resolved, judge, rubric, sampler, idempotency_key, refs)
         return job_status(engine, job_id)
 
     @app.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus, responses={404: {"model": Problem}})

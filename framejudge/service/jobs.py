@@ -44,7 +44,8 @@ class JobItem(Base):
 
     job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
-    item_json: Mapped[str] = mapped_column(Text)
+    item_json: Mapped[str] = mapped_column(Text)  # with the video resolved to a server path
+    video_ref: Mapped[str | None] = mapped_column(Text, nullable=True)  # the client's reference, shown in records
     status: Mapped[str] = mapped_column(String(16), index=True)  # pending, running, done, cancelled
 
 
@@ -59,8 +60,10 @@ class JobRecord(Base):
 
 
 def create_job(engine: Engine, key_id: str, items: list[Item], judge: str, rubric: str, sampler: SamplerParams,
-               idempotency_key: str | None) -> tuple[str, bool]:
-    """(job id, created). A repeated Idempotency-Key from the same API key returns the same job."""
+               idempotency_key: str | None, video_refs: list[str | None] | None = None) -> tuple[str, bool]:
+    """(job id, created). A repeated Idempotency-Key from the same API key returns the same job.
+    `video_refs` are the client's references for items whose video was resolved to a server path."""
+    refs = video_refs or [None] * len(items)
     with Session(engine) as s, s.begin():
         if idempotency_key:
             existing = s.scalar(select(Job).where(Job.key_id == key_id, Job.idempotency_key == idempotency_key))
@@ -69,8 +72,8 @@ def create_job(engine: Engine, key_id: str, items: list[Item], judge: str, rubri
         job_id = secrets.token_hex(8)
         s.add(Job(id=job_id, key_id=key_id, idempotency_key=idempotency_key, created_at=datetime.now(timezone.utc),
                   judge=judge, rubric=rubric, sampler_json=sampler.model_dump_json(), cancelled=0))
-        s.add_all(JobItem(job_id=job_id, position=i, item_json=it.model_dump_json(), status="pending")
-                  for i, it in enumerate(items))
+        s.add_all(JobItem(job_id=job_id, position=i, item_json=it.model_dump_json(), video_ref=ref, status="pending")
+                  for i, (it, ref) in enumerate(zip(items, refs, strict=True)))
     return job_id, True
 
 
@@ -118,7 +121,7 @@ def job_owner(engine: Engine, job_id: str) -> str | None:
         return None if job is None else job.key_id
 
 
-def job_records(engine: Engine, job_id: str, offset: int, limit: int) -> list[str]:
+def job_records(engine: Engine, job_id: str, offset: int, limit: int | None) -> list[str]:
     with Session(engine) as s:
         rows = s.scalars(select(JobRecord.record_json).where(JobRecord.job_id == job_id)
                          .order_by(JobRecord.position, JobRecord.turn).offset(offset).limit(limit)).all()
@@ -201,6 +204,8 @@ class Worker:
                                     GradeOptions(sampler=SamplerParams.model_validate_json(job.sampler_json)))
                     graders = {job.id: grader}
                 records = loop.run_until_complete(grader.grade(item))
+                if row.video_ref is not None:
+                    show_video_ref(records, row.video_ref)
                 _finish(self.engine, job.id, row.position, records)
                 if self.on_records is not None:
                     self.on_records(records)
@@ -208,14 +213,38 @@ class Worker:
             loop.close()
 
 
+def show_video_ref(records: list, ref: str) -> None:
+    """Records name the video as the client did (an upload id or URL), not by its server path."""
+    for record in records:
+        provenance = getattr(record, "provenance", None)
+        if provenance is not None and provenance.video is not None:
+            provenance.video = ref
+
+
 def parse_items_body(raw: bytes, content_type: str) -> list[dict]:
-    """A JSON list of items, {"items": [...]} or JSONL (application/x-ndjson)."""
+    """A JSON list of items, {"items": [...]} or JSONL (application/x-ndjson, or recognised by its lines)."""
     text = raw.decode("utf-8")
     if "ndjson" in content_type or "jsonl" in content_type:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    data = json.loads(text)
+        return _jsonl(text)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        if "json" in content_type:
+            raise
+        return _jsonl(text)
     if isinstance(data, dict):
-        data = data.get("items")
+        data = data.get("items", [data] if "turns" in data else None)
     if not isinstance(data, list):
         raise ValueError("the body must be a JSON list of items, {\"items\": [...]}, or JSONL")
     return data
+
+
+def _jsonl(text: str) -> list[dict]:
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"JSONL line {number}: {exc.msg}") from None
+    return rows

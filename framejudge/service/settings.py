@@ -6,12 +6,19 @@ import os
 from pathlib import Path
 
 import platformdirs
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+
+def _data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("framejudge"))
 
 
 def _default_db() -> str:
-    folder = Path(platformdirs.user_data_dir("framejudge"))
-    return f"sqlite:///{folder / 'service.db'}"
+    return f"sqlite:///{_data_dir() / 'service.db'}"
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
 
 
 class Settings(BaseModel):
@@ -21,6 +28,26 @@ class Settings(BaseModel):
     cors_origins: list[str] = Field(default_factory=list, description="closed unless listed")
     requests_per_minute: int = Field(120, ge=1, description="per API key")
     run_worker: bool = Field(True, description="grade submitted jobs in this process")
+    upload_dir: Path | None = Field(None, description="server-managed folder for uploaded and fetched videos; "
+                                                      "default: 'uploads' beside the SQLite file, else the user data folder")
+    max_upload_bytes: int = Field(2 * 1024**3, ge=1, description="per video, uploaded or fetched")
+    max_files_per_request: int = Field(64, ge=1)
+    url_hosts: list[str] = Field(default_factory=list,
+                                 description="hosts video URLs may be fetched from ('*.example.com' for subdomains); "
+                                             "empty: URL inputs are off")
+    url_allow_private: bool = Field(False, description="allow allow-listed hosts on private addresses "
+                                                       "(an internal media server); off by default")
+    url_timeout_s: float = Field(30.0, gt=0)
+    max_urls_per_request: int = Field(100, ge=1)
+
+    @model_validator(mode="after")
+    def _upload_dir(self) -> Settings:
+        if self.upload_dir is None:
+            if self.database_url.startswith("sqlite:///"):
+                self.upload_dir = Path(self.database_url.removeprefix("sqlite:///")).parent / "uploads"
+            else:
+                self.upload_dir = _data_dir() / "uploads"
+        return self
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -31,9 +58,17 @@ class Settings(BaseModel):
         if env.get("FRAMEJUDGE_MEDIA_ROOT"):
             data["media_root"] = Path(env["FRAMEJUDGE_MEDIA_ROOT"])
         if env.get("FRAMEJUDGE_SERVICE_JUDGES"):
-            data["judges"] = [j.strip() for j in env["FRAMEJUDGE_SERVICE_JUDGES"].split(",") if j.strip()]
+            data["judges"] = _csv(env["FRAMEJUDGE_SERVICE_JUDGES"])
         if env.get("FRAMEJUDGE_CORS_ORIGINS"):
-            data["cors_origins"] = [o.strip() for o in env["FRAMEJUDGE_CORS_ORIGINS"].split(",") if o.strip()]
+            data["cors_origins"] = _csv(env["FRAMEJUDGE_CORS_ORIGINS"])
+        if env.get("FRAMEJUDGE_UPLOAD_DIR"):
+            data["upload_dir"] = Path(env["FRAMEJUDGE_UPLOAD_DIR"])
+        if env.get("FRAMEJUDGE_MAX_UPLOAD_MB"):
+            data["max_upload_bytes"] = int(float(env["FRAMEJUDGE_MAX_UPLOAD_MB"]) * 1024**2)
+        if env.get("FRAMEJUDGE_URL_HOSTS"):
+            data["url_hosts"] = _csv(env["FRAMEJUDGE_URL_HOSTS"])
+        if env.get("FRAMEJUDGE_URL_ALLOW_PRIVATE"):
+            data["url_allow_private"] = env["FRAMEJUDGE_URL_ALLOW_PRIVATE"].lower() in ("1", "true", "yes")
         if env.get("FRAMEJUDGE_RATE_LIMIT"):
             data["requests_per_minute"] = int(env["FRAMEJUDGE_RATE_LIMIT"])
         return cls(**data)

@@ -74,7 +74,7 @@ def test_rate_limit_with_retry_after(env):
 @pytest.mark.parametrize("video,status,title", [
     ("../secret.mp4", 400, "Bad video path"),
     ("/etc/passwd", 403, "Outside the media root"),
-    ("https://example.com/x.mp4", 400, "URL not accepted"),
+    ("https://example.com/x.mp4", 400, "URL inputs disabled"),
 ])
 def test_path_traversal_is_refused(env, video, status, title):
     client, keys, *_ = env

@@ -1,0 +1,136 @@
+"""Where a request's video comes from: an upload, a path inside the media root, or (only when
+enabled) a URL on an allow-listed host.
+
+URL fetching is off unless hosts are listed. When on, every hop is checked: http(s) only, the
+host on the allow-list, every address it resolves to public (no loopback, private, link-local,
+shared or reserved ranges, IPv4-mapped forms included), and the connection pinned to the address
+that was checked, so a DNS answer that changes between the check and the connect cannot reach
+an internal address. Redirects are followed only to allow-listed hosts, re-checked the same way.
+The body goes through the upload store: the same size limit, sniffing and probing as an upload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from pathlib import Path, PurePosixPath
+from urllib.parse import urljoin
+
+import httpx
+
+from .problems import ProblemError
+from .settings import Settings
+from .uploads import UPLOAD_PREFIX, UploadStore
+
+MAX_REDIRECTS = 5
+
+
+def inside_media_root(path: str, root: Path | None) -> Path:
+    """A server-side video path, allowed only inside the media root (no '..', no symlink escape)."""
+    if root is None:
+        raise ProblemError(403, "Server paths disabled",
+                           "this server has no media root; upload the video or give an allowed URL")
+    candidate = Path(path)
+    if ".." in candidate.parts:
+        raise ProblemError(400, "Bad video path", "'..' is not allowed in video paths")
+    full = (root / candidate) if not candidate.is_absolute() else candidate
+    resolved = full.resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise ProblemError(403, "Outside the media root", f"{path} resolves outside the media root")
+    return resolved
+
+
+def host_allowed(host: str, allowed: list[str]) -> bool:
+    """Exact host names, or '*.example.com' for its subdomains."""
+    host = host.lower().rstrip(".")
+    for entry in allowed:
+        entry = entry.lower().rstrip(".")
+        if host == entry or (entry.startswith("*.") and host.endswith(entry[1:])):
+            return True
+    return False
+
+
+def public_address(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+async def checked_address(host: str, port: int, allow_private: bool) -> str:
+    """One address of `host` to connect to; every address it resolves to must be public."""
+    try:
+        infos = await asyncio.to_thread(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ProblemError(422, "Video URL failed", f"cannot resolve {host}: {exc.strerror}") from None
+    addresses = list(dict.fromkeys(info[4][0] for info in infos))
+    if not allow_private:
+        blocked = [a for a in addresses if not public_address(a)]
+        if blocked:
+            raise ProblemError(403, "Address not allowed",
+                               f"{host} resolves to a non-public address ({blocked[0]}); refused")
+    return addresses[0]
+
+
+async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: str) -> Path:
+    """Download a video from an allow-listed URL into the upload store; its stored path."""
+    if not settings.url_hosts:
+        raise ProblemError(400, "URL inputs disabled", "this server does not fetch video URLs; upload the video")
+    current = url
+    async with httpx.AsyncClient(timeout=httpx.Timeout(settings.url_timeout_s), follow_redirects=False,
+                                 trust_env=False) as client:
+        for hop in range(MAX_REDIRECTS + 1):
+            target = httpx.URL(current)
+            if target.scheme not in ("http", "https") or not target.host:
+                raise ProblemError(400, "Bad video URL", f"only http and https URLs are fetched, not {current[:200]!r}")
+            if not host_allowed(target.host, settings.url_hosts):
+                what = "redirect to" if hop else "host"
+                raise ProblemError(403, "Host not allowed", f"{what} {target.host} is not on this server's allow-list")
+            port = target.port or (443 if target.scheme == "https" else 80)
+            address = await checked_address(target.host, port, settings.url_allow_private)
+            pinned = target.copy_with(host=address)
+            headers = {"Host": target.netloc.decode("ascii"), "Accept": "video/*, */*;q=0.1"}
+            extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+            try:
+                async with client.stream("GET", pinned, headers=headers, extensions=extensions) as response:
+                    if response.is_redirect:
+                        current = urljoin(current, response.headers.get("location", ""))
+                        continue
+                    if response.status_code != 200:
+                        raise ProblemError(422, "Video URL failed", f"{target.host} answered HTTP {response.status_code}")
+                    declared = response.headers.get("content-length")
+                    if declared and declared.isdigit() and int(declared) > store.max_bytes:
+                        raise ProblemError(413, "Video too large",
+                                           f"{target.host} declares {int(declared) / 1024**2:.0f} MiB; the limit is "
+                                           f"{store.max_bytes / 1024**2:.0f} MiB")
+                    name = PurePosixPath(target.path).name or target.host
+                    upload, _ = await store.save(response.aiter_bytes(), name, key_id)
+                    return store.folder / upload.stored_as
+            except httpx.HTTPError as exc:
+                raise ProblemError(422, "Video URL failed", f"{target.host}: {type(exc).__name__} {exc}"[:300]) from None
+    raise ProblemError(422, "Video URL failed", f"more than {MAX_REDIRECTS} redirects")
+
+
+class MediaResolver:
+    """Turns a request's video reference into a server path, per the server's rules."""
+
+    def __init__(self, settings: Settings, store: UploadStore) -> None:
+        self.settings = settings
+        self.store = store
+
+    async def resolve(self, ref: str, key_id: str) -> Path:
+        if ref.startswith(UPLOAD_PREFIX):
+            return self.store.path_of(ref, key_id)
+        if "://" in ref:
+            return await fetch_url(ref, self.settings, self.store, key_id)
+        return inside_media_root(ref, self.settings.media_root)
+
+    async def resolve_many(self, refs: list[str], key_id: str) -> dict[str, Path]:
+        """Each distinct reference once (a job naming one URL a thousand times fetches it once)."""
+        distinct = list(dict.fromkeys(refs))
+        urls = [r for r in distinct if "://" in r]
+        if len(urls) > self.settings.max_urls_per_request:
+            raise ProblemError(422, "Too many URLs",
+                               f"{len(urls)} distinct video URLs; at most {self.settings.max_urls_per_request} per request")
+        return {ref: await self.resolve(ref, key_id) for ref in distinct}

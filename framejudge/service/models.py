@@ -1,0 +1,84 @@
+"""Request and response envelopes of the HTTP API. They wrap the library's own models (Item,
+Verdict, JudgeError, HumanLabel, VideoInfo, AuditResult); none of those is copied here."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, model_validator
+
+from ..calibration.audit import AuditResult
+from ..schema import FrameInfo, HumanLabel, Item, JudgeError, SamplerParams, Verdict, VideoInfo
+
+
+class GradeRequest(BaseModel):
+    item: Item
+    judge: str = Field("reference", max_length=500)
+    rubric: str = Field("video-qa", max_length=200)
+    sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8))
+
+
+class GradeResponse(BaseModel):
+    records: list[Verdict | JudgeError]
+
+
+class FramesRequest(BaseModel):
+    video: str = Field(max_length=4096, description="'upload:<id>', a path inside the media root, or an allowed URL")
+    sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8))
+    contact_sheet: bool = Field(False, description="one grid image with timestamps instead of one image per frame")
+    quality: int = Field(85, ge=1, le=100)
+
+
+class FramePayload(BaseModel):
+    info: FrameInfo
+    data_url: str
+
+
+class FramesResponse(BaseModel):
+    video: VideoInfo
+    window: tuple[float, float]
+    frames: list[FramePayload]
+    contact_sheet: str | None = None
+    warnings: list[str]
+
+
+class CalibrateRequest(BaseModel):
+    """Human labels against verdicts given in the body, or against the records of a job."""
+
+    labels: list[HumanLabel] = Field(min_length=1, max_length=200_000)
+    verdicts: list[Verdict | JudgeError] | None = Field(None, min_length=1, max_length=100_000)
+    job_id: str | None = Field(None, max_length=32, description="use this job's verdicts instead of `verdicts`")
+    replicates: int = Field(1000, ge=1, le=5000)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CalibrateRequest:
+        if (self.verdicts is None) == (self.job_id is None):
+            raise ValueError("give exactly one of `verdicts` and `job_id`")
+        return self
+
+
+class CalibrateResponse(BaseModel):
+    id: str
+    result: AuditResult
+
+
+class RubricSummary(BaseModel):
+    id: str
+    kind: str
+    version: str
+    hash: str
+    title: str
+
+
+class UploadedVideo(BaseModel):
+    """A stored upload. Refer to it as `id` wherever a video is expected (items, frames)."""
+
+    id: str = Field(description="'upload:<hex>'")
+    filename: str = Field(description="the client's file name, for display only")
+    bytes: int
+    sha256: str
+    container: str
+    video: VideoInfo
+
+
+class UploadResponse(BaseModel):
+    videos: list[UploadedVideo]

@@ -1,0 +1,287 @@
+"""Uploaded videos: streamed to a server-managed folder under generated names, size-capped while
+they arrive, sniffed before FFmpeg sees them, probed, and recorded per API key.
+
+A client's file name is kept for display only; it never becomes part of a path. Content is
+accepted only when its first bytes are a video container framejudge decodes (an allow-list,
+not a general file identifier: FFmpeg would happily open an HLS playlist that points at local
+files, so nothing reaches FFmpeg without a container signature), and then only when PyAV finds
+a decodable video stream in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from python_multipart.exceptions import ParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
+from sqlalchemy import BigInteger, DateTime, String, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from ..frame_sampler import FrameSamplerError, NotAVideo, NoVideoStream, SamplerParams, VideoInfo, sample_frames
+from .problems import ProblemError
+from .store import Base
+
+SNIFF_BYTES = 512
+UPLOAD_PREFIX = "upload:"
+
+
+def sniff_container(head: bytes) -> str | None:
+    """The container family the first bytes announce, or None for anything else."""
+    if len(head) >= 8 and head[4:8] in (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip", b"pnot"):
+        return "mp4/mov"
+    if head.startswith(b"\x1a\x45\xdf\xa3"):
+        return "matroska/webm"
+    if head[:4] == b"RIFF" and head[8:12] in (b"AVI ", b"AVIX"):
+        return "avi"
+    if head[:3] == b"FLV":
+        return "flv"
+    if head[:4] == b"OggS":
+        return "ogg"
+    if head.startswith(b"\x30\x26\xb2\x75\x8e\x66\xcf\x11"):
+        return "asf"
+    if head[:4] == b"\x00\x00\x01\xba":
+        return "mpeg-ps"
+    if len(head) >= 377 and head[0] == head[188] == head[376] == 0x47:
+        return "mpeg-ts"
+    if len(head) >= 389 and head[4] == head[196] == head[388] == 0x47:
+        return "mpeg-ts (m2ts)"
+    return None
+
+
+class Upload(Base):
+    __tablename__ = "uploads"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(16), index=True)
+    filename: Mapped[str] = mapped_column(String(200))  # the client's name, for display only
+    stored_as: Mapped[str] = mapped_column(String(64))  # generated name inside the upload folder
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    container: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+def probe_video(path: Path) -> VideoInfo:
+    """The sampler's own checks and a one-frame decode: what a grade of this file will meet."""
+    return sample_frames(path, SamplerParams(n=1), cache=None).video
+
+
+def display_name(name: str | None) -> str:
+    """A client file name reduced to something safe to show (never used as a path)."""
+    base = re.split(r"[\\/]", name or "")[-1]
+    return re.sub(r"[^\w.\- ]", "_", base)[:200] or "video"
+
+
+@dataclass
+class _Incoming:
+    """One file arriving: written to a .part file, hashed and counted as it comes."""
+
+    folder: Path
+    limit: int
+    filename: str
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    size: int = 0
+    head: bytes = b""
+    container: str | None = None
+    digest: "hashlib._Hash" = field(default_factory=hashlib.sha256)
+
+    def __post_init__(self) -> None:
+        self.part = self.folder / f"{self.token}.part"
+        self.handle = open(self.part, "xb")
+
+    def write(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > self.limit:
+            raise ProblemError(413, "Upload too large",
+                               f"{self.filename} is over the limit of {self.limit / 1024**2:.0f} MiB per video")
+        if self.container is None:
+            self.head += data[: SNIFF_BYTES - len(self.head)]
+            if len(self.head) >= SNIFF_BYTES:
+                self._sniff()
+        self.digest.update(data)
+        self.handle.write(data)
+
+    def _sniff(self) -> None:
+        self.container = sniff_container(self.head)
+        if self.container is None:
+            raise ProblemError(415, "Not a video",
+                               f"{self.filename} does not start like a video container framejudge reads "
+                               "(MP4/MOV, Matroska/WebM, AVI, MPEG-TS/PS, FLV, Ogg, ASF)")
+
+    def finish(self) -> None:
+        self.handle.close()
+        if self.size == 0:
+            raise ProblemError(422, "Empty upload", f"{self.filename} is empty (0 bytes)")
+        if self.container is None:
+            self._sniff()
+
+    def discard(self) -> None:
+        self.handle.close()
+        self.part.unlink(missing_ok=True)
+
+
+class UploadStore:
+    """The server-managed folder of uploaded (and fetched) videos, and their records."""
+
+    def __init__(self, folder: Path, engine: Engine, max_bytes: int) -> None:
+        self.folder = folder
+        self.engine = engine
+        self.max_bytes = max_bytes
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def incoming(self, filename: str | None) -> _Incoming:
+        return _Incoming(self.folder, self.max_bytes, display_name(filename))
+
+    async def commit(self, incoming: _Incoming, key_id: str) -> tuple[Upload, VideoInfo]:
+        """Probe the finished file and record it; a file that is not a usable video is deleted."""
+        try:
+            incoming.finish()
+        except ProblemError:
+            incoming.discard()
+            raise
+        final = self.folder / f"{incoming.token}.video"
+        os.replace(incoming.part, final)
+        try:
+            info = await asyncio.to_thread(probe_video, final)
+        except (NotAVideo, NoVideoStream) as exc:
+            final.unlink(missing_ok=True)
+            raise ProblemError(415, "Not a video", f"{incoming.filename}: {exc.message}") from None
+        except FrameSamplerError as exc:
+            final.unlink(missing_ok=True)
+            raise ProblemError(422, "Unusable video", f"{incoming.filename}: {exc.message}") from None
+        upload = Upload(id=incoming.token, key_id=key_id, filename=incoming.filename, stored_as=final.name,
+                        bytes=incoming.size, sha256=incoming.digest.hexdigest(), container=incoming.container or "",
+                        created_at=datetime.now(timezone.utc))
+        with Session(self.engine) as s, s.begin():
+            s.add(upload)
+            s.flush()
+            s.expunge(upload)
+        return upload, info
+
+    async def save(self, chunks: AsyncIterator[bytes], filename: str | None, key_id: str) -> tuple[Upload, VideoInfo]:
+        incoming = self.incoming(filename)
+        try:
+            async for chunk in chunks:
+                incoming.write(chunk)
+            return await self.commit(incoming, key_id)
+        finally:
+            incoming.discard()
+
+    def forget(self, upload: Upload) -> None:
+        with Session(self.engine) as s, s.begin():
+            row = s.get(Upload, upload.id)
+            if row is not None:
+                s.delete(row)
+        (self.folder / upload.stored_as).unlink(missing_ok=True)
+
+    def path_of(self, ref: str, key_id: str) -> Path:
+        """The stored file behind 'upload:<id>', for the key that uploaded it (404 for anyone else)."""
+        upload_id = ref.removeprefix(UPLOAD_PREFIX)
+        with Session(self.engine) as s:
+            upload = s.scalar(select(Upload).where(Upload.id == upload_id, Upload.key_id == key_id))
+        if upload is None:
+            raise ProblemError(404, "No such upload", f"no uploaded video {ref!r} for this API key")
+        return self.folder / upload.stored_as
+
+
+@dataclass
+class Form:
+    """A multipart body read as a stream: text fields in memory, files straight into the store."""
+
+    fields: dict[str, str] = field(default_factory=dict)
+    files: list[tuple[str, Upload, VideoInfo]] = field(default_factory=list)  # (field name, upload, info)
+
+
+async def read_multipart(stream: AsyncIterator[bytes], content_type: str, store: UploadStore, key_id: str,
+                         max_field_bytes: int, max_files: int) -> Form:
+    """Parse multipart/form-data incrementally; every file part becomes an upload. Nothing is kept
+    from a request that fails (partial files are removed)."""
+    _, params = parse_options_header(content_type)
+    boundary = params.get(b"boundary")
+    if not boundary:
+        raise ProblemError(400, "Bad multipart body", "the Content-Type has no multipart boundary")
+    form = Form()
+    finished: list[_Incoming] = []
+    state: dict = {"headers": {}, "field": b"", "value": b"", "incoming": None, "text": None, "name": ""}
+
+    def on_header_field(data: bytes, start: int, end: int) -> None:
+        state["field"] += data[start:end]
+
+    def on_header_value(data: bytes, start: int, end: int) -> None:
+        state["value"] += data[start:end]
+
+    def on_header_end() -> None:
+        state["headers"][state["field"].decode("latin-1").lower()] = state["value"]
+        state["field"], state["value"] = b"", b""
+
+    def on_headers_finished() -> None:
+        _, disp = parse_options_header(state["headers"].get("content-disposition", b""))
+        state["name"] = disp.get(b"name", b"").decode("utf-8", "replace")
+        filename = disp.get(b"filename")
+        if filename is not None:
+            if len(finished) + 1 > max_files:
+                raise ProblemError(413, "Too many files", f"at most {max_files} videos per request")
+            state["incoming"] = store.incoming(filename.decode("utf-8", "replace"))
+        else:
+            state["text"] = bytearray()
+
+    def on_part_data(data: bytes, start: int, end: int) -> None:
+        if state["incoming"] is not None:
+            state["incoming"].write(data[start:end])
+        else:
+            state["text"] += data[start:end]
+            if len(state["text"]) > max_field_bytes:
+                raise ProblemError(413, "Field too large",
+                                   f"form field {state['name']!r} is over {max_field_bytes // 1024**2} MiB")
+
+    def on_part_end() -> None:
+        if state["incoming"] is not None:
+            finished.append(state["incoming"])
+            pending.append((state["name"], state["incoming"]))
+        else:
+            try:
+                form.fields[state["name"]] = bytes(state["text"]).decode("utf-8")
+            except UnicodeDecodeError:
+                raise ProblemError(400, "Bad multipart body", f"form field {state['name']!r} is not UTF-8") from None
+        state.update(headers={}, incoming=None, text=None)
+
+    pending: list[tuple[str, _Incoming]] = []
+    parser = MultipartParser(boundary, {
+        "on_header_field": on_header_field, "on_header_value": on_header_value, "on_header_end": on_header_end,
+        "on_headers_finished": on_headers_finished, "on_part_data": on_part_data, "on_part_end": on_part_end,
+    })
+    try:
+        async for chunk in stream:
+            try:
+                parser.write(chunk)
+            except ParseError as exc:
+                raise ProblemError(400, "Bad multipart body", str(exc)[:300]) from None
+            while pending:
+                name, incoming = pending.pop(0)
+                upload, info = await store.commit(incoming, key_id)
+                form.files.append((name, upload, info))
+        try:
+            parser.finalize()
+        except ParseError as exc:
+            raise ProblemError(400, "Bad multipart body", str(exc)[:300]) from None
+        if state["incoming"] is not None or state["text"] is not None:
+            raise ProblemError(400, "Bad multipart body", "the body ended inside a part")
+        return form
+    except BaseException:
+        for _, upload, _ in form.files:  # an all-or-nothing request
+            store.forget(upload)
+        raise
+    finally:
+        if state["incoming"] is not None:
+            state["incoming"].discard()
+        for _, incoming in pending:
+            incoming.discard()

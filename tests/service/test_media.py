@@ -1,0 +1,317 @@
+"""Videos into the service: multipart uploads (limits, sniffing, generated names), uploads in jobs,
+and URL inputs (allow-list, private addresses, redirects) against a real HTTP server on loopback."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from fastapi.testclient import TestClient
+
+from framejudge.examples.clips import countdown
+from framejudge.examples.synth import cfr_times, write_video
+from framejudge.service.app import create_app
+from framejudge.service.media import public_address
+from framejudge.service.settings import Settings
+from framejudge.service.store import create_key, engine_for
+from framejudge.service.uploads import sniff_container
+
+TURN = {"question": "What number?", "golden": "10", "response_a": "It shows 10.", "response_b": "I cannot answer that."}
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture()
+def clip(tmp_path):
+    path = tmp_path / "clip.mp4"
+    write_video(path, countdown, cfr_times(2, 30), gop=30)
+    return path
+
+
+def make(tmp_path, **overrides):
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", **overrides)
+    app = create_app(settings)
+    engine = engine_for(settings.database_url)
+    return app, settings, create_key(engine, ["grade", "calibrate"]), create_key(engine, ["grade"])
+
+
+def leftovers(settings) -> list[str]:
+    return sorted(p.name for p in settings.upload_dir.iterdir())
+
+
+def test_upload_then_grade_and_preview_by_id(tmp_path, clip):
+    app, settings, key, other = make(tmp_path)
+    with TestClient(app) as client:
+        r = client.post("/v1/videos", files={"file": ("../../etc/My clip?.mp4", clip.read_bytes(), "video/mp4")},
+                        headers=auth(key))
+        assert r.status_code == 201, r.text
+        [video] = r.json()["videos"]
+        assert video["id"].startswith("upload:") and video["filename"] == "My clip_.mp4"
+        assert video["sha256"] == hashlib.sha256(clip.read_bytes()).hexdigest()
+        assert video["bytes"] == clip.stat().st_size and video["container"] == "mp4/mov"
+        assert video["video"]["frame_count"] == 60 and video["video"]["path"] == video["id"]
+        # stored under a generated name, nothing of the client's name in it
+        stored = leftovers(settings)
+        assert stored == [video["id"].removeprefix("upload:") + ".video"]
+
+        item = {"id": "u1", "video": video["id"], "turns": [TURN]}
+        r = client.post("/v1/grade", json={"item": item}, headers=auth(key))
+        assert r.status_code == 200, r.text
+        [verdict] = r.json()["records"]
+        assert verdict["preference"] == "A" and verdict["provenance"]["video"] == video["id"]
+
+        r = client.post("/v1/frames", json={"video": video["id"], "sampler": {"n": 3}}, headers=auth(key))
+        assert r.status_code == 200 and len(r.json()["frames"]) == 3
+        assert r.json()["video"]["path"] == video["id"]
+
+        # another key cannot use it
+        r = client.post("/v1/grade", json={"item": item}, headers=auth(other))
+        assert r.status_code == 404 and r.json()["title"] == "No such upload"
+
+
+def test_upload_over_the_size_limit_is_413_and_leaves_nothing(tmp_path, clip):
+    app, settings, key, _ = make(tmp_path, max_upload_bytes=clip.stat().st_size - 1)
+    with TestClient(app) as client:
+        r = client.post("/v1/videos", files={"file": ("clip.mp4", clip.read_bytes(), "video/mp4")}, headers=auth(key))
+        assert r.status_code == 413 and r.headers["content-type"] == "application/problem+json"
+        assert r.json()["title"] == "Upload too large" and "clip.mp4" in r.json()["detail"]
+        assert leftovers(settings) == []
+
+
+@pytest.mark.parametrize("name, body", [
+    ("page.mp4", b"<!DOCTYPE html><html><body>404 Not Found</body></html>" * 20),
+    ("list.m3u8", b"#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,\nfile:///etc/passwd\n" * 10),
+    ("pic.mp4", b"\x89PNG\r\n\x1a\n" + bytes(1000)),
+    ("tiny.mp4", b"\x00\x01"),
+])
+def test_non_video_uploads_are_415(tmp_path, name, body):
+    app, settings, key, _ = make(tmp_path)
+    with TestClient(app) as client:
+        r = client.post("/v1/videos", files={"file": (name, body, "video/mp4")}, headers=auth(key))
+        assert r.status_code == 415, r.text
+        assert r.json()["title"] == "Not a video" and name in r.json()["detail"]
+        assert leftovers(settings) == []
+
+
+def test_a_container_signature_with_nothing_behind_it_is_refused(tmp_path, clip):
+    app, settings, key, _ = make(tmp_path)
+    fake = clip.read_bytes()[:64] + bytes(4096)  # starts like MP4, holds no playable stream
+    with TestClient(app) as client:
+        r = client.post("/v1/videos", files={"file": ("fake.mp4", fake, "video/mp4")}, headers=auth(key))
+        assert r.status_code in (415, 422) and "fake.mp4" in r.json()["detail"], r.text
+        assert leftovers(settings) == []
+
+
+def test_upload_request_shape_errors(tmp_path, clip):
+    app, _, key, _ = make(tmp_path)
+    with TestClient(app) as client:
+        r = client.post("/v1/videos", content=clip.read_bytes(), headers={**auth(key), "Content-Type": "video/mp4"})
+        assert r.status_code == 415 and r.json()["title"] == "Multipart expected"
+        r = client.post("/v1/videos", content=b"x", headers={**auth(key), "Content-Type": "multipart/form-data"})
+        assert r.status_code == 400 and "boundary" in r.json()["detail"]
+        r = client.post("/v1/videos", data={"note": "no file"}, files={"other": ("", b"")}, headers=auth(key))
+        assert r.status_code in (415, 422)
+        r = client.post("/v1/videos", files={"file": ("clip.mp4", clip.read_bytes(), "video/mp4")})
+        assert r.status_code == 401
+
+
+def test_json_bodies_over_the_limit_are_413_before_parsing(tmp_path):
+    app, _, key, _ = make(tmp_path)
+    with TestClient(app) as client:
+        big = b'{"item": {"id": "x", "turns": [{"question": "' + b"a" * (65 * 1024**2) + b'"}]}}'
+        r = client.post("/v1/grade", content=big, headers={**auth(key), "Content-Type": "application/json"})
+        assert r.status_code == 413 and r.json()["title"] == "Body too large"
+
+
+def wait_done(client, job_id, key, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status = client.get(f"/v1/jobs/{job_id}", headers=auth(key)).json()
+        if status["state"] in ("done", "cancelled"):
+            return status
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} not done: {status}")
+
+
+def test_multipart_job_with_uploaded_videos_then_calibrate_from_the_job(tmp_path, clip):
+    app, _, key, other = make(tmp_path)
+    second = tmp_path / "second.mkv"
+    write_video(second, countdown, cfr_times(1, 25), gop=25)
+    items = [{"id": "j1", "video": "clip.mp4", "turns": [TURN]},
+             {"id": "j2", "video": "second.mkv", "turns": [TURN]},
+             {"id": "j3", "turns": [{**TURN, "response_b": "Ten."}]}]
+    jsonl = "\n".join(json.dumps(it) for it in items)
+    with TestClient(app) as client:
+        r = client.post("/v1/jobs", data={"items": jsonl}, headers=auth(key), files=[
+            ("video", ("clip.mp4", clip.read_bytes(), "video/mp4")),
+            ("video", ("second.mkv", second.read_bytes(), "video/x-matroska"))])
+        assert r.status_code == 202, r.text
+        status = wait_done(client, r.json()["id"], key)
+        assert status["done"] == 3 and status["judge_errors"] == 0
+        records = client.get(f"/v1/jobs/{status['id']}/verdicts", headers=auth(key)).json()["records"]
+        videos = [rec["provenance"]["video"] for rec in records]
+        assert videos[0].startswith("upload:") and videos[1].startswith("upload:") and videos[2] is None
+
+        labels = [{"item_id": it["id"], "turn": 0, "annotator": "h1", "preference": "A",
+                   "category_a": "Successful", "category_b": "Error message"} for it in items]
+        r = client.post("/v1/calibrate", json={"labels": labels, "job_id": status["id"], "replicates": 50},
+                        headers=auth(key))
+        assert r.status_code == 200, r.text
+        assert r.json()["result"]["fields"]
+        r = client.post("/v1/calibrate", json={"labels": labels, "job_id": status["id"]}, headers=auth(other))
+        assert r.status_code == 403  # lacks the calibrate scope
+        r = client.post("/v1/calibrate", json={"labels": labels}, headers=auth(key))
+        assert r.status_code == 422 and "exactly one" in r.json()["detail"]
+
+        # an items part is required, and a name no upload matches is a server path (none here)
+        r = client.post("/v1/jobs", data={"x": "1"}, files=[("video", ("clip.mp4", clip.read_bytes(), "video/mp4"))],
+                        headers=auth(key))
+        assert r.status_code == 422 and "items" in r.json()["detail"]
+        r = client.post("/v1/jobs", data={"items": json.dumps([{"id": "z", "video": "missing.mp4", "turns": [TURN]}])},
+                        files=[("video", ("clip.mp4", clip.read_bytes(), "video/mp4"))], headers=auth(key))
+        assert r.status_code == 403 and r.json()["title"] == "Server paths disabled"
+
+
+# ----------------------------------------------------------------------------- URL inputs
+
+
+class VideoServer:
+    """A real HTTP server on loopback: a video, a page, and redirects."""
+
+    def __init__(self, video: bytes) -> None:
+        served = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                served.hosts.append(self.headers.get("Host"))
+                if self.path == "/clip.mp4":
+                    self._send(200, video, "video/mp4")
+                elif self.path == "/page.mp4":
+                    self._send(200, b"<html>" + b" " * 1000 + b"</html>", "text/html")
+                elif self.path == "/same-host":
+                    self._redirect(f"http://127.0.0.1:{served.port}/clip.mp4")
+                elif self.path == "/other-host":
+                    self._redirect(f"http://localhost:{served.port}/clip.mp4")
+                elif self.path == "/loop":
+                    self._redirect("/loop")
+                else:
+                    self._send(404, b"missing", "text/plain")
+
+            def _send(self, code: int, body: bytes, kind: str) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _redirect(self, where: str) -> None:
+                self.send_response(302)
+                self.send_header("Location", where)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.hosts: list[str | None] = []
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+@pytest.fixture()
+def server(clip):
+    s = VideoServer(clip.read_bytes())
+    yield s
+    s.server.shutdown()
+    s.server.server_close()
+
+
+def grade_url(client, key, url):
+    return client.post("/v1/grade", json={"item": {"id": "w", "video": url, "turns": [TURN]}}, headers=auth(key))
+
+
+def test_urls_are_off_by_default(tmp_path, server):
+    app, _, key, _ = make(tmp_path)
+    with TestClient(app) as client:
+        r = grade_url(client, key, server.url("/clip.mp4"))
+        assert r.status_code == 400 and r.json()["title"] == "URL inputs disabled"
+    assert server.hosts == []
+
+
+def test_private_addresses_are_refused_even_for_listed_hosts(tmp_path, server):
+    app, _, key, _ = make(tmp_path, url_hosts=["127.0.0.1", "localhost"])
+    with TestClient(app) as client:
+        for host in ("127.0.0.1", "localhost"):
+            r = grade_url(client, key, f"http://{host}:{server.port}/clip.mp4")
+            assert r.status_code == 403 and r.json()["title"] == "Address not allowed", r.text
+    assert server.hosts == []  # refused before any connection
+
+
+def test_allow_listed_fetch_redirects_and_refusals(tmp_path, server):
+    app, settings, key, _ = make(tmp_path, url_hosts=["127.0.0.1"], url_allow_private=True)
+    with TestClient(app) as client:
+        r = grade_url(client, key, server.url("/clip.mp4"))
+        assert r.status_code == 200, r.text
+        [verdict] = r.json()["records"]
+        assert verdict["preference"] == "A" and verdict["provenance"]["video"] == server.url("/clip.mp4")
+        assert server.hosts[-1] == f"127.0.0.1:{server.port}"
+
+        r = grade_url(client, key, server.url("/same-host"))
+        assert r.status_code == 200, r.text
+
+        before = len(server.hosts)
+        r = grade_url(client, key, server.url("/other-host"))
+        assert r.status_code == 403 and "redirect to localhost" in r.json()["detail"]
+        assert len(server.hosts) == before + 1  # the redirect was not followed
+
+        r = grade_url(client, key, f"http://localhost:{server.port}/clip.mp4")
+        assert r.status_code == 403 and r.json()["title"] == "Host not allowed"
+        r = grade_url(client, key, f"ftp://127.0.0.1:{server.port}/clip.mp4")
+        assert r.status_code == 400 and r.json()["title"] == "Bad video URL"
+        r = grade_url(client, key, server.url("/page.mp4"))
+        assert r.status_code == 415 and r.json()["title"] == "Not a video"
+        r = grade_url(client, key, server.url("/nothing"))
+        assert r.status_code == 422 and "HTTP 404" in r.json()["detail"]
+        r = grade_url(client, key, server.url("/loop"))
+        assert r.status_code == 422 and "redirects" in r.json()["detail"]
+    assert all(name.endswith(".video") for name in leftovers(settings))
+
+
+def test_url_over_the_size_limit_is_413(tmp_path, server, clip):
+    app, settings, key, _ = make(tmp_path, url_hosts=["127.0.0.1"], url_allow_private=True,
+                                 max_upload_bytes=clip.stat().st_size // 2)
+    with TestClient(app) as client:
+        r = grade_url(client, key, server.url("/clip.mp4"))
+        assert r.status_code == 413, r.text
+    assert leftovers(settings) == []
+
+
+@pytest.mark.parametrize("address, public", [
+    ("8.8.8.8", True), ("2001:4860:4860::8888", True),
+    ("127.0.0.1", False), ("10.1.2.3", False), ("172.16.0.1", False), ("192.168.1.1", False),
+    ("169.254.169.254", False), ("100.64.0.1", False), ("0.0.0.0", False), ("224.0.0.1", False),
+    ("::1", False), ("fd00::1", False), ("fe80::1%eth0", False), ("::ffff:127.0.0.1", False),
+    ("::ffff:10.0.0.1", False),
+])
+def test_public_address_rule(address, public):
+    assert public_address(address) is public
+
+
+def test_container_sniffing(clip, tmp_path):
+    mkv = tmp_path / "c.mkv"
+    write_video(mkv, countdown, cfr_times(1, 10), gop=10)
+    assert sniff_container(clip.read_bytes()[:512]) == "mp4/mov"
+    assert sniff_container(mkv.read_bytes()[:512]) == "matroska/webm"
+    assert sniff_container(b"RIFF\x00\x00\x00\x00AVI LIST") == "avi"
+    assert sniff_container(bytes([0x47]) + bytes(187) + bytes([0x47]) + bytes(187) + bytes([0x47]) + bytes(10)) == "mpeg-ts"
+    assert sniff_container(b"#EXTM3U\n") is None and sniff_container(b"GIF89a") is None
