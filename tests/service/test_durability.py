@@ -45,8 +45,9 @@ class Server:
         raise AssertionError("server did not start")
 
 
-def test_sigkill_and_sigterm_mid_job(tmp_path):
-    env = {**os.environ, "FRAMEJUDGE_SERVICE_DB": f"sqlite:///{tmp_path / 'svc.sqlite'}", "FRAMEJUDGE_RATE_LIMIT": "100000"}
+def test_sigkill_and_sigterm_mid_job(tmp_path, database_url):
+    env = {**os.environ, "FRAMEJUDGE_SERVICE_DB": database_url, "FRAMEJUDGE_RATE_LIMIT": "100000",
+           "FRAMEJUDGE_UPLOAD_DIR": str(tmp_path / "uploads")}
     key = subprocess.run([sys.executable, "-m", "framejudge.cli", "keys", "create", "--scope", "grade"],
                          env=env, capture_output=True, text=True, check=True).stdout.strip()
     total = 3000

@@ -1,13 +1,14 @@
-"""Durable batch jobs through the real app and a real SQLite file."""
+"""Durable batch jobs through the real app, on a real SQLite file and a real PostgreSQL database."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 
 import pytest
 from fastapi.testclient import TestClient
+
+from sqlalchemy import text
 
 from framejudge.service.app import create_app
 from framejudge.service.settings import Settings
@@ -21,11 +22,15 @@ def items(n: int) -> list[dict]:
 
 
 @pytest.fixture()
-def db(tmp_path):
-    url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
-    key = create_key(engine_for(url), ["grade"])
-    other = create_key(engine_for(url), ["grade"])
-    return url, key, other, tmp_path / "jobs.sqlite"
+def db(database_url, tmp_path):
+    engine = engine_for(database_url)
+    key = create_key(engine, ["grade"])
+    other = create_key(engine, ["grade"])
+
+    def settings(**overrides) -> Settings:
+        return Settings(database_url=database_url, upload_dir=tmp_path / "uploads", **overrides)
+
+    return settings, key, other, engine
 
 
 def auth(key):
@@ -43,8 +48,8 @@ def wait_done(client, job_id, key, timeout=60):
 
 
 def test_submit_poll_and_page(db):
-    url, key, other, _ = db
-    with TestClient(create_app(Settings(database_url=url))) as client:
+    settings, key, other, _ = db
+    with TestClient(create_app(settings())) as client:
         r = client.post("/v1/jobs", json=items(30), headers=auth(key))
         assert r.status_code == 202 and r.json()["items"] == 30
         job = r.json()["id"]
@@ -61,9 +66,9 @@ def test_submit_poll_and_page(db):
 
 
 def test_jsonl_body_and_idempotency(db):
-    url, key, *_ = db
+    settings, key, *_ = db
     body = "\n".join(json.dumps(i) for i in items(3))
-    with TestClient(create_app(Settings(database_url=url, run_worker=False))) as client:
+    with TestClient(create_app(settings(run_worker=False))) as client:
         h = {**auth(key), "Content-Type": "application/x-ndjson", "Idempotency-Key": "batch-7"}
         a = client.post("/v1/jobs", content=body, headers=h).json()
         b = client.post("/v1/jobs", content=body, headers=h).json()
@@ -75,8 +80,8 @@ def test_jsonl_body_and_idempotency(db):
 
 
 def test_bad_submissions(db):
-    url, key, *_ = db
-    with TestClient(create_app(Settings(database_url=url, run_worker=False))) as client:
+    settings, key, *_ = db
+    with TestClient(create_app(settings(run_worker=False))) as client:
         r = client.post("/v1/jobs", content="not json", headers={**auth(key), "Content-Type": "application/json"})
         assert r.status_code == 422 and r.json()["title"] == "Invalid body"
         r = client.post("/v1/jobs", json=[{"id": "x", "turns": []}], headers=auth(key))
@@ -88,18 +93,18 @@ def test_bad_submissions(db):
 
 
 def test_restart_resumes_without_losing_or_repeating(db):
-    url, key, _, path = db
-    with TestClient(create_app(Settings(database_url=url, run_worker=False))) as client:
+    settings, key, _, engine = db
+    with TestClient(create_app(settings(run_worker=False))) as client:
         job = client.post("/v1/jobs", json=items(20), headers=auth(key)).json()["id"]
     # A server killed mid-run: 5 items finished, 1 taken but not finished.
-    with TestClient(create_app(Settings(database_url=url))) as client:
+    with TestClient(create_app(settings())) as client:
         deadline = time.time() + 30
         while client.get(f"/v1/jobs/{job}", headers=auth(key)).json()["done"] < 5 and time.time() < deadline:
             time.sleep(0.01)
-    con = sqlite3.connect(path)
-    con.execute("update job_items set status='running' where job_id=? and position=(select min(position) from job_items where job_id=? and status!='done')", (job, job))
-    con.commit()
-    with TestClient(create_app(Settings(database_url=url))) as client:
+    with engine.begin() as conn:
+        conn.execute(text("update job_items set status='running' where job_id=:j and position=(select min(position) "
+                          "from job_items where job_id=:j and status!='done')"), {"j": job})
+    with TestClient(create_app(settings())) as client:
         status = wait_done(client, job, key)
         assert status["done"] == 20
         lines = client.get(f"/v1/jobs/{job}/verdicts", headers={**auth(key), "Accept": "application/x-ndjson"}).text.splitlines()
@@ -108,8 +113,8 @@ def test_restart_resumes_without_losing_or_repeating(db):
 
 
 def test_metrics(db):
-    url, key, *_ = db
-    with TestClient(create_app(Settings(database_url=url))) as client:
+    settings, key, *_ = db
+    with TestClient(create_app(settings())) as client:
         job = client.post("/v1/jobs", json=items(4), headers=auth(key)).json()["id"]
         wait_done(client, job, key)
         client.post("/v1/grade", json={"item": items(1)[0]}, headers=auth(key))
