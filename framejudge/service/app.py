@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import TypeAdapter, ValidationError
@@ -32,13 +33,23 @@ from .media import MediaResolver
 from .metrics import Metrics
 from .models import (CalibrateRequest, CalibrateResponse, FramePayload, FramesRequest, FramesResponse, GradeRequest,
                      GradeResponse, RubricSummary, UploadedVideo, UploadResponse)
-from .problems import Problem, ProblemError, problem
+from .problems import ProblemError, document_problems, problem
 from .settings import Settings
 from .store import ApiKey, check_key, engine_for, load_calibration, ping, save_calibration
 from .uploads import UPLOAD_PREFIX, Form, UploadStore, read_multipart
 
 MAX_BODY = 64 * 1024**2
 MAX_JOB_ITEMS = 100_000
+ITEMS_SCHEMA = {"type": "array", "minItems": 1, "maxItems": MAX_JOB_ITEMS, "items": {"$ref": "#/components/schemas/Item"}}
+JOBS_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"oneOf": [ITEMS_SCHEMA, {"type": "object", "required": ["items"],
+                                                              "properties": {"items": ITEMS_SCHEMA}}]}},
+    "application/x-ndjson": {"schema": {"type": "string", "description": "one item per line"}},
+    "multipart/form-data": {"schema": {"type": "object", "required": ["items"], "properties": {
+        "items": {"type": "string", "description": "the items, as JSON or JSONL; a video named by an uploaded "
+                                                   "file's name is that file"},
+        "video": {"type": "array", "items": {"type": "string", "format": "binary"}}}}},
+}}}
 RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(Verdict | JudgeError)
 
 
@@ -140,6 +151,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="framejudge", version="0.1.0", lifespan=lifespan,
                   description="LLM-as-judge grading for video question answering.")
     app.state.settings = settings
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_problems(get_openapi(title=app.title, version=app.version,
+                                                               description=app.description, routes=app.routes))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.state.engine = engine
     app.add_middleware(BodyLimit, limit=MAX_BODY, own_limits=("/v1/videos", "/v1/jobs"))
     if settings.cors_origins:
@@ -167,7 +186,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         titles = {404: "Not found", 405: "Method not allowed"}
-        return problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail))
+        return problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail), exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -201,7 +220,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"], responses={503: {"model": Problem}})
+    @app.get("/readyz", tags=["health"])
     def readyz() -> Any:
         if not ping(engine):
             return problem(503, "Not ready", "the database is not reachable")
@@ -220,7 +239,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return [RubricSummary(id=r.id, kind=r.kind, version=r.version, hash=r.content_hash, title=r.title)
                 for r in all_rubrics().values()]
 
-    @app.get("/v1/rubrics/{rubric_id}", tags=["rubrics"], response_model=Rubric, responses={404: {"model": Problem}})
+    @app.get("/v1/rubrics/{rubric_id}", tags=["rubrics"], response_model=Rubric)
     def show_rubric(rubric_id: str, _: Annotated[ApiKey, Depends(authorized("grade"))]) -> Rubric:
         known = all_rubrics()
         if rubric_id not in known:
@@ -243,9 +262,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         resolved = [it.model_copy(update={"video": str(paths[it.video])}) if it.video else it for it in items]
         return resolved, [it.video for it in items]
 
-    @app.post("/v1/grade", tags=["grading"], response_model=GradeResponse,
-              responses={400: {"model": Problem}, 403: {"model": Problem}, 404: {"model": Problem},
-                         413: {"model": Problem}, 422: {"model": Problem}})
+    @app.post("/v1/grade", tags=["grading"], response_model=GradeResponse)
     async def grade(request: GradeRequest, key: Annotated[ApiKey, Depends(authorized("grade"))]) -> GradeResponse:
         rubric = _checked_judge_and_rubric(request.judge, request.rubric)
         [item], [ref] = await _resolved([request.item], key)
@@ -260,8 +277,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics.record(records)
         return GradeResponse(records=records)
 
-    @app.post("/v1/frames", tags=["frames"], response_model=FramesResponse,
-              responses={400: {"model": Problem}, 403: {"model": Problem}, 404: {"model": Problem}, 422: {"model": Problem}})
+    @app.post("/v1/frames", tags=["frames"], response_model=FramesResponse)
     async def frames(request: FramesRequest, key: Annotated[ApiKey, Depends(authorized("grade"))]) -> FramesResponse:
         path = await media.resolve(request.video, key.id)
         try:
@@ -281,8 +297,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               warnings=result.warnings)
 
     @app.post("/v1/videos", tags=["videos"], status_code=201, response_model=UploadResponse,
-              responses={400: {"model": Problem}, 413: {"model": Problem}, 415: {"model": Problem},
-                         422: {"model": Problem}},
               openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
                   "type": "object", "properties": {"file": {"type": "array", "items": {
                       "type": "string", "format": "binary"}}}}}}}})
@@ -306,8 +320,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return await read_multipart(capped_stream(request, upload_limit), content_type, store, key.id,
                                     MAX_BODY, settings.max_files_per_request)
 
-    @app.post("/v1/calibrate", tags=["calibration"], response_model=CalibrateResponse,
-              responses={404: {"model": Problem}, 422: {"model": Problem}})
+    @app.post("/v1/calibrate", tags=["calibration"], response_model=CalibrateResponse)
     async def calibrate(request: CalibrateRequest,
                         key: Annotated[ApiKey, Depends(authorized("calibrate"))]) -> CalibrateResponse:
         if request.job_id is not None:
@@ -325,8 +338,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         run_id = save_calibration(engine, result.model_dump_json())
         return CalibrateResponse(id=run_id, result=result)
 
-    @app.get("/v1/calibrate/{run_id}/report", tags=["calibration"], response_class=HTMLResponse,
-             responses={404: {"model": Problem}})
+    @app.get("/v1/calibrate/{run_id}/report", tags=["calibration"], response_class=HTMLResponse)
     def calibration_report(run_id: str, _: Annotated[ApiKey, Depends(authorized("calibrate"))]) -> HTMLResponse:
         from ..calibration.report import render_html
 
@@ -341,9 +353,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise ProblemError(404, "No such job", f"no job with id {job_id!r}")
         return status
 
-    @app.post("/v1/jobs", tags=["jobs"], status_code=202, response_model=JobStatus,
-              responses={400: {"model": Problem}, 413: {"model": Problem}, 415: {"model": Problem},
-                         422: {"model": Problem}})
+    @app.post("/v1/jobs", tags=["jobs"], status_code=202, response_model=JobStatus, openapi_extra=JOBS_BODY)
     async def submit_job(
         request: Request, key: Annotated[ApiKey, Depends(authorized("grade"))],
         judge: str = Query("reference", max_length=500), rubric: str = Query("video-qa", max_length=200),
@@ -387,11 +397,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         job_id, _ = create_job(engine, key.id, resolved, judge, rubric, sampler, idempotency_key, refs)
         return job_status(engine, job_id)
 
-    @app.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus, responses={404: {"model": Problem}})
+    @app.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus)
     def get_job(job_id: str, key: Annotated[ApiKey, Depends(authorized("grade"))]) -> Any:
         return _own_job(job_id, key)
 
-    @app.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"], responses={404: {"model": Problem}})
+    @app.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"])
     def get_job_verdicts(job_id: str, key: Annotated[ApiKey, Depends(authorized("grade"))], request: Request,
                          offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000)) -> Any:
         """Verdicts and judge errors in item order: a page of JSON, or all of it as JSONL
@@ -412,7 +422,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         page = job_records(engine, job_id, offset, limit)
         return {"offset": offset, "limit": limit, "records": [json.loads(r) for r in page]}
 
-    @app.delete("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus, responses={404: {"model": Problem}})
+    @app.delete("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus)
     def delete_job(job_id: str, key: Annotated[ApiKey, Depends(authorized("grade"))]) -> Any:
         _own_job(job_id, key)
         cancel_job(engine, job_id)

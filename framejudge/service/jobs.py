@@ -112,7 +112,12 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
             state = "queued"
         return JobStatus(id=job.id, state=state, items=total, done=done, pending=counts.get("pending", 0),
                          running=counts.get("running", 0), cancelled_items=counts.get("cancelled", 0),
-                         judge_errors=errors, judge=job.judge, rubric=job.rubric, created_at=job.created_at)
+                         judge_errors=errors, judge=job.judge, rubric=job.rubric, created_at=aware(job.created_at))
+
+
+def aware(moment: datetime) -> datetime:
+    """SQLite hands back stored UTC times without their zone; every time the API returns has one."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
 def job_owner(engine: Engine, job_id: str) -> str | None:

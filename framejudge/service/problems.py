@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
@@ -28,3 +30,35 @@ class ProblemError(Exception):
 def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
     body = Problem(title=title, status=status, detail=detail).model_dump()
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
+
+
+ERRORS = {
+    "400": "Bad request (a bad path, URL or multipart body; a judge or rubric this server does not offer)",
+    "401": "No API key, or an unknown or revoked one",
+    "403": "The key lacks the scope, or the video lies outside what this server reads",
+    "404": "No such resource (or not this key's)",
+    "413": "Body, upload or fetched video over its limit",
+    "415": "Not a video, or not the expected media type",
+    "422": "The request is well formed but invalid",
+    "429": "Rate limit reached; see Retry-After",
+    "500": "Internal error (details are logged, never returned)",
+}
+
+
+def document_problems(schema: dict[str, Any]) -> dict[str, Any]:
+    """Every /v1 operation answers errors as problem+json: say so in the OpenAPI schema (in place
+    of FastAPI's default 422 body, which this API never sends)."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components.pop("HTTPValidationError", None)
+    components.pop("ValidationError", None)
+    components["Problem"] = Problem.model_json_schema()
+    body = {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    for path, operations in schema.get("paths", {}).items():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            if path.startswith("/v1/"):
+                for code, what in ERRORS.items():
+                    responses[code] = {"description": what, "content": body}
+            elif path == "/readyz":
+                responses["503"] = {"description": "The database or a judge backend is not reachable", "content": body}
+    return schema

@@ -1,0 +1,57 @@
+"""Schemathesis over the served OpenAPI schema: generated requests to every operation must never
+get a 5xx, and every response must match what the schema documents (status codes, media types,
+bodies). Bounded example counts keep this short.
+
+Not applied: schemathesis's positive-data check (cross-field rules such as "fps only with the fps
+strategy" or "exactly one of verdicts and job_id" cannot be written in JSON Schema, so it flags
+their correct 422s), its negative-data check (pydantic accepts false for an integer 0 by design)
+and its Allow-header check (Starlette lists the methods of one route per path)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is a test dependency (pip install -e '.[test]')")
+from hypothesis import HealthCheck, settings  # noqa: E402
+from schemathesis.checks import not_a_server_error  # noqa: E402
+from schemathesis.specs.openapi.checks import (  # noqa: E402
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from framejudge.examples.clips import countdown  # noqa: E402
+from framejudge.examples.synth import cfr_times, write_video  # noqa: E402
+from framejudge.service.app import create_app  # noqa: E402
+from framejudge.service.settings import Settings  # noqa: E402
+from framejudge.service.store import create_key, engine_for  # noqa: E402
+
+
+# The schema is read from the app at collection time (schemathesis's lazy fixture loader does
+# not support this pytest); the app's database and media live in a folder removed afterwards.
+ROOT = Path(tempfile.mkdtemp(prefix="framejudge-fuzz-"))
+SETTINGS = Settings(database_url=f"sqlite:///{ROOT / 'db.sqlite'}", media_root=ROOT / "media",
+                    requests_per_minute=1_000_000, run_worker=False)
+APP = create_app(SETTINGS)
+schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
+
+
+@pytest.fixture(scope="module")
+def served():
+    (ROOT / "media").mkdir(exist_ok=True)
+    write_video(ROOT / "media" / "c.mp4", countdown, cfr_times(2, 30), gop=30)
+    yield create_key(engine_for(SETTINGS.database_url), ["admin"])
+    shutil.rmtree(ROOT, ignore_errors=True)
+
+
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+
+@schema.parametrize()
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_server_errors(case, served):
+    case.call_and_validate(headers={"Authorization": f"Bearer {served}"}, checks=CHECKS)
