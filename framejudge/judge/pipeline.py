@@ -137,6 +137,7 @@ class Grader:
                  media_root: Path | None = None, cache_dir: Path | None = None) -> None:
         self.judge = judge
         self.rubric = rubric
+        self.rubric_hash = rubric.content_hash  # once: hashing the whole rubric per verdict is not free
         self.options = options or GradeOptions()
         self.media_root = media_root
         self._cache = None
@@ -171,10 +172,12 @@ class Grader:
 
     # ---------------------------------------------------------------- judge calls
     def _cache_key(self, item: Item, turn: int, video_hash: str | None, params: SamplerParams | None,
-                   sample: int, blind: bool) -> str:
+                   sample: int, blind: bool) -> str | None:
+        if self._cache is None:
+            return None  # no verdict cache: no key to compute
         payload = {
             "video": video_hash, "sampler": params.model_dump(mode="json") if params else None,
-            "rubric": self.rubric.content_hash, "backend": self.judge.backend, "model": self.judge.model_id,
+            "rubric": self.rubric_hash, "backend": self.judge.backend, "model": self.judge.model_id,
             "turns": [t.model_dump(mode="json") for t in item.turns[: turn + 1]],
             "task": item.task_type.value, "expression": item.expression, "domain": item.domain,
             "sample": sample, "blind": blind,
@@ -289,7 +292,7 @@ class Grader:
     def _provenance(self, started: datetime, prompt_hash: str | None, timestamps: list[float],
                     params: SamplerParams | None, usage: Usage | None, notes: list[str]) -> Provenance:
         return Provenance(
-            rubric_id=self.rubric.id, rubric_version=self.rubric.version, rubric_hash=self.rubric.content_hash,
+            rubric_id=self.rubric.id, rubric_version=self.rubric.version, rubric_hash=self.rubric_hash,
             judge_backend=self.judge.backend, model_id=self.judge.model_id, prompt_hash=prompt_hash,
             frame_timestamps=timestamps, sampler=params, created_at=started, usage=usage, notes=notes,
         )

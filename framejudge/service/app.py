@@ -36,7 +36,7 @@ from .models import (CalibrateRequest, CalibrateResponse, FramePayload, FramesRe
 from .problems import ProblemError, document_problems, problem
 from .settings import Settings
 from .store import ApiKey, check_key, engine_for, load_calibration, ping, save_calibration
-from .uploads import UPLOAD_PREFIX, Form, UploadStore, read_multipart
+from .uploads import UPLOAD_PREFIX, Form, Upload, UploadStore, read_multipart
 
 MAX_BODY = 64 * 1024**2
 MAX_JOB_ITEMS = 100_000
@@ -175,10 +175,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics.latency.labels(route=path).observe(time.perf_counter() - start)
         return response
 
-    @app.get("/metrics", tags=["health"], response_class=PlainTextResponse)
-    def prometheus() -> PlainTextResponse:
-        return PlainTextResponse(metrics.render(engine).decode(), media_type=CONTENT_TYPE_LATEST)
-
     @app.exception_handler(ProblemError)
     async def _problem(_: Request, exc: ProblemError) -> JSONResponse:
         return problem(exc.status, exc.title, exc.detail, exc.headers)
@@ -215,6 +211,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return key
 
         return dependency
+
+    @app.get("/metrics", tags=["health"], response_class=PlainTextResponse)
+    def prometheus(_: Annotated[ApiKey, Depends(authorized("metrics"))]) -> PlainTextResponse:
+        """Prometheus text format; scrape with a key of scope 'metrics' (bearer_token in the scrape config)."""
+        return PlainTextResponse(metrics.render(engine).decode(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
@@ -256,22 +257,38 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         except RubricError as exc:
             raise ProblemError(400, "Unknown rubric", str(exc)) from None
 
-    async def _resolved(items: list[Item], key: ApiKey) -> tuple[list[Item], list[str | None]]:
+    graders: dict[tuple[str, str, str], Grader] = {}  # judges load once, not per request
+
+    def _grader(spec: str, rubric: Rubric, sampler: SamplerParams) -> Grader:
+        key = (spec, f"{rubric.id}@{rubric.version}", sampler.model_dump_json())
+        grader = graders.get(key)
+        if grader is None:
+            try:
+                judge = make_judge(spec)
+            except JudgeSpecError as exc:
+                raise ProblemError(400, "Judge not available", str(exc)) from None
+            if len(graders) >= 32:
+                graders.pop(next(iter(graders)))
+            grader = graders[key] = Grader(judge, rubric, GradeOptions(sampler=sampler))
+        return grader
+
+    async def _resolved(items: list[Item], key: ApiKey,
+                        fetched: list[Upload] | None = None) -> tuple[list[Item], list[str | None]]:
         """Items with their videos as server paths, and the client's references to show in records."""
-        paths = await media.resolve_many([it.video for it in items if it.video], key.id)
+        paths = await media.resolve_many([it.video for it in items if it.video], key.id, fetched)
         resolved = [it.model_copy(update={"video": str(paths[it.video])}) if it.video else it for it in items]
         return resolved, [it.video for it in items]
 
     @app.post("/v1/grade", tags=["grading"], response_model=GradeResponse)
     async def grade(request: GradeRequest, key: Annotated[ApiKey, Depends(authorized("grade"))]) -> GradeResponse:
         rubric = _checked_judge_and_rubric(request.judge, request.rubric)
-        [item], [ref] = await _resolved([request.item], key)
+        fetched: list[Upload] = []  # videos fetched from URLs for this request only
         try:
-            judge = make_judge(request.judge)
-        except JudgeSpecError as exc:
-            raise ProblemError(400, "Judge not available", str(exc)) from None
-        grader = Grader(judge, rubric, GradeOptions(sampler=request.sampler))
-        records = await grader.grade(item)
+            [item], [ref] = await _resolved([request.item], key, fetched)
+            records = await _grader(request.judge, rubric, request.sampler).grade(item)
+        finally:
+            for upload in fetched:
+                store.forget(upload)
         if ref is not None:
             show_video_ref(records, ref)
         metrics.record(records)
@@ -279,13 +296,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post("/v1/frames", tags=["frames"], response_model=FramesResponse)
     async def frames(request: FramesRequest, key: Annotated[ApiKey, Depends(authorized("grade"))]) -> FramesResponse:
-        path = await media.resolve(request.video, key.id)
+        fetched: list[Upload] = []
         try:
+            path = await media.resolve(request.video, key.id, fetched)
             result = await asyncio.to_thread(sample_frames, path, request.sampler)
         except (VideoNotFound, NotARegularFile) as exc:
             raise ProblemError(404, "No such video", exc.message) from None
         except FrameSamplerError as exc:
             raise ProblemError(422, "Unusable video", exc.message) from None
+        finally:
+            for upload in fetched:
+                store.forget(upload)
         sheet = None
         payloads = []
         if request.contact_sheet:
@@ -307,6 +328,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if not form.files:
             raise ProblemError(422, "No video", "the multipart body holds no file part")
         return UploadResponse(videos=[_uploaded(upload, info) for _, upload, info in form.files])
+
+    @app.delete("/v1/videos/{upload_id}", tags=["videos"], status_code=204)
+    def delete_video(upload_id: str, key: Annotated[ApiKey, Depends(authorized("grade"))]) -> None:
+        """Delete an uploaded (or fetched) video. Jobs not yet graded that name it will record a
+        judge error for it."""
+        store.forget(store.find(upload_id if upload_id.startswith(UPLOAD_PREFIX) else UPLOAD_PREFIX + upload_id,
+                                key.id))
 
     def _uploaded(upload: Any, info: Any) -> UploadedVideo:
         ref = UPLOAD_PREFIX + upload.id

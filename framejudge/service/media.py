@@ -21,7 +21,7 @@ import httpx
 
 from .problems import ProblemError
 from .settings import Settings
-from .uploads import UPLOAD_PREFIX, UploadStore
+from .uploads import UPLOAD_PREFIX, Upload, UploadStore
 
 MAX_REDIRECTS = 5
 
@@ -73,8 +73,8 @@ async def checked_address(host: str, port: int, allow_private: bool) -> str:
     return addresses[0]
 
 
-async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: str) -> Path:
-    """Download a video from an allow-listed URL into the upload store; its stored path."""
+async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: str) -> Upload:
+    """Download a video from an allow-listed URL into the upload store."""
     if not settings.url_hosts:
         raise ProblemError(400, "URL inputs disabled", "this server does not fetch video URLs; upload the video")
     current = url
@@ -106,7 +106,7 @@ async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: st
                                            f"{store.max_bytes / 1024**2:.0f} MiB")
                     name = PurePosixPath(target.path).name or target.host
                     upload, _ = await store.save(response.aiter_bytes(), name, key_id)
-                    return store.folder / upload.stored_as
+                    return upload
             except httpx.HTTPError as exc:
                 raise ProblemError(422, "Video URL failed", f"{target.host}: {type(exc).__name__} {exc}"[:300]) from None
     raise ProblemError(422, "Video URL failed", f"more than {MAX_REDIRECTS} redirects")
@@ -119,18 +119,23 @@ class MediaResolver:
         self.settings = settings
         self.store = store
 
-    async def resolve(self, ref: str, key_id: str) -> Path:
+    async def resolve(self, ref: str, key_id: str, fetched: list[Upload] | None = None) -> Path:
+        """The server path of `ref`; videos fetched from URLs are appended to `fetched`."""
         if ref.startswith(UPLOAD_PREFIX):
             return self.store.path_of(ref, key_id)
         if "://" in ref:
-            return await fetch_url(ref, self.settings, self.store, key_id)
+            upload = await fetch_url(ref, self.settings, self.store, key_id)
+            if fetched is not None:
+                fetched.append(upload)
+            return self.store.folder / upload.stored_as
         return inside_media_root(ref, self.settings.media_root)
 
-    async def resolve_many(self, refs: list[str], key_id: str) -> dict[str, Path]:
+    async def resolve_many(self, refs: list[str], key_id: str,
+                           fetched: list[Upload] | None = None) -> dict[str, Path]:
         """Each distinct reference once (a job naming one URL a thousand times fetches it once)."""
         distinct = list(dict.fromkeys(refs))
         urls = [r for r in distinct if "://" in r]
         if len(urls) > self.settings.max_urls_per_request:
             raise ProblemError(422, "Too many URLs",
                                f"{len(urls)} distinct video URLs; at most {self.settings.max_urls_per_request} per request")
-        return {ref: await self.resolve(ref, key_id) for ref in distinct}
+        return {ref: await self.resolve(ref, key_id, fetched) for ref in distinct}

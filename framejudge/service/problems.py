@@ -56,7 +56,7 @@ def document_problems(schema: dict[str, Any]) -> dict[str, Any]:
     for path, operations in schema.get("paths", {}).items():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
-            if path.startswith("/v1/"):
+            if path.startswith("/v1/") or path == "/metrics":
                 for code, what in ERRORS.items():
                     responses[code] = {"description": what, "content": body}
             elif path == "/readyz":

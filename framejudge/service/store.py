@@ -11,7 +11,7 @@ from sqlalchemy import Boolean, DateTime, String, Text, create_engine, event, se
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-SCOPES = ("grade", "calibrate", "admin")
+SCOPES = ("grade", "calibrate", "metrics", "admin")
 
 
 class Base(DeclarativeBase):

@@ -183,14 +183,18 @@ class UploadStore:
                 s.delete(row)
         (self.folder / upload.stored_as).unlink(missing_ok=True)
 
-    def path_of(self, ref: str, key_id: str) -> Path:
-        """The stored file behind 'upload:<id>', for the key that uploaded it (404 for anyone else)."""
+    def find(self, ref: str, key_id: str) -> Upload:
+        """The upload behind 'upload:<id>', for the key that uploaded it (404 for anyone else)."""
         upload_id = ref.removeprefix(UPLOAD_PREFIX)
         with Session(self.engine) as s:
             upload = s.scalar(select(Upload).where(Upload.id == upload_id, Upload.key_id == key_id))
-        if upload is None:
-            raise ProblemError(404, "No such upload", f"no uploaded video {ref!r} for this API key")
-        return self.folder / upload.stored_as
+            if upload is None:
+                raise ProblemError(404, "No such upload", f"no uploaded video {ref!r} for this API key")
+            s.expunge(upload)
+        return upload
+
+    def path_of(self, ref: str, key_id: str) -> Path:
+        return self.folder / self.find(ref, key_id).stored_as
 
 
 @dataclass

@@ -113,13 +113,16 @@ def test_restart_resumes_without_losing_or_repeating(db):
 
 
 def test_metrics(db):
-    settings, key, *_ = db
+    settings, key, _, engine = db
     with TestClient(create_app(settings())) as client:
         job = client.post("/v1/jobs", json=items(4), headers=auth(key)).json()["id"]
         wait_done(client, job, key)
         client.post("/v1/grade", json={"item": items(1)[0]}, headers=auth(key))
         client.get("/v1/rubrics")  # 401
-        text = client.get("/metrics").text
+        assert client.get("/metrics").status_code == 401
+        assert client.get("/metrics", headers=auth(key)).status_code == 403  # a grade key
+        scraper = create_key(engine, ["metrics"])
+        text = client.get("/metrics", headers=auth(scraper)).text
     assert 'framejudge_job_items{state="done"} 4.0' in text
     assert "framejudge_verdicts_total 5.0" in text
     assert 'framejudge_http_requests_total{method="GET",route="/v1/rubrics",status="401"} 1.0' in text
