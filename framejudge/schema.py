@@ -176,7 +176,7 @@ class Item(BaseModel):
     video: str | None = Field(None, max_length=4096, description="path (or URL where allowed)")
     task_type: TaskType = TaskType.single_turn
     turns: list[Turn] = Field(min_length=1, max_length=200)
-    domain: str | None = None
+    domain: str | None = Field(None, max_length=200)
     expression: Literal["none", "meme_or_caption", "other"] = Field(
         "none", description="creative (expression) task: memes/captions keep conciseness, others skip it"
     )
@@ -339,9 +339,9 @@ class HumanLabel(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    item_id: str = Field(min_length=1)
+    item_id: str = Field(min_length=1, max_length=200)
     turn: int = Field(0, ge=0)
-    annotator: str = Field(min_length=1)
+    annotator: str = Field(min_length=1, max_length=200)
     category_a: Category | None = None
     category_b: Category | None = None
     preference: Preference | None = None

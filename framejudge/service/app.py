@@ -27,8 +27,8 @@ from ..judge import GradeOptions, Grader, JudgeSpecError, make_judge
 from ..rubrics import RubricError, all_rubrics, get_rubric
 from ..rubrics.model import Rubric
 from ..schema import Item, JudgeError, SamplerParams, Verdict
-from .jobs import (JobStatus, Worker, cancel_job, create_job, job_owner, job_records, job_status, parse_items_body,
-                   show_video_ref)
+from .jobs import (JobStatus, Worker, cancel_job, create_job, idempotent_job, job_owner, job_records, job_status,
+                   parse_items_body, show_video_ref)
 from .media import MediaResolver
 from .metrics import Metrics
 from .models import (CalibrateRequest, CalibrateResponse, FramePayload, FramesRequest, FramesResponse, GradeRequest,
@@ -392,6 +392,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         multipart/form-data with an `items` part (JSON or JSONL) and video file parts that items
         name by their file name."""
         _checked_judge_and_rubric(judge, rubric)
+        existing = idempotent_job(engine, key.id, idempotency_key)
+        if existing is not None:  # answered before any upload or fetch is repeated
+            return job_status(engine, existing)
         try:
             sampler = SamplerParams(n=n, lookback=lookback)
         except ValueError as exc:

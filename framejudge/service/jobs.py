@@ -59,6 +59,14 @@ class JobRecord(Base):
     record_json: Mapped[str] = mapped_column(Text)
 
 
+def idempotent_job(engine: Engine, key_id: str, idempotency_key: str | None) -> str | None:
+    """The job this key already submitted under this Idempotency-Key, if any."""
+    if not idempotency_key:
+        return None
+    with Session(engine) as s:
+        return s.scalar(select(Job.id).where(Job.key_id == key_id, Job.idempotency_key == idempotency_key))
+
+
 def create_job(engine: Engine, key_id: str, items: list[Item], judge: str, rubric: str, sampler: SamplerParams,
                idempotency_key: str | None, video_refs: list[str | None] | None = None) -> tuple[str, bool]:
     """(job id, created). A repeated Idempotency-Key from the same API key returns the same job.

@@ -145,7 +145,7 @@ def wait_done(client, job_id, key, timeout=60):
 
 
 def test_multipart_job_with_uploaded_videos_then_calibrate_from_the_job(tmp_path, clip):
-    app, _, key, other = make(tmp_path)
+    app, settings, key, other = make(tmp_path)
     second = tmp_path / "second.mkv"
     write_video(second, countdown, cfr_times(1, 25), gop=25)
     items = [{"id": "j1", "video": "clip.mp4", "turns": [TURN]},
@@ -157,6 +157,14 @@ def test_multipart_job_with_uploaded_videos_then_calibrate_from_the_job(tmp_path
             ("video", ("clip.mp4", clip.read_bytes(), "video/mp4")),
             ("video", ("second.mkv", second.read_bytes(), "video/x-matroska"))])
         assert r.status_code == 202, r.text
+        one = json.dumps(items[0])
+        again = client.post("/v1/jobs", data={"items": one}, headers={**auth(key), "Idempotency-Key": "k1"}, files=[
+            ("video", ("clip.mp4", clip.read_bytes(), "video/mp4"))])
+        stored = len(leftovers(settings))
+        repeat = client.post("/v1/jobs", data={"items": one}, headers={**auth(key), "Idempotency-Key": "k1"}, files=[
+            ("video", ("clip.mp4", clip.read_bytes(), "video/mp4"))])
+        assert repeat.json()["id"] == again.json()["id"] and len(leftovers(settings)) == stored  # nothing re-stored
+        client.delete(f"/v1/jobs/{again.json()['id']}", headers=auth(key))
         status = wait_done(client, r.json()["id"], key)
         assert status["done"] == 3 and status["judge_errors"] == 0
         records = client.get(f"/v1/jobs/{status['id']}/verdicts", headers=auth(key)).json()["records"]
