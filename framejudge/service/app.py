@@ -44,7 +44,7 @@ ITEMS_SCHEMA = {"type": "array", "minItems": 1, "maxItems": MAX_JOB_ITEMS, "item
 JOBS_BODY = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": {"oneOf": [ITEMS_SCHEMA, {"type": "object", "required": ["items"],
                                                               "properties": {"items": ITEMS_SCHEMA}}]}},
-    "application/x-ndjson": {"schema": {"type": "string", "description": "one item per line"}},
+    "application/x-ndjson": {"schema": {**ITEMS_SCHEMA, "description": "JSONL: one item per line"}},
     "multipart/form-data": {"schema": {"type": "object", "required": ["items"], "properties": {
         "items": {"type": "string", "description": "the items, as JSON or JSONL; a video named by an uploaded "
                                                    "file's name is that file"},

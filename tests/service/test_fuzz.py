@@ -9,6 +9,7 @@ and its Allow-header check (Starlette lists the methods of one route per path)."
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -46,6 +47,13 @@ def served():
     write_video(ROOT / "media" / "c.mp4", countdown, cfr_times(2, 30), gop=30)
     yield create_key(engine_for(SETTINGS.database_url), ["admin"])
     shutil.rmtree(ROOT, ignore_errors=True)
+
+
+@schemathesis.serializer("application/x-ndjson")
+def _jsonl(_ctx: object, value: object) -> bytes:
+    """JSONL bodies: the generated list of items, one per line."""
+    rows = value if isinstance(value, list) else [value]
+    return "\n".join(json.dumps(row) for row in rows).encode()
 
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
