@@ -290,7 +290,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             for upload in fetched:
                 store.forget(upload)
         if ref is not None:
-            show_video_ref(records, ref)
+            show_video_ref(records, ref, item.video)
         metrics.record(records)
         return GradeResponse(records=records)
 

@@ -218,7 +218,7 @@ class Worker:
                     graders = {job.id: grader}
                 records = loop.run_until_complete(grader.grade(item))
                 if row.video_ref is not None:
-                    show_video_ref(records, row.video_ref)
+                    show_video_ref(records, row.video_ref, item.video)
                 _finish(self.engine, job.id, row.position, records)
                 if self.on_records is not None:
                     self.on_records(records)
@@ -226,12 +226,16 @@ class Worker:
             loop.close()
 
 
-def show_video_ref(records: list, ref: str) -> None:
-    """Records name the video as the client did (an upload id or URL), not by its server path."""
+def show_video_ref(records: list, ref: str, server_path: str | None) -> None:
+    """Records name the video as the client did (an upload id or URL), never by its server path,
+    in provenance and in judge error messages alike."""
     for record in records:
         provenance = getattr(record, "provenance", None)
         if provenance is not None and provenance.video is not None:
             provenance.video = ref
+        message = getattr(record, "message", None)
+        if server_path and isinstance(message, str) and server_path in message:
+            record.message = message.replace(server_path, ref)
 
 
 def parse_items_body(raw: bytes, content_type: str) -> list[dict]:

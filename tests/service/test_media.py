@@ -14,7 +14,9 @@ from fastapi.testclient import TestClient
 
 from framejudge.examples.clips import countdown
 from framejudge.examples.synth import cfr_times, write_video
+from framejudge.schema import JudgeError
 from framejudge.service.app import create_app
+from framejudge.service.jobs import show_video_ref
 from framejudge.service.media import public_address
 from framejudge.service.settings import Settings
 from framejudge.service.store import create_key, engine_for
@@ -46,7 +48,7 @@ def leftovers(settings) -> list[str]:
 
 
 def test_upload_then_grade_and_preview_by_id(tmp_path, clip):
-    app, settings, key, other = make(tmp_path)
+    app, settings, key, other = make(tmp_path, run_worker=False)
     with TestClient(app) as client:
         r = client.post("/v1/videos", files={"file": ("../../etc/My clip?.mp4", clip.read_bytes(), "video/mp4")},
                         headers=auth(key))
@@ -74,10 +76,24 @@ def test_upload_then_grade_and_preview_by_id(tmp_path, clip):
         r = client.post("/v1/grade", json={"item": item}, headers=auth(other))
         assert r.status_code == 404 and r.json()["title"] == "No such upload"
         assert client.delete(f"/v1/videos/{video['id']}", headers=auth(other)).status_code == 404
+        # a job naming it, graded after the upload is deleted (the reference judge reads no frames)
+        r = client.post("/v1/jobs", json=[item], headers=auth(key))
+        job = r.json()["id"]
         assert client.delete(f"/v1/videos/{video['id']}", headers=auth(key)).status_code == 204
         assert leftovers(settings) == []
         r = client.post("/v1/grade", json={"item": item}, headers=auth(key))
         assert r.status_code == 404
+    with TestClient(create_app(settings.model_copy(update={"run_worker": True}))) as client:  # now the worker runs
+        wait_done(client, job, key)
+        [verdict] = client.get(f"/v1/jobs/{job}/verdicts", headers=auth(key)).json()["records"]
+        assert verdict["provenance"]["video"] == video["id"]
+
+
+def test_records_never_show_server_paths():
+    server = "/var/lib/framejudge/uploads/ab12.video"
+    error = JudgeError(item_id="a", kind="bad_input", message=f"{server}: file not found")
+    show_video_ref([error], "upload:ab12", server)
+    assert error.message == "upload:ab12: file not found"
 
 
 def test_upload_over_the_size_limit_is_413_and_leaves_nothing(tmp_path, clip):
