@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -21,12 +20,9 @@ from framejudge.service.media import public_address
 from framejudge.service.settings import Settings
 from framejudge.service.store import create_key, engine_for
 from framejudge.service.uploads import sniff_container
+from tests.service.test_jobs import auth, wait_done
 
 TURN = {"question": "What number?", "golden": "10", "response_a": "It shows 10.", "response_b": "I cannot answer that."}
-
-
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
 
 
 @pytest.fixture()
@@ -148,16 +144,6 @@ def test_json_bodies_over_the_limit_are_413_before_parsing(tmp_path):
         big = b'{"item": {"id": "x", "turns": [{"question": "' + b"a" * (65 * 1024**2) + b'"}]}}'
         r = client.post("/v1/grade", content=big, headers={**auth(key), "Content-Type": "application/json"})
         assert r.status_code == 413 and r.json()["title"] == "Body too large"
-
-
-def wait_done(client, job_id, key, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        status = client.get(f"/v1/jobs/{job_id}", headers=auth(key)).json()
-        if status["state"] in ("done", "cancelled"):
-            return status
-        time.sleep(0.1)
-    raise AssertionError(f"job {job_id} not done: {status}")
 
 
 def test_multipart_job_with_uploaded_videos_then_calibrate_from_the_job(tmp_path, clip):
