@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -169,6 +170,10 @@ def grade(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")] = False,
     yes: Annotated[bool, typer.Option("--yes", help="do not ask before spending tokens")] = False,
     summary_json: Annotated[Optional[Path], typer.Option(help="also write the summary as JSON here")] = None,
+    decode_timeout: Annotated[Optional[float], typer.Option(
+        help="decode videos in killable worker processes, each video limited to this many seconds "
+             "(and each process to --decode-memory-mb): for videos from sources you do not trust")] = None,
+    decode_memory_mb: Annotated[int, typer.Option(help="memory cap per decoding process, with --decode-timeout")] = 4096,
 ) -> None:
     """Grade ITEMS and append verdicts to --out as they finish, then print a summary."""
     import asyncio
@@ -200,7 +205,16 @@ def grade(
             fail("this judge spends tokens: pass --yes to run without a prompt")
         if not typer.confirm("Go ahead?"):
             raise typer.Exit(1)
-    grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent)
+    isolated = None
+    if decode_timeout is not None:
+        from .frame_sampler import IsolatedSampler
+
+        if decode_timeout <= 0:
+            fail("--decode-timeout must be more than 0 seconds")
+        isolated = IsolatedSampler(workers=max(1, min(concurrency, os.cpu_count() or 1)), timeout_s=decode_timeout,
+                                   max_memory_mb=decode_memory_mb)
+    grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent,
+                    **({"sampler": isolated.sample} if isolated else {}))
     progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False)
     pending = [it for it in the_items]
@@ -212,7 +226,11 @@ def grade(
             speed = progress.tasks[0].speed
             progress.update(task, rate=f"{speed:.1f} turns/s" if speed else "")
 
-        summary = asyncio.run(run_batch(grader, pending, out_path, concurrency=concurrency, on_done=done))
+        try:
+            summary = asyncio.run(run_batch(grader, pending, out_path, concurrency=concurrency, on_done=done))
+        finally:
+            if isolated is not None:
+                isolated.close()
     if summary_json is not None:
         summary_json.write_text(summary.model_dump_json(indent=1))
     out.print_json(summary.model_dump_json())

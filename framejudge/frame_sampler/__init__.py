@@ -6,6 +6,8 @@ from .encode import contact_sheet, format_timestamp, to_data_url, to_jpeg
 from .errors import (
     BadDimensions,
     DecodeFailed,
+    DecoderDied,
+    DecodeTimedOut,
     EmptyFile,
     FileTooLarge,
     FrameSamplerError,
@@ -19,12 +21,13 @@ from .errors import (
     VideoNotFound,
     WindowOutOfRange,
 )
+from .isolate import IsolatedSampler
 from .probe import Limits
 from .sampler import SampledFrame, SampleResult, SamplingWarning, make_params, sample_frames
 
 __all__ = [
-    "BadDimensions", "DecodeFailed", "EmptyFile", "FileTooLarge", "FrameCache", "FrameInfo",
-    "FrameSamplerError", "InvalidRequest", "Limits", "NoFrames", "NoVideoStream",
+    "BadDimensions", "DecodeFailed", "DecodeTimedOut", "DecoderDied", "EmptyFile", "FileTooLarge", "FrameCache", "FrameInfo",
+    "FrameSamplerError", "InvalidRequest", "IsolatedSampler", "Limits", "NoFrames", "NoVideoStream",
     "NotARegularFile", "NotAVideo", "SampleResult", "SampledFrame", "SamplerParams",
     "SamplingWarning", "StreamNotFound", "Strategy", "UnsupportedCodec", "VideoInfo",
     "VideoNotFound", "WindowOutOfRange", "contact_sheet", "format_timestamp", "make_params",

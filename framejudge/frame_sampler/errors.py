@@ -16,6 +16,9 @@ class FrameSamplerError(Exception):
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
 
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.message, self.path))  # crosses process boundaries whole
+
 
 class InvalidRequest(FrameSamplerError):
     """The sampling parameters themselves are wrong (budget <= 0, absurd size, bad window)."""
@@ -85,3 +88,15 @@ class WindowOutOfRange(FrameSamplerError):
     """The requested window (or question time) lies outside the clip."""
 
     code = "window_out_of_range"
+
+
+class DecodeTimedOut(FrameSamplerError):
+    """Sampling ran past the isolated sampler's time limit; its worker process was stopped."""
+
+    code = "decode_timed_out"
+
+
+class DecoderDied(FrameSamplerError):
+    """The isolated sampler's worker process died or ran out of memory while decoding."""
+
+    code = "decoder_died"

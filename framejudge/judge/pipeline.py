@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 import diskcache
 
-from ..frame_sampler import FrameSamplerError, sample_frames, to_data_url
+from ..frame_sampler import FrameSamplerError, SampleResult, sample_frames, to_data_url
 from ..frame_sampler.cache import default_cache_dir
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame
@@ -50,6 +51,9 @@ class GradeOptions:
 
     def swap_for(self, judge: Judge) -> bool:
         return (not judge.deterministic) if self.swap is None else self.swap
+
+
+SampleFn = Callable[[Path, SamplerParams], SampleResult]
 
 
 def _swapped(item: Item) -> Item:
@@ -134,8 +138,12 @@ class Grader:
     """Grades items with one judge and one rubric. Shared by the CLI, batches and the API."""
 
     def __init__(self, judge: Judge, rubric: Rubric, options: GradeOptions | None = None,
-                 media_root: Path | None = None, cache_dir: Path | None = None) -> None:
+                 media_root: Path | None = None, cache_dir: Path | None = None,
+                 sampler: SampleFn = sample_frames) -> None:
+        """`sampler` turns (video path, params) into frames: `sample_frames` in this process, or an
+        `IsolatedSampler`'s `sample` to decode in killable worker processes."""
         self.judge = judge
+        self.sampler = sampler
         self.rubric = rubric
         self.rubric_hash = rubric.content_hash  # once: hashing the whole rubric per verdict is not free
         self.options = options or GradeOptions()
@@ -167,7 +175,7 @@ class Grader:
         if path is None or not self.judge.needs_frames:
             return _Frames([], False, 0), None, None
         params = self._params(item, turn)
-        result = sample_frames(path, params)
+        result = self.sampler(path, params)
         return _Frames(result.frames, self.judge.sees_images, self.options.jpeg_quality), result.video.sha256, params
 
     # ---------------------------------------------------------------- judge calls

@@ -22,7 +22,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..calibration.audit import AuditResult, audit
 from ..calibration.inputs import human_rows, judge_rows, swap_consistency, video_qa_fields
 from ..files import first_problem
-from ..frame_sampler import FrameSamplerError, NotARegularFile, VideoNotFound, contact_sheet, sample_frames, to_data_url
+from ..frame_sampler import (FrameSamplerError, IsolatedSampler, NotARegularFile, VideoNotFound, contact_sheet,
+                             to_data_url)
 from ..judge import GradeOptions, Grader, JudgeSpecError, make_judge
 from ..rubrics import RubricError, all_rubrics, get_rubric
 from ..rubrics.model import Rubric
@@ -134,9 +135,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     engine = engine_for(settings.database_url)
     limiter = RateLimiter(settings.requests_per_minute)
     metrics = Metrics()
-    worker = Worker(engine, metrics.record) if settings.run_worker else None
+    # every decode of a client's video runs in killable, memory-capped processes
+    decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,
+                              max_memory_mb=settings.decode_memory_mb)
+    worker = Worker(engine, metrics.record, decoder.sample) if settings.run_worker else None
     assert settings.upload_dir is not None  # set by the settings validator
-    store = UploadStore(settings.upload_dir, engine, settings.max_upload_bytes)
+    store = UploadStore(settings.upload_dir, engine, settings.max_upload_bytes, decoder)
     media = MediaResolver(settings, store)
     upload_limit = settings.max_files_per_request * settings.max_upload_bytes + MAX_BODY
 
@@ -147,6 +151,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         if worker is not None:
             worker.close()
+        decoder.close()
 
     app = FastAPI(title="framejudge", version="0.1.0", lifespan=lifespan,
                   description="LLM-as-judge grading for video question answering.")
@@ -269,7 +274,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 raise ProblemError(400, "Judge not available", str(exc)) from None
             if len(graders) >= 32:
                 graders.pop(next(iter(graders)))
-            grader = graders[key] = Grader(judge, rubric, GradeOptions(sampler=sampler))
+            grader = graders[key] = Grader(judge, rubric, GradeOptions(sampler=sampler), sampler=decoder.sample)
         return grader
 
     async def _resolved(items: list[Item], key: ApiKey,
@@ -299,7 +304,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         fetched: list[Upload] = []
         try:
             path = await media.resolve(request.video, key.id, fetched)
-            result = await asyncio.to_thread(sample_frames, path, request.sampler)
+            result = await asyncio.to_thread(decoder.sample, path, request.sampler)
         except (VideoNotFound, NotARegularFile) as exc:
             raise ProblemError(404, "No such video", exc.message) from None
         except FrameSamplerError as exc:

@@ -19,6 +19,7 @@ from sqlalchemy import DateTime, Integer, String, Text, UniqueConstraint, func, 
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from ..frame_sampler import sample_frames
 from ..judge import GradeOptions, Grader, make_judge
 from ..rubrics import get_rubric
 from ..schema import Item, SamplerParams
@@ -185,8 +186,9 @@ def _finish(engine: Engine, job_id: str, position: int, records: list) -> None:
 class Worker:
     """Takes items from the database one at a time in a background thread."""
 
-    def __init__(self, engine: Engine, on_records=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, engine: Engine, on_records=None, sampler=sample_frames) -> None:  # type: ignore[no-untyped-def]
         self.engine = engine
+        self.sampler = sampler
         self.on_records = on_records
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="framejudge-worker", daemon=True)
@@ -214,7 +216,8 @@ class Worker:
                 grader = graders.get(job.id)
                 if grader is None:
                     grader = Grader(make_judge(job.judge), get_rubric(job.rubric),
-                                    GradeOptions(sampler=SamplerParams.model_validate_json(job.sampler_json)))
+                                    GradeOptions(sampler=SamplerParams.model_validate_json(job.sampler_json)),
+                                    sampler=self.sampler)
                     graders = {job.id: grader}
                 records = loop.run_until_complete(grader.grade(item))
                 if row.video_ref is not None:

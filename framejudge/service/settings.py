@@ -38,6 +38,9 @@ class Settings(BaseModel):
     url_allow_private: bool = Field(False, description="allow allow-listed hosts on private addresses "
                                                        "(an internal media server); off by default")
     url_timeout_s: float = Field(30.0, gt=0)
+    decode_workers: int = Field(2, ge=1, description="processes that decode videos (killable, memory-capped)")
+    decode_timeout_s: float = Field(120.0, gt=0, description="per video sampling, in a decoding process")
+    decode_memory_mb: int = Field(4096, ge=256, description="resident-memory cap per decoding process")
     max_urls_per_request: int = Field(100, ge=1)
 
     @model_validator(mode="after")
@@ -67,6 +70,12 @@ class Settings(BaseModel):
             data["max_upload_bytes"] = int(float(env["FRAMEJUDGE_MAX_UPLOAD_MB"]) * 1024**2)
         if env.get("FRAMEJUDGE_URL_HOSTS"):
             data["url_hosts"] = _csv(env["FRAMEJUDGE_URL_HOSTS"])
+        for var, name in (("FRAMEJUDGE_DECODE_WORKERS", "decode_workers"),
+                          ("FRAMEJUDGE_DECODE_MEMORY_MB", "decode_memory_mb")):
+            if env.get(var):
+                data[name] = int(env[var])
+        if env.get("FRAMEJUDGE_DECODE_TIMEOUT"):
+            data["decode_timeout_s"] = float(env["FRAMEJUDGE_DECODE_TIMEOUT"])
         if env.get("FRAMEJUDGE_URL_ALLOW_PRIVATE"):
             data["url_allow_private"] = env["FRAMEJUDGE_URL_ALLOW_PRIVATE"].lower() in ("1", "true", "yes")
         if env.get("FRAMEJUDGE_RATE_LIMIT"):

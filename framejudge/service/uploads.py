@@ -26,7 +26,7 @@ from sqlalchemy import BigInteger, DateTime, String, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from ..frame_sampler import FrameSamplerError, NotAVideo, NoVideoStream, SamplerParams, VideoInfo, sample_frames
+from ..frame_sampler import FrameSamplerError, IsolatedSampler, NotAVideo, NoVideoStream, SamplerParams, VideoInfo
 from .problems import ProblemError
 from .store import Base
 
@@ -68,11 +68,6 @@ class Upload(Base):
     sha256: Mapped[str] = mapped_column(String(64))
     container: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-
-
-def probe_video(path: Path) -> VideoInfo:
-    """The sampler's own checks and a one-frame decode: what a grade of this file will meet."""
-    return sample_frames(path, SamplerParams(n=1), cache=None).video
 
 
 def display_name(name: str | None) -> str:
@@ -132,8 +127,9 @@ class _Incoming:
 class UploadStore:
     """The server-managed folder of uploaded (and fetched) videos, and their records."""
 
-    def __init__(self, folder: Path, engine: Engine, max_bytes: int) -> None:
+    def __init__(self, folder: Path, engine: Engine, max_bytes: int, sampler: IsolatedSampler) -> None:
         self.folder = folder
+        self.sampler = sampler
         self.engine = engine
         self.max_bytes = max_bytes
         folder.mkdir(parents=True, exist_ok=True)
@@ -151,7 +147,9 @@ class UploadStore:
         final = self.folder / f"{incoming.token}.video"
         os.replace(incoming.part, final)
         try:
-            info = await asyncio.to_thread(probe_video, final)
+            # the sampler's own checks and a one-frame decode, in a killable process: what a
+            # grade of this file will meet
+            info = (await asyncio.to_thread(self.sampler.sample, final, SamplerParams(n=1), cache=False)).video
         except (NotAVideo, NoVideoStream) as exc:
             final.unlink(missing_ok=True)
             raise ProblemError(415, "Not a video", f"{incoming.filename}: {exc.message}") from None

@@ -145,6 +145,18 @@ def test_frames_preview(env):
     assert r.status_code == 422 and "budget" in r.json()["detail"]
 
 
+def test_decoding_runs_in_a_killable_process_with_a_time_limit(tmp_path):
+    media = tmp_path / "media"
+    media.mkdir()
+    write_video(media / "hd.mp4", countdown, cfr_times(4, 30), size=(1920, 1080), gop=60)
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", media_root=media, decode_timeout_s=0.01)
+    key = create_key(engine_for(settings.database_url), ["grade"])
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/v1/frames", json={"video": "hd.mp4", "sampler": {"n": 16}}, headers=auth(key))
+        assert r.status_code == 422 and "longer than 0.01 s" in r.json()["detail"], r.text
+        assert client.get("/healthz").status_code == 200  # the server itself is untouched
+
+
 def test_calibrate_and_report(env):
     client, keys, *_ = env
     graded = client.post("/v1/grade", json={"item": ITEM}, headers=auth(keys["grade"])).json()["records"]

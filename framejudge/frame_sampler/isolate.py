@@ -1,0 +1,169 @@
+"""Sampling in worker processes that can be killed: a wall-clock limit per video and a memory
+cap per worker.
+
+FFmpeg runs C code on untrusted bytes. The header checks reject what can be recognised up front
+(FIFOs, pixel bombs, absurd aspect ratios), but a file that passes them can still make a decoder
+spin or allocate without bound, and in the calling process nothing can interrupt it. In a worker
+both are survivable: past the time limit the worker is killed; past the memory cap (resident
+memory, watched every 20 ms, with an address-space limit behind it for allocations faster than
+that) it exits; the caller gets a specific FrameSamplerError, and a fresh worker takes the next
+video. Workers are started when first needed (spawned, not forked: the caller may hold threads
+and locks) and reused, so an isolated call costs one round trip of pickled frames.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import resource
+import sys
+import threading
+import time
+import warnings
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+import pebble
+
+from ..schema import SamplerParams
+from .cache import FrameCache, default_cache_dir
+from .errors import DecodeTimedOut, DecoderDied, FrameSamplerError
+from .probe import Limits
+from .sampler import SampleResult, SamplingWarning, make_params, sample_frames
+
+_CACHES: dict[str, FrameCache] = {}
+RECYCLE_EXIT = 75  # a worker whose allocations failed exits with this before its next task
+OVER_MEMORY_EXIT = 76  # a worker past its resident-memory cap exits with this at once
+_MEMORY_TROUBLE = ("Cannot allocate memory", "Resource temporarily unavailable", "out of memory")
+_spent = False  # in a worker: an allocation failed here, so its heap is not to be trusted
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # no /proc: the peak, which is at least the current
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024
+
+
+def _watch(limit: int) -> None:
+    while True:
+        if _resident_bytes() > limit:
+            os._exit(OVER_MEMORY_EXIT)
+        time.sleep(0.02)
+
+
+def _cap_memory(max_bytes: int | None) -> None:
+    """Worker initializer: a watchdog on resident memory, and an address-space limit (generous:
+    decoders reserve far more than they touch) so that even a faster runaway fails here."""
+    if max_bytes:
+        backstop = max(4 * max_bytes, max_bytes + 2 * 1024**3)
+        resource.setrlimit(resource.RLIMIT_AS, (backstop, backstop))
+        threading.Thread(target=_watch, args=(max_bytes,), name="memory-watch", daemon=True).start()
+
+
+def _sample_in_worker(path: str, params: SamplerParams, cache_dir: str | None, limits: Limits) -> SampleResult:
+    global _spent
+    if _spent:  # the caller sees the exit code and hands this task to a fresh worker
+        os._exit(RECYCLE_EXIT)
+    cache = None
+    if cache_dir is not None:
+        cache = _CACHES.get(cache_dir) or _CACHES.setdefault(cache_dir, FrameCache(cache_dir))
+    try:
+        return sample_frames(path, params, cache=cache, limits=limits)
+    except MemoryError:
+        _spent = True
+        raise
+    except FrameSamplerError as exc:
+        _spent = any(sign in exc.message for sign in _MEMORY_TROUBLE)
+        raise
+
+
+class _Recycled(Exception):
+    """The worker had run out of memory on an earlier video and exited instead of taking this one."""
+
+
+class IsolatedSampler:
+    """`sample_frames` with the decoding in killable worker processes.
+
+    `timeout_s` bounds each video's sampling (wall clock, in the worker); `max_memory_mb` caps
+    each worker's resident memory (None: no cap); `cache_dir` is the frame cache the workers share
+    (None: no cache; the default: the user cache folder or FRAMEJUDGE_CACHE_DIR).
+    """
+
+    def __init__(self, workers: int = 1, timeout_s: float = 120.0, max_memory_mb: int | None = 4096,
+                 cache_dir: str | os.PathLike[str] | None | Any = "default") -> None:
+        if workers < 1 or timeout_s <= 0:
+            raise ValueError("workers must be >= 1 and timeout_s > 0")
+        self.timeout_s = timeout_s
+        self.max_memory_mb = max_memory_mb
+        if cache_dir == "default":
+            cache_dir = default_cache_dir()
+        self.cache_dir = None if cache_dir is None else str(cache_dir)
+        self.workers = workers
+        self._pool: pebble.ProcessPool | None = None
+        self._lock = threading.Lock()
+
+    def _active_pool(self) -> pebble.ProcessPool:
+        """The worker pool, started on first use (and again after close)."""
+        with self._lock:
+            if self._pool is None or not self._pool.active:
+                cap = self.max_memory_mb * 1024**2 if self.max_memory_mb else None
+                self._pool = pebble.ProcessPool(max_workers=self.workers, initializer=_cap_memory, initargs=(cap,),
+                                                context=multiprocessing.get_context("spawn"))
+            return self._pool
+
+    def sample(self, path: str | os.PathLike[str], params: SamplerParams | None = None, *,
+               limits: Limits = Limits(), cache: bool = True, **overrides: Any) -> SampleResult:
+        """Like `sample_frames` (`cache=False` skips the frame cache); also raises DecodeTimedOut
+        and DecoderDied."""
+        chosen = make_params(params, **overrides)
+        cache_dir = self.cache_dir if cache else None
+        for attempt in range(2):
+            future = self._active_pool().schedule(_sample_in_worker, args=(str(path), chosen, cache_dir, limits),
+                                         timeout=self.timeout_s)
+            try:
+                result = self._result(future, path)
+            except _Recycled:
+                if attempt:
+                    raise DecoderDied("two decoding processes in a row were out of memory", str(path)) from None
+                continue
+            for w in result.warnings:  # as sample_frames would have warned in this process
+                warnings.warn(f"{path}: {w}", SamplingWarning, stacklevel=2)
+            return result
+        raise AssertionError("unreachable")
+
+    def _result(self, future: Any, path: str | os.PathLike[str]) -> SampleResult:
+        try:
+            return future.result()
+        except FutureTimeout:
+            raise DecodeTimedOut(f"sampling took longer than {self.timeout_s:g} s; the decoding process was "
+                                 "stopped", str(path)) from None
+        except pebble.ProcessExpired as exc:
+            if exc.exitcode == RECYCLE_EXIT:
+                raise _Recycled from None
+            if exc.exitcode == OVER_MEMORY_EXIT:
+                raise DecoderDied(f"decoding went over the memory cap of {self.max_memory_mb} MB; the decoding "
+                                  "process was stopped", str(path)) from None
+            raise DecoderDied(f"the decoding process died (exit code {exc.exitcode}){self._cap_note()}",
+                              str(path)) from None
+        except MemoryError:
+            raise DecoderDied(f"decoding ran out of memory{self._cap_note()}", str(path)) from None
+
+    def _cap_note(self) -> str:
+        return f"; each decoding process is capped at {self.max_memory_mb} MB" if self.max_memory_mb else ""
+
+    def close(self) -> None:
+        """Stop the workers (a later call starts new ones)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.stop()
+            pool.join()
+
+    def __enter__(self) -> IsolatedSampler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
