@@ -171,3 +171,25 @@ def test_item_metadata_passes_through():
                 metadata={"model": "assistant-v7", "slice": {"domain": "birds"}})
     [v] = run(Grader(ReferenceJudge(), RUBRIC), item)
     assert v.metadata == {"model": "assistant-v7", "slice": {"domain": "birds"}}
+
+
+def test_frames_through_killable_decoding_processes(clip, tmp_path):
+    """The same verdict with the decoding in an IsolatedSampler; a decode past its time limit is a
+    bad_input JudgeError for that turn, not a stuck grader."""
+    from framejudge.frame_sampler import IsolatedSampler
+
+    reply = {"response_a": g("Successful"), "response_b": g("Missing"), "preference": "A",
+             "deciding_criterion": "category"}
+    opts = GradeOptions(sampler=SamplerParams(n=4), swap=False, cache=False)
+    [here] = run(Grader(ScriptedJudge(lambda r: reply), RUBRIC, opts), pair_item(clip))
+    judge = ScriptedJudge(lambda r: reply)
+    with IsolatedSampler(workers=1, timeout_s=60, cache_dir=None) as isolated:
+        [there] = run(Grader(judge, RUBRIC, opts, sampler=isolated.sample), pair_item(clip))
+        assert there.provenance.frame_timestamps == here.provenance.frame_timestamps
+        assert len(judge.seen[0].frames) == 4
+        hd = write_video(tmp_path / "hd.mp4", countdown, cfr_times(4, 30), size=(1920, 1080), gop=60)
+        isolated.timeout_s = 0.01
+        [error] = run(Grader(judge, RUBRIC, GradeOptions(sampler=SamplerParams(n=16), swap=False, cache=False),
+                             sampler=isolated.sample), pair_item(hd))
+    assert isinstance(error, JudgeError) and error.kind is JudgeErrorKind.bad_input
+    assert "longer than 0.01 s" in error.message
