@@ -3,10 +3,9 @@
 
 import asyncio
 import json
+import logging
 import os
-import threading
 import time
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -34,11 +33,13 @@ from .media import MediaResolver
 from .metrics import Metrics
 from .models import (CalibrateRequest, CalibrateResponse, FramePayload, FramesRequest, FramesResponse, GradeRequest,
                      GradeResponse, RubricSummary, UploadedVideo, UploadResponse)
+from .limits import BodyLimit, RateLimiter, capped_stream
 from .problems import ProblemError, document_problems, problem
 from .settings import Settings
 from .store import ApiKey, check_key, engine_for, load_calibration, ping, save_calibration
 from .uploads import UPLOAD_PREFIX, Form, Upload, UploadStore, read_multipart
 
+log = logging.getLogger("framejudge.service")
 MAX_BODY = 64 * 1024**2
 MAX_JOB_ITEMS = 100_000
 ITEMS_SCHEMA = {"type": "array", "minItems": 1, "maxItems": MAX_JOB_ITEMS, "items": {"$ref": "#/components/schemas/Item"}}
@@ -52,82 +53,6 @@ JOBS_BODY = {"requestBody": {"required": True, "content": {
         "video": {"type": "array", "items": {"type": "string", "format": "binary"}}}}},
 }}}
 RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(Verdict | JudgeError)
-
-
-class RateLimiter:
-    """A token bucket per API key: `per_minute` requests, refilled continuously."""
-
-    def __init__(self, per_minute: int) -> None:
-        self.rate = per_minute / 60.0
-        self.capacity = float(per_minute)
-        self.buckets: dict[str, tuple[float, float]] = {}
-        self.lock = threading.Lock()
-
-    def take(self, key: str) -> float | None:
-        """None if allowed, else seconds until a request would be."""
-        now = time.monotonic()
-        with self.lock:
-            tokens, last = self.buckets.get(key, (self.capacity, now))
-            tokens = min(self.capacity, tokens + (now - last) * self.rate)
-            if tokens >= 1:
-                self.buckets[key] = (tokens - 1, now)
-                return None
-            self.buckets[key] = (tokens, now)
-            return (1 - tokens) / self.rate
-
-
-class BodyLimit:
-    """413 for request bodies over `limit` bytes, before the app reads them. Paths in `own_limits`
-    stream their bodies and enforce their own limits (uploads, job submissions)."""
-
-    def __init__(self, app: Any, limit: int, own_limits: tuple[str, ...]) -> None:
-        self.app, self.limit, self.own_limits = app, limit, own_limits
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] in self.own_limits:
-            return await self.app(scope, receive, send)
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None:
-            if not declared.isdigit() or int(declared) > self.limit:
-                return await self._too_large(scope, receive, send)
-            return await self.app(scope, receive, send)
-        chunks, total, more = [], 0, True  # chunked: buffer up to the limit, then replay
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunks.append(message.get("body", b""))
-            total += len(chunks[-1])
-            if total > self.limit:
-                return await self._too_large(scope, receive, send)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-
-        async def replay() -> dict:
-            nonlocal body
-            if body is None:
-                return await receive()
-            message, body = {"type": "http.request", "body": body, "more_body": False}, None
-            return message
-
-        return await self.app(scope, replay, send)
-
-    async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
-        response = problem(413, "Body too large", f"request bodies are limited to {self.limit // 1024**2} MiB")
-        await response(scope, receive, send)
-
-
-async def capped_stream(request: Request, limit: int) -> AsyncIterator[bytes]:
-    """The request body as it arrives, with 413 once it passes `limit` bytes."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise ProblemError(413, "Body too large", f"this request is limited to {limit / 1024**2:.0f} MiB")
-    total = 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise ProblemError(413, "Body too large", f"this request is limited to {limit / 1024**2:.0f} MiB")
-        yield chunk
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -196,7 +121,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return problem(422, "Invalid request", f"{where}: {str(first.get('msg', '')).removeprefix('Value error, ')}")
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         return problem(500, "Internal error", f"the server could not complete the request ({type(exc).__name__})")
 
     def authorized(scope: str):  # type: ignore[no-untyped-def]
