@@ -214,7 +214,7 @@ def grade(
         isolated = IsolatedSampler(workers=max(1, min(concurrency, os.cpu_count() or 1)), timeout_s=decode_timeout,
                                    max_memory_mb=decode_memory_mb)
     grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent,
-                    **({"sampler": isolated.sample} if isolated else {}))
+                    **({"sample": isolated.sample} if isolated else {}))
     progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False)
     pending = [it for it in the_items]

@@ -139,11 +139,11 @@ class Grader:
 
     def __init__(self, judge: Judge, rubric: Rubric, options: GradeOptions | None = None,
                  media_root: Path | None = None, cache_dir: Path | None = None,
-                 sampler: SampleFn = sample_frames) -> None:
-        """`sampler` turns (video path, params) into frames: `sample_frames` in this process, or an
+                 sample: SampleFn = sample_frames) -> None:
+        """`sample` turns (video path, params) into frames: `sample_frames` in this process, or an
         `IsolatedSampler`'s `sample` to decode in killable worker processes."""
         self.judge = judge
-        self.sampler = sampler
+        self.sample = sample
         self.rubric = rubric
         self.rubric_hash = rubric.content_hash  # once: hashing the whole rubric per verdict is not free
         self.options = options or GradeOptions()
@@ -175,7 +175,7 @@ class Grader:
         if path is None or not self.judge.needs_frames:
             return _Frames([], False, 0), None, None
         params = self._params(item, turn)
-        result = self.sampler(path, params)
+        result = self.sample(path, params)
         return _Frames(result.frames, self.judge.sees_images, self.options.jpeg_quality), result.video.sha256, params
 
     # ---------------------------------------------------------------- judge calls

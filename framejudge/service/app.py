@@ -200,7 +200,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 raise ProblemError(400, "Judge not available", str(exc)) from None
             if len(graders) >= 32:
                 graders.pop(next(iter(graders)))
-            grader = graders[key] = Grader(judge, rubric, GradeOptions(sampler=sampler), sampler=decoder.sample)
+            grader = graders[key] = Grader(judge, rubric, GradeOptions(sampler=sampler), sample=decoder.sample)
         return grader
 
     async def _resolved(items: list[Item], key: ApiKey,

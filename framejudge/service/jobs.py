@@ -186,9 +186,9 @@ def _finish(engine: Engine, job_id: str, position: int, records: list) -> None:
 class Worker:
     """Takes items from the database one at a time in a background thread."""
 
-    def __init__(self, engine: Engine, on_records=None, sampler=sample_frames) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, engine: Engine, on_records=None, sample=sample_frames) -> None:  # type: ignore[no-untyped-def]
         self.engine = engine
-        self.sampler = sampler
+        self.sample = sample
         self.on_records = on_records
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="framejudge-worker", daemon=True)
@@ -217,7 +217,7 @@ class Worker:
                 if grader is None:
                     grader = Grader(make_judge(job.judge), get_rubric(job.rubric),
                                     GradeOptions(sampler=SamplerParams.model_validate_json(job.sampler_json)),
-                                    sampler=self.sampler)
+                                    sample=self.sample)
                     graders = {job.id: grader}
                 records = loop.run_until_complete(grader.grade(item))
                 if row.video_ref is not None:

@@ -184,12 +184,12 @@ def test_frames_through_killable_decoding_processes(clip, tmp_path):
     [here] = run(Grader(ScriptedJudge(lambda r: reply), RUBRIC, opts), pair_item(clip))
     judge = ScriptedJudge(lambda r: reply)
     with IsolatedSampler(workers=1, timeout_s=60, cache_dir=None) as isolated:
-        [there] = run(Grader(judge, RUBRIC, opts, sampler=isolated.sample), pair_item(clip))
+        [there] = run(Grader(judge, RUBRIC, opts, sample=isolated.sample), pair_item(clip))
         assert there.provenance.frame_timestamps == here.provenance.frame_timestamps
         assert len(judge.seen[0].frames) == 4
         hd = write_video(tmp_path / "hd.mp4", countdown, cfr_times(4, 30), size=(1920, 1080), gop=60)
         isolated.timeout_s = 0.01
         [error] = run(Grader(judge, RUBRIC, GradeOptions(sampler=SamplerParams(n=16), swap=False, cache=False),
-                             sampler=isolated.sample), pair_item(hd))
+                             sample=isolated.sample), pair_item(hd))
     assert isinstance(error, JudgeError) and error.kind is JudgeErrorKind.bad_input
     assert "longer than 0.01 s" in error.message
