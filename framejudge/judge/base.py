@@ -53,3 +53,6 @@ class Judge(Protocol):
     async def judge(self, request: JudgeRequest) -> JudgeResult:
         """Grade one turn; raise JudgeFailure when no valid judgement can be had."""
         ...
+
+    # Optional: judges that call a server also define `async def ready(self) -> str | None`
+    # (None when they can be called, else why not); the service's /readyz asks it.

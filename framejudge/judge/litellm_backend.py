@@ -10,6 +10,7 @@ api_base), with structured output through instructor and retries through tenacit
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any
 
@@ -17,6 +18,10 @@ from ..rubrics.model import Rubric
 from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
 from ..schema import Item, Judgement, JudgeErrorKind, Usage
 from .base import JudgeFailure, JudgeRequest, JudgeResult
+
+# litellm fetches its model price list from the internet when imported unless told not to;
+# framejudge downloads nothing at run time (its bundled copy is used).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
@@ -103,6 +108,38 @@ class LiteLLMJudge:
         self.sees_images = images
         self.max_wait = max_wait
         self.max_tokens = max_tokens
+
+    def server(self) -> str | None:
+        """The base URL of the self-hosted server this judge calls (vLLM, Ollama, an
+        OpenAI-compatible endpoint), or None for a hosted provider."""
+        import litellm
+
+        _, provider, _, base = litellm.get_llm_provider(self.model, api_base=self.api_base)
+        if base:
+            return str(base)
+        if provider == "openai":
+            return os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
+        return None
+
+    async def ready(self, timeout: float = 3.0) -> str | None:
+        """None when this judge can be called, else why not. A self-hosted server must answer
+        (any HTTP status: it is up); a hosted provider needs its credentials in the environment
+        (it is not called: a call could cost)."""
+        import httpx
+        import litellm
+
+        base = self.server()
+        if base is None:
+            env = litellm.validate_environment(model=self.model)
+            if not env.get("keys_in_environment", True) and not self.api_key:
+                return "missing " + ", ".join(env.get("missing_keys") or ["credentials"])
+            return None
+        try:
+            async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+                await client.get(base.rstrip("/") + "/models")
+        except httpx.HTTPError as exc:
+            return f"{base} does not answer ({type(exc).__name__})"
+        return None
 
     def _wait(self, attempt: int, exc: BaseException | None) -> float:
         hinted = retry_after_seconds(api_error(exc) or exc) if exc is not None else None

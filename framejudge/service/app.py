@@ -153,15 +153,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["health"])
-    def readyz() -> Any:
-        if not ping(engine):
+    async def readyz() -> Any:
+        if not await asyncio.to_thread(ping, engine):
             return problem(503, "Not ready", "the database is not reachable")
         problems = []
         for spec in settings.judges:
             try:
-                make_judge(spec)
+                judge = await asyncio.to_thread(make_judge, spec)
             except (JudgeSpecError, ValueError, OSError) as exc:
                 problems.append(f"{spec}: {exc}")
+                continue
+            check = getattr(judge, "ready", None)  # judges that call a server say whether it answers
+            why = await check() if check is not None else None
+            if why:
+                problems.append(f"{spec}: {why}")
         if problems:
             return problem(503, "Not ready", "; ".join(problems))
         return {"status": "ready", "judges": settings.judges}

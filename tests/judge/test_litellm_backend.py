@@ -167,3 +167,29 @@ def test_estimate_before_spending():
     text = judge.estimate(RUBRIC, [ITEM], calls=10, frames_per_call=8)
     assert "prompt tokens" in text and ("$" in text or "unknown" in text)
     assert LiteLLMJudge("openai/unknown-model-xyz").estimate(RUBRIC, [ITEM], 1, 8).endswith("unknown)")
+
+
+def test_readiness_says_why_a_judge_cannot_be_called(monkeypatch):
+    # a self-hosted server that answers (any status) is ready; one that does not answer is not
+    with ScriptedServer([(200, completion("{}"), {})]) as base:
+        assert asyncio.run(LiteLLMJudge("openai/m", api_base=base).ready()) is None
+    dead = f"http://127.0.0.1:{_closed_port()}/v1"
+    why = asyncio.run(LiteLLMJudge("openai/m", api_base=dead).ready())
+    assert why is not None and why.startswith(dead) and "does not answer" in why
+    monkeypatch.setenv("OPENAI_BASE_URL", dead)
+    assert "does not answer" in asyncio.run(LiteLLMJudge("openai/m").ready())
+    # a hosted provider is not called; it needs its key in the environment
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert asyncio.run(LiteLLMJudge("anthropic/claude-x").ready()) == "missing ANTHROPIC_API_KEY"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    assert asyncio.run(LiteLLMJudge("anthropic/claude-x").ready()) is None
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens once the socket is closed

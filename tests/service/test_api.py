@@ -42,6 +42,20 @@ def test_health_and_docs(env):
     assert client.get("/docs").status_code == 200
 
 
+def test_readiness_checks_each_allowed_judge(tmp_path, monkeypatch):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{dead}/v1")
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", judges=["reference", "litellm:openai/m"])
+    with TestClient(create_app(settings)) as client:
+        r = client.get("/readyz")
+    assert r.status_code == 503 and r.headers["content-type"] == "application/problem+json"
+    assert r.json()["detail"].startswith("litellm:openai/m: http://127.0.0.1:") and "does not answer" in r.json()["detail"]
+
+
 def test_grade_returns_the_library_verdicts(env):
     client, keys, *_ = env
     r = client.post("/v1/grade", json={"item": ITEM}, headers=auth(keys["grade"]))
