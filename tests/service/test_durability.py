@@ -76,3 +76,38 @@ def test_sigkill_and_sigterm_mid_job(tmp_path, database_url):
     server.proc.wait(timeout=60)
     ids = [json.loads(line)["item_id"] for line in lines]
     assert len(ids) == total and len(set(ids)) == total
+
+
+def _verdicts_counted(server: Server, key: str) -> float:
+    text = _request(f"{server.base}/metrics", key, accept="text/plain").decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("framejudge_verdicts_total"))
+
+
+def test_two_servers_share_one_job(tmp_path, database_url):
+    """Two server processes on one database (what a deployment that outgrows one machine runs):
+    both take items from the same job, and each item is graded exactly once."""
+    env = {**os.environ, "FRAMEJUDGE_SERVICE_DB": database_url, "FRAMEJUDGE_RATE_LIMIT": "100000",
+           "FRAMEJUDGE_UPLOAD_DIR": str(tmp_path / "uploads")}
+
+    def key(scope: str) -> str:
+        return subprocess.run([sys.executable, "-m", "framejudge.cli", "keys", "create", "--scope", scope],
+                              env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+    grader, scraper = key("grade"), key("metrics")
+    first, second = Server(env), Server(env)
+    try:
+        total = 1500
+        job = json.loads(_request(first.base + "/v1/jobs", grader, json.dumps(items(total)).encode()))["id"]
+        deadline = time.time() + 300
+        while json.loads(_request(f"{second.base}/v1/jobs/{job}", grader))["done"] < total and time.time() < deadline:
+            time.sleep(0.2)
+        lines = _request(f"{second.base}/v1/jobs/{job}/verdicts", grader,
+                         accept="application/x-ndjson").decode().splitlines()
+        counted = [_verdicts_counted(s, scraper) for s in (first, second)]
+    finally:
+        for s in (first, second):
+            s.proc.terminate()
+            s.proc.wait(timeout=60)
+    ids = [json.loads(line)["item_id"] for line in lines]
+    assert len(ids) == total and len(set(ids)) == total
+    assert all(c > 0 for c in counted) and sum(counted) == total, counted
