@@ -1,0 +1,129 @@
+"""What every route shares: settings, the database, the decoding processes, the upload store and
+media rules, metrics, rate limits and loaded graders; and the checks routes have in common."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from ..frame_sampler import IsolatedSampler
+from ..judge import GradeOptions, Grader, JudgeSpecError, make_judge
+from ..rubrics import RubricError, get_rubric
+from ..rubrics.model import Rubric
+from ..schema import Item, SamplerParams
+from .jobs import JobStatus, Worker, job_owner, job_status
+from .limits import RateLimiter, capped_stream
+from .media import MediaResolver
+from .metrics import Metrics
+from .problems import ProblemError
+from .settings import Settings
+from .store import ApiKey, check_key, engine_for
+from .uploads import Form, Upload, UploadStore, read_multipart
+
+MAX_BODY = 64 * 1024**2
+MAX_JOB_ITEMS = 100_000
+
+
+class Service:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.engine = engine_for(settings.database_url)
+        self.limiter = RateLimiter(settings.requests_per_minute)
+        self.metrics = Metrics()
+        # every decode of a client's video runs in killable, memory-capped processes
+        self.decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,
+                                       max_memory_mb=settings.decode_memory_mb)
+        self.worker = Worker(self.engine, self.metrics.record, self.decoder.sample) if settings.run_worker else None
+        assert settings.upload_dir is not None  # set by the settings validator
+        self.store = UploadStore(settings.upload_dir, self.engine, settings.max_upload_bytes, self.decoder)
+        self.media = MediaResolver(settings, self.store)
+        self.upload_limit = settings.max_files_per_request * settings.max_upload_bytes + MAX_BODY
+        self.graders: dict[tuple[str, str, str], Grader] = {}  # judges load once, not per request
+
+    def start(self) -> None:
+        if self.worker is not None:
+            self.worker.start()
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+        self.decoder.close()
+
+    def authorize(self, authorization: str | None, scope: str) -> ApiKey:
+        if not authorization or not authorization.lower().startswith("bearer "):
+            raise ProblemError(401, "Unauthorized", "send an API key as 'Authorization: Bearer <key>'",
+                               {"WWW-Authenticate": "Bearer"})
+        key = check_key(self.engine, authorization.split(" ", 1)[1].strip())
+        if key is None:
+            raise ProblemError(401, "Unauthorized", "unknown or revoked API key", {"WWW-Authenticate": "Bearer"})
+        if scope not in key.scopes.split(",") and "admin" not in key.scopes.split(","):
+            raise ProblemError(403, "Forbidden", f"this API key lacks the '{scope}' scope")
+        wait = self.limiter.take(key.id)
+        if wait is not None:
+            raise ProblemError(429, "Too many requests", f"rate limit of {self.settings.requests_per_minute} per minute",
+                               {"Retry-After": str(max(1, round(wait)))})
+        return key
+
+    def judge_and_rubric(self, judge: str, rubric_id: str) -> Rubric:
+        """A judge this server allows and a rubric it knows, by id."""
+        if judge not in self.settings.judges:
+            raise ProblemError(400, "Judge not allowed", f"this server allows: {', '.join(self.settings.judges)}")
+        if "/" in rubric_id or os.sep in rubric_id:
+            raise ProblemError(400, "Unknown rubric", "give a rubric id; server-side rubric files are not read")
+        try:
+            return get_rubric(rubric_id)
+        except RubricError as exc:
+            raise ProblemError(400, "Unknown rubric", str(exc)) from None
+
+    def grader(self, spec: str, rubric: Rubric, sampler: SamplerParams) -> Grader:
+        key = (spec, f"{rubric.id}@{rubric.version}", sampler.model_dump_json())
+        grader = self.graders.get(key)
+        if grader is None:
+            try:
+                judge = make_judge(spec)
+            except JudgeSpecError as exc:
+                raise ProblemError(400, "Judge not available", str(exc)) from None
+            if len(self.graders) >= 32:
+                self.graders.pop(next(iter(self.graders)))
+            grader = Grader(judge, rubric, GradeOptions(sampler=sampler), sample=self.decoder.sample)
+            self.graders[key] = grader
+        return grader
+
+    async def resolved(self, items: list[Item], key: ApiKey,
+                       fetched: list[Upload] | None = None) -> tuple[list[Item], list[str | None]]:
+        """Items with their videos as server paths, and the client's references to show in records."""
+        paths = await self.media.resolve_many([it.video for it in items if it.video], key.id, fetched)
+        resolved = [it.model_copy(update={"video": str(paths[it.video])}) if it.video else it for it in items]
+        return resolved, [it.video for it in items]
+
+    async def multipart(self, request: Request, key: ApiKey) -> Form:
+        content_type = request.headers.get("content-type", "")
+        if not content_type.startswith("multipart/form-data"):
+            raise ProblemError(415, "Multipart expected", "send videos as multipart/form-data file parts")
+        return await read_multipart(capped_stream(request, self.upload_limit), content_type, self.store, key.id,
+                                    MAX_BODY, self.settings.max_files_per_request)
+
+    def own_job(self, job_id: str, key: ApiKey) -> JobStatus:
+        """The job's status, for its owner (or an admin key); 404 for anyone else."""
+        status = job_status(self.engine, job_id)
+        if status is None or (job_owner(self.engine, job_id) != key.id and "admin" not in key.scopes.split(",")):
+            raise ProblemError(404, "No such job", f"no job with id {job_id!r}")
+        return status
+
+
+def service(request: Request) -> Service:
+    return request.app.state.service  # type: ignore[no-any-return]
+
+
+def authorized(scope: str):  # type: ignore[no-untyped-def]
+    """A dependency: the request's API key, which must hold `scope` (or admin)."""
+
+    def dependency(request: Request, authorization: Annotated[str | None, Header()] = None) -> ApiKey:
+        return service(request).authorize(authorization, scope)
+
+    return dependency
+
+
+ServiceDep = Annotated[Service, Depends(service)]

@@ -1,0 +1,51 @@
+"""Judge-vs-human calibration and its HTML report."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import HTMLResponse
+from pydantic import TypeAdapter
+
+from ...calibration.audit import AuditResult, audit
+from ...calibration.inputs import human_rows, judge_rows, swap_consistency, video_qa_fields
+from ...schema import JudgeError, Verdict
+from ..context import ServiceDep, authorized
+from ..jobs import job_records
+from ..models import CalibrateRequest, CalibrateResponse
+from ..problems import ProblemError
+from ..store import ApiKey, load_calibration, save_calibration
+
+router = APIRouter()
+CalibrateKey = Annotated[ApiKey, Depends(authorized("calibrate"))]
+RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(Verdict | JudgeError)
+
+
+@router.post("/v1/calibrate", tags=["calibration"], response_model=CalibrateResponse)
+async def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) -> CalibrateResponse:
+    if body.job_id is not None:
+        status = svc.own_job(body.job_id, key)
+        if status.done == 0:
+            raise ProblemError(422, "Job has no verdicts yet", f"job {body.job_id} has graded no item so far")
+        records: list[Verdict | JudgeError] = [RECORD.validate_json(r)
+                                               for r in job_records(svc.engine, body.job_id, 0, None)]
+    else:
+        records = body.verdicts or []
+    rows_j, errors = judge_rows(records)
+    result = await asyncio.to_thread(audit, human_rows(body.labels), rows_j, video_qa_fields(), errors,
+                                     body.replicates, body.seed)
+    result.swap_consistency = swap_consistency(records)
+    run_id = save_calibration(svc.engine, result.model_dump_json())
+    return CalibrateResponse(id=run_id, result=result)
+
+
+@router.get("/v1/calibrate/{run_id}/report", tags=["calibration"], response_class=HTMLResponse)
+def calibration_report(run_id: str, svc: ServiceDep, _: CalibrateKey) -> HTMLResponse:
+    from ...calibration.report import render_html
+
+    stored = load_calibration(svc.engine, run_id)
+    if stored is None:
+        raise ProblemError(404, "No such calibration", f"no calibration with id {run_id!r}")
+    return HTMLResponse(render_html(AuditResult.model_validate_json(stored), title=f"framejudge calibration {run_id}"))

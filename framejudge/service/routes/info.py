@@ -1,0 +1,65 @@
+"""Health, readiness, metrics and rubrics."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from ...judge import JudgeSpecError, make_judge
+from ...rubrics import all_rubrics
+from ...rubrics.model import Rubric
+from ..context import ServiceDep, authorized
+from ..models import RubricSummary
+from ..problems import ProblemError, problem
+from ..store import ApiKey, ping
+
+router = APIRouter()
+
+
+@router.get("/healthz", tags=["health"])
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", tags=["health"])
+async def readyz(svc: ServiceDep) -> Any:
+    if not await asyncio.to_thread(ping, svc.engine):
+        return problem(503, "Not ready", "the database is not reachable")
+    problems = []
+    for spec in svc.settings.judges:
+        try:
+            judge = await asyncio.to_thread(make_judge, spec)
+        except (JudgeSpecError, ValueError, OSError) as exc:
+            problems.append(f"{spec}: {exc}")
+            continue
+        check = getattr(judge, "ready", None)  # judges that call a server say whether it answers
+        why = await check() if check is not None else None
+        if why:
+            problems.append(f"{spec}: {why}")
+    if problems:
+        return problem(503, "Not ready", "; ".join(problems))
+    return {"status": "ready", "judges": svc.settings.judges}
+
+
+@router.get("/metrics", tags=["health"], response_class=PlainTextResponse)
+def prometheus(svc: ServiceDep, _: Annotated[ApiKey, Depends(authorized("metrics"))]) -> PlainTextResponse:
+    """Prometheus text format; scrape with a key of scope 'metrics' (bearer_token in the scrape config)."""
+    return PlainTextResponse(svc.metrics.render(svc.engine).decode(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/v1/rubrics", tags=["rubrics"], response_model=list[RubricSummary])
+def list_rubrics(_: Annotated[ApiKey, Depends(authorized("grade"))]) -> list[RubricSummary]:
+    return [RubricSummary(id=r.id, kind=r.kind, version=r.version, hash=r.content_hash, title=r.title)
+            for r in all_rubrics().values()]
+
+
+@router.get("/v1/rubrics/{rubric_id}", tags=["rubrics"], response_model=Rubric)
+def show_rubric(rubric_id: str, _: Annotated[ApiKey, Depends(authorized("grade"))]) -> Rubric:
+    known = all_rubrics()
+    if rubric_id not in known:
+        raise ProblemError(404, "No such rubric", f"no rubric with id {rubric_id!r}")
+    return known[rubric_id]

@@ -1,0 +1,115 @@
+"""Durable batch jobs: submit, follow, read verdicts, cancel."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import StreamingResponse
+from pydantic import ValidationError
+
+from ...files import first_problem
+from ...schema import Item, SamplerParams
+from ..context import MAX_BODY, MAX_JOB_ITEMS, ServiceDep, authorized
+from ..jobs import JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status, parse_items_body
+from ..limits import capped_stream
+from ..problems import ProblemError
+from ..store import ApiKey
+from ..uploads import UPLOAD_PREFIX
+
+router = APIRouter()
+GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
+
+ITEMS_SCHEMA = {"type": "array", "minItems": 1, "maxItems": MAX_JOB_ITEMS, "items": {"$ref": "#/components/schemas/Item"}}
+JOBS_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"oneOf": [ITEMS_SCHEMA, {"type": "object", "required": ["items"],
+                                                              "properties": {"items": ITEMS_SCHEMA}}]}},
+    "application/x-ndjson": {"schema": {**ITEMS_SCHEMA, "description": "JSONL: one item per line"}},
+    "multipart/form-data": {"schema": {"type": "object", "required": ["items"], "properties": {
+        "items": {"type": "string", "description": "the items, as JSON or JSONL; a video named by an uploaded "
+                                                   "file's name is that file"},
+        "video": {"type": "array", "items": {"type": "string", "format": "binary"}}}}},
+}}}
+
+
+@router.post("/v1/jobs", tags=["jobs"], status_code=202, response_model=JobStatus, openapi_extra=JOBS_BODY)
+async def submit_job(
+    request: Request, svc: ServiceDep, key: GradeKey,
+    judge: str = Query("reference", max_length=500), rubric: str = Query("video-qa", max_length=200),
+    n: int = 8, lookback: float = 30.0,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> Any:
+    """A batch of items graded in the background: a JSON list, {"items": [...]}, JSONL, or
+    multipart/form-data with an `items` part (JSON or JSONL) and video file parts that items
+    name by their file name."""
+    svc.judge_and_rubric(judge, rubric)
+    existing = idempotent_job(svc.engine, key.id, idempotency_key)
+    if existing is not None:  # answered before any upload or fetch is repeated
+        return job_status(svc.engine, existing)
+    try:
+        sampler = SamplerParams(n=n, lookback=lookback)
+    except ValueError as exc:
+        raise ProblemError(422, "Invalid sampler", str(exc).splitlines()[-1]) from None
+    content_type = request.headers.get("content-type", "")
+    uploaded: dict[str, str] = {}
+    if content_type.startswith("multipart/form-data"):
+        form = await svc.multipart(request, key)
+        if "items" not in form.fields:
+            raise ProblemError(422, "Invalid body", "the multipart body needs an 'items' part (JSON or JSONL)")
+        raw, content_type = form.fields["items"].encode(), ""
+        uploaded = {upload.filename: UPLOAD_PREFIX + upload.id for _, upload, _ in form.files}
+    else:
+        raw = b"".join([chunk async for chunk in capped_stream(request, MAX_BODY)])
+    try:
+        rows = parse_items_body(raw, content_type)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProblemError(422, "Invalid body", str(exc)[:300]) from None
+    if not rows or len(rows) > MAX_JOB_ITEMS:
+        raise ProblemError(422, "Invalid body", f"a job holds 1 to {MAX_JOB_ITEMS} items, got {len(rows)}")
+    items = []
+    for i, row in enumerate(rows):
+        try:
+            item = Item.model_validate(row)
+        except ValidationError as exc:
+            raise ProblemError(422, "Invalid item", f"item {i}: {first_problem(exc, 'item')}") from None
+        if item.video in uploaded:
+            item = item.model_copy(update={"video": uploaded[item.video]})
+        items.append(item)
+    resolved, refs = await svc.resolved(items, key)
+    job_id, _ = create_job(svc.engine, key.id, resolved, judge, rubric, sampler, idempotency_key, refs)
+    return job_status(svc.engine, job_id)
+
+
+@router.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus)
+def get_job(job_id: str, svc: ServiceDep, key: GradeKey) -> Any:
+    return svc.own_job(job_id, key)
+
+
+@router.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"])
+def get_job_verdicts(job_id: str, svc: ServiceDep, key: GradeKey, request: Request,
+                     offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000)) -> Any:
+    """Verdicts and judge errors in item order: a page of JSON, or all of it as JSONL
+    with `Accept: application/x-ndjson`."""
+    svc.own_job(job_id, key)
+    if "ndjson" in request.headers.get("accept", ""):
+        def lines():  # type: ignore[no-untyped-def]
+            start = 0
+            while True:
+                page = job_records(svc.engine, job_id, start, 500)
+                if not page:
+                    return
+                for line in page:
+                    yield line + "\n"
+                start += len(page)
+
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+    page = job_records(svc.engine, job_id, offset, limit)
+    return {"offset": offset, "limit": limit, "records": [json.loads(r) for r in page]}
+
+
+@router.delete("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus)
+def delete_job(job_id: str, svc: ServiceDep, key: GradeKey) -> Any:
+    svc.own_job(job_id, key)
+    cancel_job(svc.engine, job_id)
+    return job_status(svc.engine, job_id)
