@@ -241,7 +241,7 @@ def calibrate(
     human: Annotated[Path, typer.Option("--human", help="human labels, JSONL or CSV")],
     judge_path: Annotated[Path, typer.Option("--judge", help="verdicts JSONL from framejudge grade")],
     replicates: Annotated[int, typer.Option(help="bootstrap replicates (>= 1000 recommended)")] = 1000,
-    seed: Annotated[int, typer.Option(help="bootstrap seed")] = 0,
+    seed: Annotated[int, typer.Option(help="bootstrap seed", min=0, max=2**32 - 1)] = 0,
     out_path: Annotated[Optional[Path], typer.Option("--out", help="write the full result as JSON")] = None,
     disagreements: Annotated[Optional[Path], typer.Option(help="write disagreements to review (JSONL label rows to fill in and feed back with --human)")] = None,
     by: Annotated[Optional[list[str]], typer.Option("--by", help="also audit per value of: turn, or a metadata field")] = None,

@@ -19,7 +19,7 @@ from .media import MediaResolver
 from .metrics import Metrics
 from .problems import ProblemError
 from .settings import Settings
-from .store import ApiKey, check_key, engine_for
+from .store import ApiKey, check_key, engine_for, generated_id
 from .uploads import Form, Upload, UploadStore, read_multipart
 
 MAX_BODY = 64 * 1024**2
@@ -107,7 +107,7 @@ class Service:
 
     def own_job(self, job_id: str, key: ApiKey) -> JobStatus:
         """The job's status, for its owner (or an admin key); 404 for anyone else."""
-        status = job_status(self.engine, job_id)
+        status = job_status(self.engine, job_id) if generated_id(job_id) else None
         if status is None or (job_owner(self.engine, job_id) != key.id and "admin" not in key.scopes.split(",")):
             raise ProblemError(404, "No such job", f"no job with id {job_id!r}")
         return status

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 from pydantic import BaseModel
 from sqlalchemy import DateTime, Integer, String, Text, UniqueConstraint, func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
@@ -61,7 +62,7 @@ class JobRecord(Base):
 
 
 def idempotent_job(engine: Engine, key_id: str, idempotency_key: str | None) -> str | None:
-    """The job this key already submitted under this Idempotency-Key, if any."""
+    """The job this key already submitted under this Idempotency-Key, if any (an empty key is none)."""
     if not idempotency_key:
         return None
     with Session(engine) as s:
@@ -70,19 +71,28 @@ def idempotent_job(engine: Engine, key_id: str, idempotency_key: str | None) -> 
 
 def create_job(engine: Engine, key_id: str, items: list[Item], judge: str, rubric: str, sampler: SamplerParams,
                idempotency_key: str | None, video_refs: list[str | None] | None = None) -> tuple[str, bool]:
-    """(job id, created). A repeated Idempotency-Key from the same API key returns the same job.
+    """(job id, created). A repeated Idempotency-Key from the same API key returns the same job,
+    also when two such submissions race (the database's unique constraint decides).
     `video_refs` are the client's references for items whose video was resolved to a server path."""
+    idempotency_key = idempotency_key or None
+    existing = idempotent_job(engine, key_id, idempotency_key)
+    if existing is not None:
+        return existing, False
     refs = video_refs or [None] * len(items)
-    with Session(engine) as s, s.begin():
-        if idempotency_key:
-            existing = s.scalar(select(Job).where(Job.key_id == key_id, Job.idempotency_key == idempotency_key))
-            if existing is not None:
-                return existing.id, False
-        job_id = secrets.token_hex(8)
-        s.add(Job(id=job_id, key_id=key_id, idempotency_key=idempotency_key, created_at=datetime.now(timezone.utc),
-                  judge=judge, rubric=rubric, sampler_json=sampler.model_dump_json(), cancelled=0))
-        s.add_all(JobItem(job_id=job_id, position=i, item_json=it.model_dump_json(), video_ref=ref, status="pending")
-                  for i, (it, ref) in enumerate(zip(items, refs, strict=True)))
+    job_id = secrets.token_hex(8)
+    try:
+        with Session(engine) as s, s.begin():
+            s.add(Job(id=job_id, key_id=key_id, idempotency_key=idempotency_key,
+                      created_at=datetime.now(timezone.utc), judge=judge, rubric=rubric,
+                      sampler_json=sampler.model_dump_json(), cancelled=0))
+            s.flush()  # the unique (key, Idempotency-Key) check, before the items are written
+            s.add_all(JobItem(job_id=job_id, position=i, item_json=it.model_dump_json(), video_ref=ref,
+                              status="pending") for i, (it, ref) in enumerate(zip(items, refs, strict=True)))
+    except IntegrityError:
+        existing = idempotent_job(engine, key_id, idempotency_key)
+        if existing is None:
+            raise
+        return existing, False
     return job_id, True
 
 

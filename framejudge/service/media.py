@@ -121,6 +121,8 @@ class MediaResolver:
 
     async def resolve(self, ref: str, key_id: str, fetched: list[Upload] | None = None) -> Path:
         """The server path of `ref`; videos fetched from URLs are appended to `fetched`."""
+        if "\x00" in ref:
+            raise ProblemError(400, "Bad video reference", "a video reference cannot contain a NUL character")
         if ref.startswith(UPLOAD_PREFIX):
             return self.store.path_of(ref, key_id)
         if "://" in ref:

@@ -47,7 +47,7 @@ class CalibrateRequest(BaseModel):
     verdicts: list[Verdict | JudgeError] | None = Field(None, min_length=1, max_length=100_000)
     job_id: str | None = Field(None, max_length=32, description="use this job's verdicts instead of `verdicts`")
     replicates: int = Field(1000, ge=1, le=5000)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1)
 
     @model_validator(mode="after")
     def _one_source(self) -> CalibrateRequest:

@@ -37,6 +37,12 @@ class CalibrationRun(Base):
     result_json: Mapped[str] = mapped_column(Text)
 
 
+def generated_id(value: str) -> bool:
+    """Whether `value` could be an id this server generated (lowercase hex). Anything else is not
+    looked up at all: PostgreSQL refuses some strings outright (a NUL), and the answer is 404 anyway."""
+    return 0 < len(value) <= 64 and all(c in "0123456789abcdef" for c in value)
+
+
 def save_calibration(engine: Engine, result_json: str) -> str:
     run_id = secrets.token_hex(8)
     with Session(engine) as s, s.begin():
@@ -45,6 +51,8 @@ def save_calibration(engine: Engine, result_json: str) -> str:
 
 
 def load_calibration(engine: Engine, run_id: str) -> str | None:
+    if not generated_id(run_id):
+        return None
     with Session(engine) as s:
         run = s.get(CalibrationRun, run_id)
         return None if run is None else run.result_json

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from ..frame_sampler import FrameSamplerError, IsolatedSampler, NotAVideo, NoVideoStream, SamplerParams, VideoInfo
 from .problems import ProblemError
-from .store import Base
+from .store import Base, generated_id
 
 SNIFF_BYTES = 512
 UPLOAD_PREFIX = "upload:"
@@ -184,11 +184,14 @@ class UploadStore:
     def find(self, ref: str, key_id: str) -> Upload:
         """The upload behind 'upload:<id>', for the key that uploaded it (404 for anyone else)."""
         upload_id = ref.removeprefix(UPLOAD_PREFIX)
-        with Session(self.engine) as s:
-            upload = s.scalar(select(Upload).where(Upload.id == upload_id, Upload.key_id == key_id))
-            if upload is None:
-                raise ProblemError(404, "No such upload", f"no uploaded video {ref!r} for this API key")
-            s.expunge(upload)
+        upload = None
+        if generated_id(upload_id):
+            with Session(self.engine) as s:
+                upload = s.scalar(select(Upload).where(Upload.id == upload_id, Upload.key_id == key_id))
+                if upload is not None:
+                    s.expunge(upload)
+        if upload is None:
+            raise ProblemError(404, "No such upload", f"no uploaded video {ref!r} for this API key")
         return upload
 
     def path_of(self, ref: str, key_id: str) -> Path:

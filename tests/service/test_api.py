@@ -177,6 +177,8 @@ def test_calibrate_and_report(env):
     labels = [{"item_id": "a", "annotator": a, "category_a": "Successful", "category_b": "Error message",
                "preference": "A"} for a in ("x", "y")]
     body = {"labels": labels, "verdicts": graded, "replicates": 50}
+    r = client.post("/v1/calibrate", json={**body, "seed": -1}, headers=auth(keys["calibrate"]))
+    assert r.status_code == 422 and r.json()["detail"].startswith("seed")
     assert client.post("/v1/calibrate", json=body, headers=auth(keys["grade"])).status_code == 403
     r = client.post("/v1/calibrate", json=body, headers=auth(keys["calibrate"]))
     assert r.status_code == 200, r.text

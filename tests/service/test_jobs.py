@@ -127,3 +127,33 @@ def test_metrics(db):
     assert "framejudge_verdicts_total 5.0" in text
     assert 'framejudge_http_requests_total{method="GET",route="/v1/rubrics",status="401"} 1.0' in text
     assert 'framejudge_http_request_seconds_count{route="/v1/grade"} 1.0' in text
+
+
+def test_idempotency_edge_cases_and_malformed_ids(db):
+    """An empty Idempotency-Key is no key (each submit is a new job); ids this server could not
+    have generated (a NUL, which PostgreSQL refuses outright) are 404, never a database error."""
+    settings, key, *_ = db
+    with TestClient(create_app(settings(run_worker=False))) as client:
+        h = {**auth(key), "Idempotency-Key": ""}
+        a = client.post("/v1/jobs", json=items(1), headers=h)
+        b = client.post("/v1/jobs", json=items(1), headers=h)
+        assert a.status_code == b.status_code == 202 and a.json()["id"] != b.json()["id"]
+        for path in ("/v1/jobs/ab%00cd", "/v1/jobs/NOT-HEX", "/v1/calibrate/ab%00cd/report"):
+            assert client.get(path, headers=auth(key)).status_code in (403, 404)
+        assert client.delete("/v1/videos/upload:ab%00cd", headers=auth(key)).status_code == 404
+        r = client.post("/v1/grade", json={"item": {**items(1)[0], "video": "a\x00b.mp4"}}, headers=auth(key))
+        assert r.status_code == 400 and "NUL" in r.json()["detail"]
+
+
+def test_racing_submissions_with_one_idempotency_key_make_one_job(db):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from framejudge.schema import Item, SamplerParams
+    from framejudge.service.jobs import create_job
+
+    settings, key, _, engine = db
+    item = [Item.model_validate(items(1)[0])]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: create_job(engine, "k1", item, "reference", "video-qa", SamplerParams(),
+                                                     "same-key"), range(16)))
+    assert len({job for job, _ in results}) == 1 and sum(created for _, created in results) == 1
