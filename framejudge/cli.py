@@ -356,6 +356,34 @@ def keys_create(
     print(key)
 
 
+@keys_app.command("list")
+def keys_list() -> None:
+    """List API keys (ids, names, scopes; never secrets)."""
+    from .service.settings import Settings
+    from .service.store import engine_for, list_keys
+
+    table = Table()
+    for col in ("id", "name", "scopes", "created", "state"):
+        table.add_column(col)
+    for k in list_keys(engine_for(Settings.from_env().database_url)):
+        table.add_row(k.id, k.name, k.scopes, k.created_at.strftime("%Y-%m-%d %H:%M"),
+                      "revoked" if k.revoked else "active")
+    out.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id, as `keys list` shows it, or the whole key")]) -> None:
+    """Revoke an API key: requests with it are refused (401) from then on."""
+    from .service.settings import Settings
+    from .service.store import engine_for, revoke_key
+
+    parts = key_id.split("_")
+    key_id = parts[1] if len(parts) >= 3 and parts[0] == "fj" else key_id
+    if not revoke_key(engine_for(Settings.from_env().database_url), key_id):
+        fail(f"no API key with id {key_id!r}")
+    print(f"revoked {key_id}")
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",

@@ -112,3 +112,20 @@ def check_key(engine: Engine, token: str) -> ApiKey | None:
             return None
         s.expunge(key)
         return key
+
+
+def list_keys(engine: Engine) -> list[ApiKey]:
+    with Session(engine) as s:
+        keys = list(s.scalars(select(ApiKey).order_by(ApiKey.created_at)))
+        s.expunge_all()
+        return keys
+
+
+def revoke_key(engine: Engine, key_id: str) -> bool:
+    """Revoke by the key's id (the part after 'fj_'); False if there is no such key."""
+    with Session(engine) as s, s.begin():
+        key = s.get(ApiKey, key_id) if generated_id(key_id) else None
+        if key is None:
+            return False
+        key.revoked = True
+        return True

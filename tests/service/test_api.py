@@ -191,3 +191,30 @@ def test_calibrate_and_report(env):
     assert client.get("/v1/calibrate/nope/report", headers=auth(keys["calibrate"])).status_code == 404
     r = client.post("/v1/calibrate", json={**body, "labels": []}, headers=auth(keys["calibrate"]))
     assert r.status_code == 422
+
+
+def test_keys_cli_list_and_revoke(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    db = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    env = {**os.environ, "FRAMEJUDGE_SERVICE_DB": db, "COLUMNS": "200"}
+
+    def keys(*args):
+        return subprocess.run([sys.executable, "-m", "framejudge.cli", "keys", *args], env=env,
+                              capture_output=True, text=True, timeout=60)
+
+    key = keys("create", "--scope", "grade", "--name", "team-a").stdout.strip()
+    key_id, secret = key.split("_", 2)[1:]
+    listed = keys("list").stdout
+    assert key_id in listed and "team-a" in listed and "active" in listed and secret not in listed
+    client = TestClient(create_app(Settings(database_url=db)))
+    assert client.get("/v1/rubrics", headers=auth(key)).status_code == 200
+    done = keys("revoke", key)
+    assert done.returncode == 0 and key_id in done.stdout
+    r = client.get("/v1/rubrics", headers=auth(key))
+    assert r.status_code == 401 and "revoked" in r.json()["detail"]
+    assert "revoked" in keys("list").stdout
+    missing = keys("revoke", "0123456789ab")
+    assert missing.returncode == 2 and "no API key" in missing.stderr and "Traceback" not in missing.stderr
