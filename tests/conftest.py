@@ -16,6 +16,9 @@ import pytest
 
 from framejudge.examples.synth import cfr_times, write_video
 
+# Some test modules import litellm before framejudge does; it must not try the network either.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 # Real third-party clips, labelled sets and tools live beside the repository (never inside it).
 SHARED = Path(os.environ.get("FRAMEJUDGE_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 BITS = 16

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
+# litellm fetches its model price list from the internet when imported unless told not to;
+# framejudge downloads nothing at run time (litellm's bundled copy is used).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult
 from .batch import GradeSummary, ItemsError, load_items, read_records, run_batch, summarize
 from .pipeline import GradeOptions, Grader

@@ -19,10 +19,6 @@ from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
 from ..schema import Item, Judgement, JudgeErrorKind, Usage
 from .base import JudgeFailure, JudgeRequest, JudgeResult
 
-# litellm fetches its model price list from the internet when imported unless told not to;
-# framejudge downloads nothing at run time (its bundled copy is used).
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
