@@ -384,6 +384,27 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id, as `ke
     print(f"revoked {key_id}")
 
 
+uploads_app = typer.Typer(help="Videos uploaded to (or fetched by) the HTTP service.", no_args_is_help=True)
+app.add_typer(uploads_app, name="uploads")
+
+
+@uploads_app.command("prune")
+def uploads_prune(
+    older_than_days: Annotated[float, typer.Option(min=0, help="delete uploads older than this many days")] = 7.0,
+) -> None:
+    """Delete old uploads that no unfinished job names (run it from cron)."""
+    from datetime import timedelta
+
+    from .service.maintenance import prune_uploads
+    from .service.settings import Settings
+    from .service.store import engine_for
+
+    settings = Settings.from_env()
+    assert settings.upload_dir is not None
+    deleted = prune_uploads(engine_for(settings.database_url), settings.upload_dir, timedelta(days=older_than_days))
+    print(f"deleted {len(deleted)} upload(s), {sum(u.bytes for u in deleted) / 1024**2:.1f} MiB")
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timedelta, timezone
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -330,3 +331,32 @@ def test_container_sniffing(clip, tmp_path):
     assert sniff_container(b"RIFF\x00\x00\x00\x00AVI LIST") == "avi"
     assert sniff_container(bytes([0x47]) + bytes(187) + bytes([0x47]) + bytes(187) + bytes([0x47]) + bytes(10)) == "mpeg-ts"
     assert sniff_container(b"#EXTM3U\n") is None and sniff_container(b"GIF89a") is None
+
+
+def test_pruning_old_uploads_keeps_those_unfinished_jobs_name(tmp_path, clip):
+    import os
+    import subprocess
+    import sys
+
+    from sqlalchemy import update
+
+    from framejudge.service.uploads import Upload
+
+    app, settings, key, _ = make(tmp_path, run_worker=False)
+    with TestClient(app) as client:
+        ids = [client.post("/v1/videos", files={"file": (f"c{k}.mp4", clip.read_bytes(), "video/mp4")},
+                           headers=auth(key)).json()["videos"][0]["id"] for k in range(3)]
+        r = client.post("/v1/jobs", json=[{"id": "p", "video": ids[0], "turns": [TURN]}], headers=auth(key))
+        assert r.status_code == 202
+    engine = engine_for(settings.database_url)
+    with engine.begin() as conn:  # the first two are ten days old, the third is new
+        conn.execute(update(Upload).where(Upload.id.in_([i.removeprefix("upload:") for i in ids[:2]]))
+                     .values(created_at=datetime.now(timezone.utc) - timedelta(days=10)))
+    env = {**os.environ, "FRAMEJUDGE_SERVICE_DB": settings.database_url}
+    done = subprocess.run([sys.executable, "-m", "framejudge.cli", "uploads", "prune", "--older-than-days", "7"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("deleted 1 upload(s)"), done.stderr
+    left = leftovers(settings)
+    assert ids[1].removeprefix("upload:") + ".video" not in left  # old and unused: gone
+    assert ids[0].removeprefix("upload:") + ".video" in left  # old, but a pending job names it
+    assert ids[2].removeprefix("upload:") + ".video" in left  # new

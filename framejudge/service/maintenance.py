@@ -1,0 +1,32 @@
+"""Upkeep run from the command line (or cron): removing old uploads nobody needs any more."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from .jobs import JobItem
+from .uploads import Upload
+
+
+def prune_uploads(engine: Engine, folder: Path, older_than: timedelta, now: datetime | None = None) -> list[Upload]:
+    """Delete uploaded (and fetched) videos older than `older_than` that no unfinished job still
+    names; return the ones deleted."""
+    cutoff = (now or datetime.now(timezone.utc)) - older_than
+    deleted = []
+    with Session(engine) as s, s.begin():
+        for upload in s.scalars(select(Upload).where(Upload.created_at < cutoff)).all():
+            in_use = s.scalar(select(func.count()).select_from(JobItem).where(
+                JobItem.status.in_(("pending", "running")), JobItem.item_json.contains(upload.stored_as)))
+            if in_use:
+                continue
+            s.delete(upload)
+            deleted.append(upload)
+    # files go once their rows are gone: a crash in between leaves a stray file, never a dangling row
+    for upload in deleted:
+        (folder / upload.stored_as).unlink(missing_ok=True)
+    return deleted
