@@ -9,10 +9,11 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 
 from ..frame_sampler import IsolatedSampler
-from ..judge import GradeOptions, Grader, JudgeSpecError, make_judge
+from ..judge import Grader, JudgeSpecError
 from ..rubrics import RubricError, get_rubric
 from ..rubrics.model import Rubric
 from ..schema import Item, SamplerParams
+from .graders import GraderCache
 from .jobs import JobStatus, Worker, job_owner, job_status
 from .limits import RateLimiter, capped_stream
 from .media import MediaResolver
@@ -35,12 +36,12 @@ class Service:
         # every decode of a client's video runs in killable, memory-capped processes
         self.decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,
                                        max_memory_mb=settings.decode_memory_mb)
-        self.worker = Worker(self.engine, self.metrics.record, self.decoder.sample) if settings.run_worker else None
+        self.graders = GraderCache(self.decoder.sample)  # judges load once, not per request or per job
+        self.worker = Worker(self.engine, self.graders, self.metrics.record) if settings.run_worker else None
         assert settings.upload_dir is not None  # set by the settings validator
         self.store = UploadStore(settings.upload_dir, self.engine, settings.max_upload_bytes, self.decoder)
         self.media = MediaResolver(settings, self.store)
         self.upload_limit = settings.max_files_per_request * settings.max_upload_bytes + MAX_BODY
-        self.graders: dict[tuple[str, str, str], Grader] = {}  # judges load once, not per request
 
     def start(self) -> None:
         if self.worker is not None:
@@ -78,18 +79,10 @@ class Service:
             raise ProblemError(400, "Unknown rubric", str(exc)) from None
 
     def grader(self, spec: str, rubric: Rubric, sampler: SamplerParams) -> Grader:
-        key = (spec, f"{rubric.id}@{rubric.version}", sampler.model_dump_json())
-        grader = self.graders.get(key)
-        if grader is None:
-            try:
-                judge = make_judge(spec)
-            except JudgeSpecError as exc:
-                raise ProblemError(400, "Judge not available", str(exc)) from None
-            if len(self.graders) >= 32:
-                self.graders.pop(next(iter(self.graders)))
-            grader = Grader(judge, rubric, GradeOptions(sampler=sampler), sample=self.decoder.sample)
-            self.graders[key] = grader
-        return grader
+        try:
+            return self.graders.get(spec, rubric, sampler)
+        except JudgeSpecError as exc:
+            raise ProblemError(400, "Judge not available", str(exc)) from None
 
     async def resolved(self, items: list[Item], key: ApiKey,
                        fetched: list[Upload] | None = None) -> tuple[list[Item], list[str | None]]:

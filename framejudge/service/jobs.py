@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 import threading
 from datetime import datetime, timezone
@@ -20,11 +21,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from ..frame_sampler import sample_frames
-from ..judge import GradeOptions, Grader, make_judge
+from ..judge import JudgeSpecError
 from ..rubrics import get_rubric
-from ..schema import Item, SamplerParams
+from ..judge.pipeline import Record
+from ..schema import Item, JudgeError, JudgeErrorKind, SamplerParams
+from .graders import GraderCache
 from .store import Base
+
+
+log = logging.getLogger("framejudge.service")
 
 
 class Job(Base):
@@ -196,9 +201,9 @@ def _finish(engine: Engine, job_id: str, position: int, records: list) -> None:
 class Worker:
     """Takes items from the database one at a time in a background thread."""
 
-    def __init__(self, engine: Engine, on_records=None, sample=sample_frames) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, engine: Engine, graders: GraderCache, on_records=None) -> None:  # type: ignore[no-untyped-def]
         self.engine = engine
-        self.sample = sample
+        self.graders = graders
         self.on_records = on_records
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="framejudge-worker", daemon=True)
@@ -214,7 +219,6 @@ class Worker:
 
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
-        graders: dict[str, Grader] = {}  # one judge and rubric per job, loaded once
         try:
             while not self.stop.is_set():
                 claimed = _claim(self.engine)
@@ -223,13 +227,7 @@ class Worker:
                     continue
                 job, row = claimed
                 item = Item.model_validate_json(row.item_json)
-                grader = graders.get(job.id)
-                if grader is None:
-                    grader = Grader(make_judge(job.judge), get_rubric(job.rubric),
-                                    GradeOptions(sampler=SamplerParams.model_validate_json(job.sampler_json)),
-                                    sample=self.sample)
-                    graders = {job.id: grader}
-                records = loop.run_until_complete(grader.grade(item))
+                records = loop.run_until_complete(self._grade(job, item))
                 if row.video_ref is not None:
                     show_video_ref(records, row.video_ref, item.video)
                 _finish(self.engine, job.id, row.position, records)
@@ -237,6 +235,19 @@ class Worker:
                     self.on_records(records)
         finally:
             loop.close()
+
+    async def _grade(self, job: Job, item: Item) -> list[Record]:
+        """The item's records. A judge that cannot be made, or a failure the pipeline did not turn
+        into a record, becomes a backend_error per turn: the worker goes on with the next item."""
+        try:
+            grader = self.graders.get(job.judge, get_rubric(job.rubric),
+                                      SamplerParams.model_validate_json(job.sampler_json))
+            return await grader.grade(item)
+        except Exception as exc:  # noqa: BLE001 - one item's failure must not stop the worker
+            log.error("job %s item %s: %s", job.id, item.id, exc, exc_info=not isinstance(exc, JudgeSpecError))
+            return [JudgeError(item_id=item.id, turn=turn, kind=JudgeErrorKind.backend_error,
+                               message=f"{type(exc).__name__}: {exc}", metadata=dict(item.metadata))
+                    for turn in range(len(item.turns))]
 
 
 def show_video_ref(records: list, ref: str, server_path: str | None) -> None:

@@ -157,3 +157,32 @@ def test_racing_submissions_with_one_idempotency_key_make_one_job(db):
         results = list(pool.map(lambda _: create_job(engine, "k1", item, "reference", "video-qa", SamplerParams(),
                                                      "same-key"), range(16)))
     assert len({job for job, _ in results}) == 1 and sum(created for _, created in results) == 1
+
+
+def test_a_judge_that_cannot_be_made_fails_its_items_not_the_worker(db, tmp_path):
+    settings, key, *_ = db
+    missing = f"transformers:{tmp_path / 'no-such-model'}"
+    with TestClient(create_app(settings(judges=["reference", missing]))) as client:
+        broken = client.post(f"/v1/jobs?judge={missing}", json=items(2), headers=auth(key)).json()["id"]
+        fine = client.post("/v1/jobs", json=items(2), headers=auth(key)).json()["id"]
+        assert wait_done(client, broken, key)["judge_errors"] == 2
+        assert wait_done(client, fine, key)["judge_errors"] == 0  # the worker went on
+        records = client.get(f"/v1/jobs/{broken}/verdicts", headers=auth(key)).json()["records"]
+    assert all(r["record"] == "judge_error" and r["kind"] == "backend_error" for r in records)
+    assert "cannot use model" in records[0]["message"]
+
+
+def test_graders_are_made_once_per_judge_rubric_and_sampling():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from framejudge.frame_sampler import sample_frames
+    from framejudge.rubrics import get_rubric
+    from framejudge.schema import SamplerParams
+    from framejudge.service.graders import GraderCache
+
+    cache = GraderCache(sample_frames)
+    rubric = get_rubric("video-qa")
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: cache.get("reference", rubric, SamplerParams(n=8)), range(32)))
+    assert len({id(g) for g in got}) == 1
+    assert cache.get("reference", rubric, SamplerParams(n=4)) is not got[0]
