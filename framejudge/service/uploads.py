@@ -206,79 +206,104 @@ class Form:
     files: list[tuple[str, Upload, VideoInfo]] = field(default_factory=list)  # (field name, upload, info)
 
 
+class _Parts:
+    """python-multipart callbacks: text parts collected in memory, file parts written to the store
+    as they arrive; finished file parts wait in `done` to be committed (probed and recorded)."""
+
+    def __init__(self, store: UploadStore, max_field_bytes: int, max_files: int) -> None:
+        self.store, self.max_field_bytes, self.max_files = store, max_field_bytes, max_files
+        self.fields: dict[str, str] = {}
+        self.done: list[tuple[str, _Incoming]] = []
+        self.files_seen = 0
+        self.headers: dict[str, bytes] = {}
+        self.header_field = self.header_value = b""
+        self.name = ""
+        self.incoming: _Incoming | None = None  # the file part being read
+        self.text: bytearray | None = None  # the text part being read
+
+    def callbacks(self) -> dict:
+        return {"on_header_field": self.on_header_field, "on_header_value": self.on_header_value,
+                "on_header_end": self.on_header_end, "on_headers_finished": self.on_headers_finished,
+                "on_part_data": self.on_part_data, "on_part_end": self.on_part_end}
+
+    def on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self.header_field += data[start:end]
+
+    def on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self.header_value += data[start:end]
+
+    def on_header_end(self) -> None:
+        self.headers[self.header_field.decode("latin-1").lower()] = self.header_value
+        self.header_field = self.header_value = b""
+
+    def on_headers_finished(self) -> None:
+        _, disposition = parse_options_header(self.headers.get("content-disposition", b""))
+        self.name = disposition.get(b"name", b"").decode("utf-8", "replace")
+        filename = disposition.get(b"filename")
+        if filename is None:
+            self.text = bytearray()
+            return
+        self.files_seen += 1
+        if self.files_seen > self.max_files:
+            raise ProblemError(413, "Too many files", f"at most {self.max_files} videos per request")
+        self.incoming = self.store.incoming(filename.decode("utf-8", "replace"))
+
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        if self.incoming is not None:
+            self.incoming.write(data[start:end])
+            return
+        assert self.text is not None
+        self.text += data[start:end]
+        if len(self.text) > self.max_field_bytes:
+            raise ProblemError(413, "Field too large",
+                               f"form field {self.name!r} is over {self.max_field_bytes // 1024**2} MiB")
+
+    def on_part_end(self) -> None:
+        if self.incoming is not None:
+            self.done.append((self.name, self.incoming))
+        elif self.text is not None:
+            try:
+                self.fields[self.name] = bytes(self.text).decode("utf-8")
+            except UnicodeDecodeError:
+                raise ProblemError(400, "Bad multipart body", f"form field {self.name!r} is not UTF-8") from None
+        self.headers, self.incoming, self.text = {}, None, None
+
+    def discard(self) -> None:
+        """Remove every file not committed yet."""
+        if self.incoming is not None:
+            self.incoming.discard()
+        for _, incoming in self.done:
+            incoming.discard()
+
+
 async def read_multipart(stream: AsyncIterator[bytes], content_type: str, store: UploadStore, key_id: str,
                          max_field_bytes: int, max_files: int) -> Form:
     """Parse multipart/form-data incrementally; every file part becomes an upload. Nothing is kept
-    from a request that fails (partial files are removed)."""
+    from a request that fails (partial files are removed, committed uploads forgotten)."""
     _, params = parse_options_header(content_type)
     boundary = params.get(b"boundary")
     if not boundary:
         raise ProblemError(400, "Bad multipart body", "the Content-Type has no multipart boundary")
-    form = Form()
-    finished: list[_Incoming] = []
-    state: dict = {"headers": {}, "field": b"", "value": b"", "incoming": None, "text": None, "name": ""}
+    parts = _Parts(store, max_field_bytes, max_files)
+    parser = MultipartParser(boundary, parts.callbacks())
+    form = Form(fields=parts.fields)
 
-    def on_header_field(data: bytes, start: int, end: int) -> None:
-        state["field"] += data[start:end]
+    async def commit_done() -> None:
+        while parts.done:
+            name, incoming = parts.done.pop(0)
+            upload, info = await store.commit(incoming, key_id)
+            form.files.append((name, upload, info))
 
-    def on_header_value(data: bytes, start: int, end: int) -> None:
-        state["value"] += data[start:end]
-
-    def on_header_end() -> None:
-        state["headers"][state["field"].decode("latin-1").lower()] = state["value"]
-        state["field"], state["value"] = b"", b""
-
-    def on_headers_finished() -> None:
-        _, disp = parse_options_header(state["headers"].get("content-disposition", b""))
-        state["name"] = disp.get(b"name", b"").decode("utf-8", "replace")
-        filename = disp.get(b"filename")
-        if filename is not None:
-            if len(finished) + 1 > max_files:
-                raise ProblemError(413, "Too many files", f"at most {max_files} videos per request")
-            state["incoming"] = store.incoming(filename.decode("utf-8", "replace"))
-        else:
-            state["text"] = bytearray()
-
-    def on_part_data(data: bytes, start: int, end: int) -> None:
-        if state["incoming"] is not None:
-            state["incoming"].write(data[start:end])
-        else:
-            state["text"] += data[start:end]
-            if len(state["text"]) > max_field_bytes:
-                raise ProblemError(413, "Field too large",
-                                   f"form field {state['name']!r} is over {max_field_bytes // 1024**2} MiB")
-
-    def on_part_end() -> None:
-        if state["incoming"] is not None:
-            finished.append(state["incoming"])
-            pending.append((state["name"], state["incoming"]))
-        else:
-            try:
-                form.fields[state["name"]] = bytes(state["text"]).decode("utf-8")
-            except UnicodeDecodeError:
-                raise ProblemError(400, "Bad multipart body", f"form field {state['name']!r} is not UTF-8") from None
-        state.update(headers={}, incoming=None, text=None)
-
-    pending: list[tuple[str, _Incoming]] = []
-    parser = MultipartParser(boundary, {
-        "on_header_field": on_header_field, "on_header_value": on_header_value, "on_header_end": on_header_end,
-        "on_headers_finished": on_headers_finished, "on_part_data": on_part_data, "on_part_end": on_part_end,
-    })
     try:
-        async for chunk in stream:
-            try:
-                parser.write(chunk)
-            except ParseError as exc:
-                raise ProblemError(400, "Bad multipart body", str(exc)[:300]) from None
-            while pending:
-                name, incoming = pending.pop(0)
-                upload, info = await store.commit(incoming, key_id)
-                form.files.append((name, upload, info))
         try:
+            async for chunk in stream:
+                parser.write(chunk)
+                await commit_done()
             parser.finalize()
         except ParseError as exc:
             raise ProblemError(400, "Bad multipart body", str(exc)[:300]) from None
-        if state["incoming"] is not None or state["text"] is not None:
+        await commit_done()
+        if parts.incoming is not None or parts.text is not None:
             raise ProblemError(400, "Bad multipart body", "the body ended inside a part")
         return form
     except BaseException:
@@ -286,7 +311,4 @@ async def read_multipart(stream: AsyncIterator[bytes], content_type: str, store:
             store.forget(upload)
         raise
     finally:
-        if state["incoming"] is not None:
-            state["incoming"].discard()
-        for _, incoming in pending:
-            incoming.discard()
+        parts.discard()
