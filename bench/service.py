@@ -34,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -91,11 +92,6 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
-
-
 async def http_load(base: str, key: str, bodies: list[dict], concurrency: int) -> tuple[list[float], float]:
     """Latencies (s) of every request and the wall time, `concurrency` clients on keep-alive connections."""
     latencies: list[float] = []
@@ -148,12 +144,12 @@ def summarize(name: str, http_seq: list[float], http_conc: tuple[list[float], fl
     lib_rate = len(lib_lat) / lib_wall
     return {
         "scenario": name, "requests": len(http_seq) + len(conc_lat),
-        "http_p50_ms": round(p50_http, 2), "http_p99_ms": round(percentile(http_seq, 99) * 1000, 2),
-        "library_p50_ms": round(p50_lib, 3), "library_p99_ms": round(percentile(lib_lat, 99) * 1000, 3),
+        "http_p50_ms": round(p50_http, 2), "http_p99_ms": round(float(np.percentile(http_seq, 99)) * 1000, 2),
+        "library_p50_ms": round(p50_lib, 3), "library_p99_ms": round(float(np.percentile(lib_lat, 99)) * 1000, 3),
         "overhead_ms": round(p50_http - p50_lib, 2), "latency_ratio": round(p50_http / p50_lib, 1),
         "concurrency": concurrency, "http_rps": round(rps, 1),
         "http_p50_ms_concurrent": round(statistics.median(conc_lat) * 1000, 2),
-        "http_p99_ms_concurrent": round(percentile(conc_lat, 99) * 1000, 2),
+        "http_p99_ms_concurrent": round(float(np.percentile(conc_lat, 99)) * 1000, 2),
         "library_calls_per_s": round(lib_rate, 1), "throughput_ratio": round(rps / lib_rate, 3),
     }
 
