@@ -93,7 +93,7 @@ class IsolatedSampler:
     """
 
     def __init__(self, workers: int = 1, timeout_s: float = 120.0, max_memory_mb: int | None = 4096,
-                 cache_dir: str | os.PathLike[str] | None | Any = "default") -> None:
+                 cache_dir: str | os.PathLike[str] | None = "default") -> None:
         if workers < 1 or timeout_s <= 0:
             raise ValueError("workers must be >= 1 and timeout_s > 0")
         self.timeout_s = timeout_s

@@ -77,12 +77,13 @@ class BodyLimit:
 
 async def capped_stream(request: Request, limit: int) -> AsyncIterator[bytes]:
     """The request body as it arrives, with 413 once it passes `limit` bytes."""
+    too_large = ProblemError(413, "Body too large", f"this request is limited to {limit / 1024**2:.0f} MiB")
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
-        raise ProblemError(413, "Body too large", f"this request is limited to {limit / 1024**2:.0f} MiB")
+        raise too_large
     total = 0
     async for chunk in request.stream():
         total += len(chunk)
         if total > limit:
-            raise ProblemError(413, "Body too large", f"this request is limited to {limit / 1024**2:.0f} MiB")
+            raise too_large
         yield chunk
