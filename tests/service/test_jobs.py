@@ -132,14 +132,16 @@ def test_metrics(db):
 def test_idempotency_edge_cases_and_malformed_ids(db):
     """An empty Idempotency-Key is no key (each submit is a new job); ids this server could not
     have generated (a NUL, which PostgreSQL refuses outright) are 404, never a database error."""
-    settings, key, *_ = db
+    settings, key, _, engine = db
     with TestClient(create_app(settings(run_worker=False))) as client:
         h = {**auth(key), "Idempotency-Key": ""}
         a = client.post("/v1/jobs", json=items(1), headers=h)
         b = client.post("/v1/jobs", json=items(1), headers=h)
         assert a.status_code == b.status_code == 202 and a.json()["id"] != b.json()["id"]
+        admin = create_key(engine, ["admin"])  # every scope: the id itself is what is refused
         for path in ("/v1/jobs/ab%00cd", "/v1/jobs/NOT-HEX", "/v1/calibrate/ab%00cd/report"):
-            assert client.get(path, headers=auth(key)).status_code in (403, 404)
+            r = client.get(path, headers=auth(admin))
+            assert r.status_code == 404 and r.json()["title"] in ("No such job", "No such calibration"), path
         assert client.delete("/v1/videos/upload:ab%00cd", headers=auth(key)).status_code == 404
         r = client.post("/v1/grade", json={"item": {**items(1)[0], "video": "a\x00b.mp4"}}, headers=auth(key))
         assert r.status_code == 400 and "NUL" in r.json()["detail"]
