@@ -4,8 +4,13 @@ api_base), with structured output through instructor and retries through tenacit
 - temperature 0 and a fixed seed by default; the model id the server reports is recorded;
 - instructor re-asks with the validator's reason when a reply breaks the rubric (bounded);
 - tenacity retries 429, 5xx, timeouts and dropped connections with exponential backoff
-  and jitter, waiting as long as a Retry-After header asks when there is one;
-- token usage and cost of every attempt, re-asks included, from litellm.
+  and jitter, waiting as long as a Retry-After header asks when there is one; signs of
+  overload (429, 503, timeouts) are retried for up to `overload_budget_s`, other failures
+  `max_retries` times;
+- every attempt passes through the judge's `gate` (the runner's Endpoint: adaptive
+  concurrency, endpoint-wide Retry-After pauses, rate limits) and reports its outcome there;
+- token usage and cost of every attempt, re-asks included, from litellm (or from a price
+  override, for self-hosted models).
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from typing import Any
 
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
+from ..runner.endpoint import Gate, UnlimitedGate
 from ..schema import Item, Judgement, JudgeErrorKind, Usage
 from .base import JudgeFailure, JudgeRequest, JudgeResult
 
-RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
+RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+OVERLOAD_STATUS = {408, 429, 503, 529}  # the server is over capacity, or did not answer in time
 
 
 def _status(exc: BaseException) -> int | None:
@@ -40,6 +47,12 @@ def retry_after_seconds(exc: BaseException) -> float | None:
     headers = headers or getattr(exc, "litellm_response_headers", None) or getattr(exc, "headers", None)
     if not headers:
         return None
+    millis = headers.get("retry-after-ms") or headers.get("Retry-After-Ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
     value = headers.get("retry-after") or headers.get("Retry-After")
     if value is None:
         return None
@@ -82,6 +95,17 @@ def is_retryable(exc: BaseException) -> bool:
     return status in RETRYABLE_STATUS
 
 
+def is_overload(exc: BaseException) -> bool:
+    """A sign that the endpoint has no room now: a 429, a 503, a timeout, a dropped connection."""
+    import litellm
+
+    exc = api_error(exc) or exc
+    if isinstance(exc, (litellm.RateLimitError, litellm.Timeout, litellm.ServiceUnavailableError,
+                        litellm.APIConnectionError)):
+        return True
+    return _status(exc) in OVERLOAD_STATUS
+
+
 class LiteLLMJudge:
     backend = "litellm"
     needs_frames = True
@@ -91,7 +115,10 @@ class LiteLLMJudge:
     def __init__(self, model: str, api_base: str | None = None, api_key: str | None = None,
                  temperature: float = 0.0, seed: int = 1234, timeout: float = 120.0, max_retries: int = 5,
                  max_reasks: int = 2, images: bool = True, max_wait: float = 60.0,
-                 max_tokens: int = 1024) -> None:
+                 max_tokens: int = 1024, overload_budget_s: float = 600.0,
+                 price: tuple[float, float] | None = None, gate: Gate | None = None) -> None:
+        """`price`: (USD per prompt token, per completion token) instead of litellm's price list
+        (0, 0 for a self-hosted model). `gate`: the runner's Endpoint for this model server."""
         self.model = model
         self.model_id = model
         self.api_base = api_base
@@ -104,6 +131,9 @@ class LiteLLMJudge:
         self.sees_images = images
         self.max_wait = max_wait
         self.max_tokens = max_tokens
+        self.overload_budget_s = overload_budget_s
+        self.price = price
+        self.gate: Gate = gate or UnlimitedGate()
 
     def server(self) -> str | None:
         """The base URL of the self-hosted server this judge calls (vLLM, Ollama, an
@@ -166,11 +196,17 @@ class LiteLLMJudge:
             if u is not None:
                 usage.prompt_tokens += int(getattr(u, "prompt_tokens", 0) or 0)
                 usage.completion_tokens += int(getattr(u, "completion_tokens", 0) or 0)
-            try:
-                cost = litellm.completion_cost(completion_response=response)
-                usage.cost_usd = (usage.cost_usd or 0.0) + float(cost)
-            except Exception:  # unknown price: cost stays unknown, never guessed
-                pass
+            if self.price is not None:
+                prompt, completion = self.price
+                tokens_in = int(getattr(u, "prompt_tokens", 0) or 0) if u is not None else 0
+                tokens_out = int(getattr(u, "completion_tokens", 0) or 0) if u is not None else 0
+                usage.cost_usd = (usage.cost_usd or 0.0) + tokens_in * prompt + tokens_out * completion
+            else:
+                try:
+                    cost = litellm.completion_cost(completion_response=response)
+                    usage.cost_usd = (usage.cost_usd or 0.0) + float(cost)
+                except Exception:  # unknown price: cost stays unknown, never guessed
+                    pass
             model = getattr(response, "model", None)
             if model and model not in served:
                 served.append(model)
@@ -182,31 +218,57 @@ class LiteLLMJudge:
         client = instructor.from_litellm(litellm.acompletion, mode=instructor.Mode.JSON)
         client.on("completion:response", on_response)
 
+        other_failures = 0
+
         def wait(state: Any) -> float:
+            if self.gate.paused():  # the endpoint's pause holds the retry at the gate
+                return random.uniform(0, 0.05)
             return self._wait(state.attempt_number, state.outcome.exception() if state.outcome else None)
 
+        def stop(state: Any) -> bool:
+            nonlocal other_failures
+            exc = state.outcome.exception() if state.outcome else None
+            if exc is not None and is_overload(exc):
+                return state.seconds_since_start >= self.overload_budget_s
+            other_failures += 1
+            return other_failures >= self.max_retries
+
+        tokens = rendered.estimated_tokens + (len(frames) * IMAGE_TOKENS if self.sees_images else 0)
         try:
-            async for attempt in AsyncRetrying(retry=retry_if_exception(is_retryable), wait=wait,
-                                               stop=stop_after_attempt(self.max_retries), reraise=True):
+            async for attempt in AsyncRetrying(retry=retry_if_exception(is_retryable), wait=wait, stop=stop,
+                                               reraise=True):
                 with attempt:
-                    judgement = await client.chat.completions.create(
-                        model=self.model,
-                        messages=messages,
-                        response_model=Judgement,
-                        max_retries=self.max_reasks,
-                        context={"rubric": rubric, "responses": {"a": t.response_a, "b": t.response_b}},
-                        temperature=self.temperature,
-                        seed=self.seed,
-                        max_tokens=self.max_tokens,
-                        timeout=self.timeout,
-                        api_base=self.api_base,
-                        api_key=self.api_key,
-                        num_retries=0,
-                    )
+                    async with self.gate.slot(tokens) as slot:
+                        try:
+                            judgement = await self._create(client, messages, rubric, t)
+                        except Exception as exc:
+                            if is_overload(exc):
+                                slot.overloaded(retry_after_seconds(api_error(exc) or exc))
+                            elif api_error(exc) is not None:
+                                slot.failed()
+                            # else the server answered, with a reply that broke the rubric: not its capacity
+                            raise
         except Exception as exc:  # every failure becomes a record, never a crash or a label
             raise self._failure(exc, raws, usage) from None
         notes = [f"served by {m}" for m in served]
         return JudgeResult(judgement, usage, rendered.hash, raws[-1] if raws else None, notes)
+
+    async def _create(self, client: Any, messages: list[dict], rubric: Rubric, t: Any) -> Judgement:
+        judgement: Judgement = await client.chat.completions.create(
+            model=self.model,
+            messages=messages,
+            response_model=Judgement,
+            max_retries=self.max_reasks,
+            context={"rubric": rubric, "responses": {"a": t.response_a, "b": t.response_b}},
+            temperature=self.temperature,
+            seed=self.seed,
+            max_tokens=self.max_tokens,
+            timeout=self.timeout,
+            api_base=self.api_base,
+            api_key=self.api_key,
+            num_retries=0,
+        )
+        return judgement
 
     def _failure(self, exc: BaseException, raws: list[str], usage: Usage) -> JudgeFailure:
         import litellm
@@ -217,9 +279,11 @@ class LiteLLMJudge:
             return JudgeFailure(JudgeErrorKind.invalid_after_retries,
                                 f"no valid verdict after {self.max_reasks + 1} attempt(s): {str(exc)[:500]}", raw, usage)
         if isinstance(cause, litellm.RateLimitError) or _status(cause) == 429:
-            return JudgeFailure(JudgeErrorKind.rate_limited, f"rate limited after {self.max_retries} tries: {cause}"[:1000], raw, usage)
+            return JudgeFailure(JudgeErrorKind.rate_limited, f"still rate limited after {usage.attempts or 1} attempt(s) "
+                                f"over {self.overload_budget_s:g} s: {cause}"[:1000], raw, usage)
         if isinstance(cause, litellm.Timeout) or _status(cause) == 408:
-            return JudgeFailure(JudgeErrorKind.timeout, f"timed out after {self.max_retries} tries: {cause}"[:1000], raw, usage)
+            return JudgeFailure(JudgeErrorKind.timeout, f"timed out (each attempt limited to {self.timeout:g} s; "
+                                f"retried for {self.overload_budget_s:g} s): {cause}"[:1000], raw, usage)
         if isinstance(cause, litellm.ContentPolicyViolationError):
             return JudgeFailure(JudgeErrorKind.refused, str(cause)[:1000], raw, usage)
         return JudgeFailure(JudgeErrorKind.backend_error, f"{type(cause).__name__}: {cause}"[:1000], raw, usage)

@@ -106,13 +106,28 @@ def test_reask_carries_the_validators_reason():
     assert "a Successful response always wins, so the preference must be A" in text
 
 
-def test_persistent_rate_limit_becomes_a_judge_error():
+def test_persistent_rate_limit_becomes_a_judge_error_after_the_overload_budget():
+    """Rate limits are retried for a time budget, not a count: a minute of 429s is waited out."""
     err = {"error": {"message": "quota", "type": "rate_limit_error"}}
     server = ScriptedServer([(429, err, {"Retry-After": "0"})])
     with server as base:
-        [e] = grade(LiteLLMJudge("openai/scripted", api_base=base, api_key="k", max_retries=3))
+        started = time.monotonic()
+        [e] = grade(LiteLLMJudge("openai/scripted", api_base=base, api_key="k", max_retries=3,
+                                 overload_budget_s=1.0))
+        spent = time.monotonic() - started
     assert isinstance(e, JudgeError) and e.kind == "rate_limited"
-    assert len(server.requests) == 3
+    assert "over 1 s" in e.message
+    assert spent >= 1.0 and len(server.requests) > 3  # more tries than max_retries: the budget decides
+
+
+def test_retry_after_ms_is_read_before_retry_after():
+    class Response:
+        headers = {"retry-after-ms": "250", "retry-after": "3"}
+
+    class Exc(Exception):
+        response = Response()
+
+    assert retry_after_seconds(Exc()) == 0.25
 
 
 def test_server_errors_are_retried():
