@@ -158,22 +158,32 @@ def grade(
                                        envvar="FRAMEJUDGE_JUDGE")] = "reference",
     api_base: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for litellm",
                                                     envvar="FRAMEJUDGE_API_BASE")] = None,
+    judges_file: Annotated[Optional[Path], typer.Option(
+        "--judges", help="judges file (YAML): API base, key variable, concurrency, rate limits, timeout, price "
+                         "per judge", envvar="FRAMEJUDGE_JUDGES_FILE")] = None,
     rubric: Annotated[str, typer.Option(help="rubric id or file", envvar="FRAMEJUDGE_RUBRIC")] = "video-qa",
     n: Annotated[int, typer.Option("-n", "--frames", help="frame budget per turn")] = 8,
+    strategy: Annotated[Strategy, typer.Option(help="how frames are chosen")] = Strategy.uniform,
+    fps: Annotated[Optional[float], typer.Option(help="frames per second (fps strategy)")] = None,
     lookback: Annotated[float, typer.Option(help="seconds before a multi-turn question to show")] = 30.0,
     max_side: Annotated[int, typer.Option(help="longest side of frames sent to the judge")] = 768,
     swap: Annotated[Optional[bool], typer.Option("--swap/--no-swap", help="also grade B/A (default: on for model judges)")] = None,
     samples: Annotated[int, typer.Option(help="k samples with majority vote")] = 1,
     blind: Annotated[bool, typer.Option(help="blind control: grade again without frames")] = False,
-    concurrency: Annotated[int, typer.Option(help="items graded at once")] = 4,
+    concurrency: Annotated[Optional[int], typer.Option(
+        help="model calls in flight at the start (then adapted to the endpoint); items at once for judges "
+             "without an endpoint [default: the judges file's, else 8; 4 items]")] = None,
+    max_concurrency: Annotated[Optional[int], typer.Option(
+        help="model calls in flight never above this [default: the judges file's, else 32]")] = None,
     media_root: Annotated[Optional[Path], typer.Option(help="relative video paths are under here (default: the items file's folder)")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")] = False,
     yes: Annotated[bool, typer.Option("--yes", help="do not ask before spending tokens")] = False,
     summary_json: Annotated[Optional[Path], typer.Option(help="also write the summary as JSON here")] = None,
-    decode_timeout: Annotated[Optional[float], typer.Option(
-        help="decode videos in killable worker processes, each video limited to this many seconds "
-             "(and each process to --decode-memory-mb): for videos from sources you do not trust")] = None,
-    decode_memory_mb: Annotated[int, typer.Option(help="memory cap per decoding process, with --decode-timeout")] = 4096,
+    decode_timeout: Annotated[float, typer.Option(
+        help="each video's sampling is limited to this many seconds in its decoding process")] = 600.0,
+    decode_memory_mb: Annotated[int, typer.Option(help="memory cap per decoding process")] = 4096,
+    decode_workers: Annotated[Optional[int], typer.Option(
+        help="decoding processes, working while model calls wait [default: the CPU count]")] = None,
 ) -> None:
     """Grade ITEMS and append verdicts to --out as they finish, then print a summary."""
     import asyncio
@@ -181,21 +191,46 @@ def grade(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from .frame_sampler import InvalidRequest, make_params
-    from .judge import GradeOptions, Grader, ItemsError, JudgeSpecError, load_items, make_judge, run_batch
-    from .judge.batch import pending_turns
+    from .judge import Grader, ItemsError, JudgeSpecError, load_items
     from .rubrics import RubricError, get_rubric
+    from .runner import RunProgress, run_batch
+    from .runner.decode import SharedDecodes
+    from .runner.judges import Judges, JudgesFileError
+    from .runner.local import pending_turns
+    from pydantic import ValidationError
+
+    from .files import plain_problem
+    from .schema import GradeOptions
 
     try:
         the_items = load_items(items)
         the_rubric = get_rubric(rubric)
-        the_judge = make_judge(judge, api_base)
-        params = make_params(n=n, lookback=lookback, max_side=max_side)
+        judges = Judges.from_env(judges_file)
+        judges.api_base = api_base or judges.api_base
+        config = judges.config(judge)
+        overrides = {k: v for k, v in (("concurrency", concurrency), ("max_concurrency", max_concurrency)) if v is not None}
+        if overrides:
+            if concurrency is not None and concurrency < 1 or max_concurrency is not None and max_concurrency < 1:
+                raise ItemsError("--concurrency and --max-concurrency must be at least 1")
+            if "concurrency" in overrides and "max_concurrency" not in overrides:
+                overrides["max_concurrency"] = max(config.max_concurrency, overrides["concurrency"])
+            if "max_concurrency" in overrides and "concurrency" not in overrides:
+                overrides["concurrency"] = min(config.concurrency, overrides["max_concurrency"])
+            judges.configs[judge] = config = config.model_validate({**config.model_dump(), **overrides})
+        the_judge = judges.make(judge)
+        params = make_params(n=n, strategy=strategy, fps=fps, lookback=lookback, max_side=max_side)
         if samples < 1:
             raise ItemsError("--samples must be at least 1")
+        if decode_timeout <= 0:
+            raise ItemsError("--decode-timeout must be more than 0 seconds")
+        if decode_memory_mb < 256 or (decode_workers is not None and decode_workers < 1):
+            raise ItemsError("--decode-memory-mb must be at least 256 and --decode-workers at least 1")
+        options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
         todo = pending_turns(the_items, out_path)
-    except (ItemsError, RubricError, JudgeSpecError, InvalidRequest) as exc:
+    except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest) as exc:
         fail(str(exc))
-    options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
+    except ValidationError as exc:  # an option the shared models refuse
+        fail(plain_problem(exc))
     calls = todo * (2 if options.swap_for(the_judge) else 1) * (1 if the_judge.deterministic else samples) * (2 if blind else 1)
     estimate = getattr(the_judge, "estimate", None)
     est_text = estimate(the_rubric, the_items, calls, params.n) if estimate else "no tokens, no cost (runs locally)"
@@ -205,32 +240,38 @@ def grade(
             fail("this judge spends tokens: pass --yes to run without a prompt")
         if not typer.confirm("Go ahead?"):
             raise typer.Exit(1)
-    isolated = None
-    if decode_timeout is not None:
+    decoder = None
+    sample = None
+    if the_judge.needs_frames and any(it.video for it in the_items):
         from .frame_sampler import IsolatedSampler
 
-        if decode_timeout <= 0:
-            fail("--decode-timeout must be more than 0 seconds")
-        isolated = IsolatedSampler(workers=max(1, min(concurrency, os.cpu_count() or 1)), timeout_s=decode_timeout,
-                                   max_memory_mb=decode_memory_mb)
+        # decoding is CPU work in processes of its own, overlapping the model calls
+        decoder = IsolatedSampler(workers=decode_workers or os.cpu_count() or 1, timeout_s=decode_timeout,
+                                  max_memory_mb=decode_memory_mb)
+        sample = SharedDecodes(decoder.sample)
     grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent,
-                    **({"sample": isolated.sample} if isolated else {}))
-    progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+                    **({"sample": sample} if sample else {}))
+    progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False)
-    pending = [it for it in the_items]
     with progress:
-        task = progress.add_task("grade", total=todo, rate="")
+        task = progress.add_task("grade", total=todo, state="")
 
-        def done(item, records) -> None:
-            progress.advance(task, len(records))
+        def show(state: RunProgress) -> None:
             speed = progress.tasks[0].speed
-            progress.update(task, rate=f"{speed:.1f} turns/s" if speed else "")
+            parts = [f"{state.in_flight} in flight"]
+            if state.limit is not None:
+                parts.append(f"limit {state.limit}")
+            parts.append(f"{state.errors} errors")
+            if speed:
+                parts.append(f"{speed:.1f} turns/s")
+            progress.update(task, completed=state.done, state=", ".join(parts))
 
         try:
-            summary = asyncio.run(run_batch(grader, pending, out_path, concurrency=concurrency, on_done=done))
+            summary = asyncio.run(run_batch(grader, the_items, out_path, concurrency=concurrency or 4,
+                                            on_progress=show, prefetch=(decoder.workers if decoder else 0) + 2))
         finally:
-            if isolated is not None:
-                isolated.close()
+            if decoder is not None:
+                decoder.close()
     if summary_json is not None:
         summary_json.write_text(summary.model_dump_json(indent=1))
     out.print_json(summary.model_dump_json())

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+import yaml
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def read_text(path: str | os.PathLike[str], what: str, error: type[ValueError]) -> str:
@@ -41,3 +44,55 @@ def first_problem(exc: ValidationError, default: str = "row") -> str:
     e = exc.errors()[0]
     where = ".".join(str(x) for x in e["loc"]) or default
     return f"{where}: {e['msg'].removeprefix('Value error, ')}"
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    node = root
+    line = root.start_mark.line + 1 if root is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+            for key, value in node.value:
+                if key.value == part:
+                    node = value
+                    line = key.start_mark.line + 1
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if part >= len(node.value):
+                return line
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def parse_yaml_model(text: str, source: str, model: type[M], error: type[Exception], what: str) -> M:
+    """A YAML mapping validated as `model`; every problem as 'source:line: field.path: message'."""
+    try:
+        data = yaml.safe_load(text)
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise error(f"{where}: not valid YAML ({problem})") from None
+    if not isinstance(data, dict):
+        raise error(f"{source}:1: {what}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+            line = _line_of(root, loc)
+            path = ".".join(str(p) for p in loc) or "(top level)"
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(f"{source}:{line or 1}: {path}: {msg}")
+        raise error("\n".join(lines)) from None
+
+
+def plain_problem(exc: ValidationError) -> str:
+    """The first validation problem's message alone, in plain words."""
+    return exc.errors()[0]["msg"].removeprefix("Value error, ")

@@ -350,3 +350,80 @@ class HumanLabel(BaseModel):
     transcription_error: bool | None = None
     multiturn: bool | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class GradeOptions(BaseModel):
+    """How items are graded, beyond the judge and the rubric: the same for `framejudge grade`,
+    `POST /v1/grade`, jobs and workers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8),
+                                   description="which frames the judge sees (multi-turn windows end at each question)")
+    swap: bool | None = Field(None, description="also grade B/A; null: on for judges that are not deterministic")
+    samples: int = Field(1, ge=1, le=32, description="k samples with a majority vote")
+    blind: bool = Field(False, description="blind control: grade again without frames")
+    cache: bool = Field(True, description="use the verdict cache of model judges")
+    jpeg_quality: int = Field(85, ge=1, le=100, description="quality of the frames sent to a model")
+
+    def swap_for(self, judge: Any) -> bool:
+        """Whether pairs are graded in both orders by this judge."""
+        return (not judge.deterministic) if self.swap is None else self.swap
+
+
+JUDGE_KINDS = ("reference", "litellm:", "transformers:")
+
+
+class TokenPrice(BaseModel):
+    """What a model costs, in place of litellm's price list (0 and 0 for a self-hosted model)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_usd_per_token: float = Field(0.0, ge=0)
+    completion_usd_per_token: float = Field(0.0, ge=0)
+
+
+class JudgeConfig(BaseModel):
+    """One judge that may be used, and how to reach and pace its model endpoint (an entry of a
+    judges file; a judge with no entry gets these defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: str = Field(min_length=1, max_length=500, description="reference, litellm:<model> or transformers:<path>")
+    api_base: str | None = Field(None, max_length=2000, description="a self-hosted OpenAI-compatible server")
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=200,
+                                    description="name of the environment variable holding the endpoint's key")
+    concurrency: int = Field(8, ge=1, le=4096, description="calls in flight at the start (then adapted)")
+    max_concurrency: int = Field(32, ge=1, le=4096, description="calls in flight never above this")
+    requests_per_minute: float | None = Field(None, gt=0, description="the provider's request rate limit")
+    tokens_per_minute: float | None = Field(None, gt=0, description="the provider's token rate limit")
+    timeout_s: float = Field(120.0, gt=0, le=3600, description="per call")
+    overload_budget_s: float = Field(600.0, ge=0, le=86400,
+                                     description="how long 429s, 503s and timeouts are retried before a judge error")
+    price: TokenPrice | None = Field(None, description="cost per token instead of litellm's price list")
+
+    @model_validator(mode="after")
+    def _check(self) -> JudgeConfig:
+        if self.spec != "reference" and not any(self.spec.startswith(k) and len(self.spec) > len(k)
+                                                for k in JUDGE_KINDS[1:]):
+            raise ValueError(f"unknown judge {self.spec!r}: use 'reference', 'litellm:<model>' or 'transformers:<path>'")
+        if self.concurrency > self.max_concurrency:
+            raise ValueError(f"concurrency ({self.concurrency}) is above max_concurrency ({self.max_concurrency})")
+        return self
+
+
+class JudgesFile(BaseModel):
+    """A judges file: the judges a CLI run or a service may use, each with its endpoint's settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    judges: list[JudgeConfig] = Field(min_length=1, max_length=1000)
+
+    @model_validator(mode="after")
+    def _unique(self) -> JudgesFile:
+        seen: set[str] = set()
+        for judge in self.judges:
+            if judge.spec in seen:
+                raise ValueError(f"judge {judge.spec!r} is listed twice")
+            seen.add(judge.spec)
+        return self

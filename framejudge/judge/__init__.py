@@ -8,8 +8,9 @@ import os
 # framejudge downloads nothing at run time (litellm's bundled copy is used).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from ..schema import JudgeConfig
 from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult
-from .batch import GradeSummary, ItemsError, load_items, read_records, run_batch, summarize
+from .batch import GradeSummary, ItemsError, load_items, read_records, summarize
 from .pipeline import GradeOptions, Grader
 from .reference import ReferenceJudge
 
@@ -18,21 +19,30 @@ class JudgeSpecError(ValueError):
     """A --judge value that names no available backend."""
 
 
-def make_judge(spec: str = "reference", api_base: str | None = None) -> Judge:
-    """`reference`, `litellm:<model>` or `transformers:<path>`."""
+def make_judge(spec: str = "reference", api_base: str | None = None, config: JudgeConfig | None = None) -> Judge:
+    """`reference`, `litellm:<model>` or `transformers:<path>`; `config` (a judges file's entry for
+    `spec`) gives a model judge its API base, key, timeout, retry budget and price."""
     kind, _, target = spec.partition(":")
     if kind == "reference" and not target:
         return ReferenceJudge()
     if kind == "litellm" and target:
         try:
-            import instructor  # noqa: F401
             import litellm  # noqa: F401
             import tenacity  # noqa: F401
         except ImportError as exc:
             raise JudgeSpecError(f"the litellm judge needs {exc.name}: pip install 'framejudge[api]'") from None
         from .litellm_backend import LiteLLMJudge
 
-        return LiteLLMJudge(target, api_base=api_base)
+        if config is None:
+            return LiteLLMJudge(target, api_base=api_base)
+        api_key = None
+        if config.api_key_env:
+            api_key = os.environ.get(config.api_key_env)
+            if not api_key:
+                raise JudgeSpecError(f"judge {spec!r} takes its API key from ${config.api_key_env}, which is not set")
+        price = (config.price.prompt_usd_per_token, config.price.completion_usd_per_token) if config.price else None
+        return LiteLLMJudge(target, api_base=config.api_base or api_base, api_key=api_key, timeout=config.timeout_s,
+                            overload_budget_s=config.overload_budget_s, price=price)
     if kind == "transformers" and target:
         try:
             import torch  # noqa: F401
@@ -54,5 +64,5 @@ def make_judge(spec: str = "reference", api_base: str | None = None) -> Judge:
 __all__ = [
     "GradeOptions", "GradeSummary", "Grader", "ItemsError", "Judge", "JudgeFailure", "JudgeRequest",
     "JudgeResult", "JudgeSpecError", "ReferenceJudge", "load_items", "make_judge", "read_records",
-    "run_batch", "summarize",
+    "summarize",
 ]

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
 from ..files import first_problem, jsonl_objects, read_text
 from ..schema import Item, JudgeError, Preference, Verdict
-from .pipeline import Grader, Record
+from .pipeline import Record
 
 
 class ItemsError(ValueError):
@@ -151,44 +149,3 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
         completion_tokens=sum(u.completion_tokens for u in usages),
         cost_usd=sum(costs) if costs else None,
     )
-
-
-async def run_batch(
-    grader: Grader,
-    items: list[Item],
-    out: Path,
-    concurrency: int = 4,
-    on_done: Callable[[Item, list[Record]], None] | None = None,
-) -> GradeSummary:
-    """Grade every unfinished (item, turn) and append each record as soon as it exists.
-
-    A rerun with the same `out` skips turns that already have a verdict and retries
-    the ones that failed. Each record is one write of one line, flushed: a run killed
-    at any moment leaves every finished verdict in place (a torn last line is dropped
-    on the next run).
-    """
-    out.parent.mkdir(parents=True, exist_ok=True)
-    done = {(r.item_id, r.turn) for r in read_records(out) if isinstance(r, Verdict)}
-    todo = [(it, {t for t in range(len(it.turns)) if (it.id, t) in done}) for it in items]
-    todo = [(it, skip) for it, skip in todo if len(skip) < len(it.turns)]
-    sem = asyncio.Semaphore(max(1, concurrency))
-    lock = asyncio.Lock()
-    with open(out, "a", encoding="utf-8") as f:
-
-        async def one(item: Item, skip: set[int]) -> None:
-            async with sem:
-                records = await grader.grade(item, skip)
-            async with lock:
-                for r in records:
-                    f.write(r.model_dump_json() + "\n")
-                f.flush()
-            if on_done:
-                on_done(item, records)
-
-        await asyncio.gather(*(one(it, skip) for it, skip in todo))
-    return summarize(read_records(out), len(items))
-
-
-def pending_turns(items: list[Item], out: Path) -> int:
-    done = {(r.item_id, r.turn) for r in read_records(out) if isinstance(r, Verdict)}
-    return sum(1 for it in items for t in range(len(it.turns)) if (it.id, t) not in done)

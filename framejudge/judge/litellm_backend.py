@@ -1,8 +1,8 @@
 """Any model litellm can reach (hosted APIs, or a self-hosted OpenAI-compatible server via
-api_base), with structured output through instructor and retries through tenacity.
+api_base), with validated JSON replies and retries through tenacity.
 
 - temperature 0 and a fixed seed by default; the model id the server reports is recorded;
-- instructor re-asks with the validator's reason when a reply breaks the rubric (bounded);
+- a reply that breaks the rubric is re-asked with the validator's reason (bounded; reask.py);
 - tenacity retries 429, 5xx, timeouts and dropped connections with exponential backoff
   and jitter, waiting as long as a Retry-After header asks when there is one; signs of
   overload (429, 503, timeouts) are retried for up to `overload_budget_s`, other failures
@@ -24,6 +24,7 @@ from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
 from ..runner.endpoint import Gate, UnlimitedGate
 from ..schema import Item, Judgement, JudgeErrorKind, Usage
 from .base import JudgeFailure, JudgeRequest, JudgeResult
+from .reask import InvalidReply, parse_judgement, problems, reask_messages
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 OVERLOAD_STATUS = {408, 429, 503, 529}  # the server is over capacity, or did not answer in time
@@ -69,8 +70,8 @@ def retry_after_seconds(exc: BaseException) -> float | None:
 
 
 def api_error(exc: BaseException) -> BaseException | None:
-    """The provider error inside an exception chain (instructor wraps what it cannot parse
-    and what the API raised alike), or None when the failure was the reply itself."""
+    """The provider error inside an exception chain, or None when the failure was the reply
+    itself (InvalidReply)."""
     import litellm
 
     seen: BaseException | None = exc
@@ -122,6 +123,8 @@ class LiteLLMJudge:
         self.model = model
         self.model_id = model
         self.api_base = api_base
+        if api_key is None and api_base and not os.environ.get("OPENAI_API_KEY"):
+            api_key = "none"  # a self-hosted server usually wants no key, but the OpenAI client insists on one
         self.api_key = api_key
         self.temperature = temperature
         self.seed = seed
@@ -134,6 +137,7 @@ class LiteLLMJudge:
         self.overload_budget_s = overload_budget_s
         self.price = price
         self.gate: Gate = gate or UnlimitedGate()
+        self._priced: bool | None = None  # whether litellm knows this model's price (None: not asked yet)
 
     def server(self) -> str | None:
         """The base URL of the self-hosted server this judge calls (vLLM, Ollama, an
@@ -174,9 +178,8 @@ class LiteLLMJudge:
         return min(self.max_wait, (2 ** attempt) * 0.5 + random.uniform(0, 0.5))
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
-        import instructor
         import litellm
-        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+        from tenacity import AsyncRetrying, retry_if_exception
 
         item, turn, rubric = request.item, request.turn, request.rubric
         frames = request.frames if self.sees_images else [PromptFrame(f.timestamp) for f in request.frames]
@@ -201,12 +204,13 @@ class LiteLLMJudge:
                 tokens_in = int(getattr(u, "prompt_tokens", 0) or 0) if u is not None else 0
                 tokens_out = int(getattr(u, "completion_tokens", 0) or 0) if u is not None else 0
                 usage.cost_usd = (usage.cost_usd or 0.0) + tokens_in * prompt + tokens_out * completion
-            else:
+            elif self._priced is not False:
                 try:
                     cost = litellm.completion_cost(completion_response=response)
                     usage.cost_usd = (usage.cost_usd or 0.0) + float(cost)
-                except Exception:  # unknown price: cost stays unknown, never guessed
-                    pass
+                    self._priced = True
+                except Exception:  # unknown price: cost stays unknown, never guessed (nor asked again)
+                    self._priced = False
             model = getattr(response, "model", None)
             if model and model not in served:
                 served.append(model)
@@ -214,9 +218,6 @@ class LiteLLMJudge:
                 raws.append(response.choices[0].message.content or "")
             except (AttributeError, IndexError):
                 pass
-
-        client = instructor.from_litellm(litellm.acompletion, mode=instructor.Mode.JSON)
-        client.on("completion:response", on_response)
 
         other_failures = 0
 
@@ -240,7 +241,7 @@ class LiteLLMJudge:
                 with attempt:
                     async with self.gate.slot(tokens) as slot:
                         try:
-                            judgement = await self._create(client, messages, rubric, t)
+                            judgement = await self._ask(messages, rubric, t, on_response)
                         except Exception as exc:
                             if is_overload(exc):
                                 slot.overloaded(retry_after_seconds(api_error(exc) or exc))
@@ -253,22 +254,29 @@ class LiteLLMJudge:
         notes = [f"served by {m}" for m in served]
         return JudgeResult(judgement, usage, rendered.hash, raws[-1] if raws else None, notes)
 
-    async def _create(self, client: Any, messages: list[dict], rubric: Rubric, t: Any) -> Judgement:
-        judgement: Judgement = await client.chat.completions.create(
-            model=self.model,
-            messages=messages,
-            response_model=Judgement,
-            max_retries=self.max_reasks,
-            context={"rubric": rubric, "responses": {"a": t.response_a, "b": t.response_b}},
-            temperature=self.temperature,
-            seed=self.seed,
-            max_tokens=self.max_tokens,
-            timeout=self.timeout,
-            api_base=self.api_base,
-            api_key=self.api_key,
-            num_retries=0,
-        )
-        return judgement
+    async def _ask(self, messages: list[dict[str, Any]], rubric: Rubric, t: Any,
+                   on_response: Any) -> Judgement:
+        """One attempt: a call, and up to `max_reasks` more when the reply breaks the rubric."""
+        import json
+
+        import litellm
+        from pydantic import ValidationError
+
+        for asked in range(self.max_reasks + 1):
+            response = await litellm.acompletion(
+                model=self.model, messages=messages, response_format={"type": "json_object"},
+                temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens, timeout=self.timeout,
+                api_base=self.api_base, api_key=self.api_key, num_retries=0)
+            on_response(response)
+            reply = response.choices[0].message.content or ""
+            try:
+                return parse_judgement(reply, rubric, t)
+            except (ValidationError, json.JSONDecodeError) as exc:
+                why = problems(exc)
+                if asked == self.max_reasks:
+                    raise InvalidReply(why) from None
+                messages = reask_messages(messages, reply, why)
+        raise AssertionError("unreachable")
 
     def _failure(self, exc: BaseException, raws: list[str], usage: Usage) -> JudgeFailure:
         import litellm

@@ -7,7 +7,6 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from ..rubrics.prompt import PromptFrame
 from ..rubrics.rules import error_message_match
 from ..schema import (
     Category,
+    GradeOptions,
     Item,
     Judgement,
     JudgeError,
@@ -38,19 +38,6 @@ from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult
 from .reference import rank_pair
 
 Record = Verdict | JudgeError
-
-
-@dataclass
-class GradeOptions:
-    sampler: SamplerParams = field(default_factory=lambda: SamplerParams(n=8))
-    swap: bool | None = None  # None: on for non-deterministic judges
-    samples: int = 1
-    blind: bool = False
-    cache: bool = True  # verdict cache for model backends
-    jpeg_quality: int = 85
-
-    def swap_for(self, judge: Judge) -> bool:
-        return (not judge.deterministic) if self.swap is None else self.swap
 
 
 SampleFn = Callable[[Path, SamplerParams], SampleResult]

@@ -6,11 +6,8 @@ import functools
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
-import yaml
-from pydantic import ValidationError
-
+from ..files import parse_yaml_model
 from .model import Rubric
 
 
@@ -18,50 +15,8 @@ class RubricError(Exception):
     """A rubric file that cannot be used; the message names the file and line."""
 
 
-def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
-    node = root
-    line = root.start_mark.line + 1 if root is not None else None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
-            for key, value in node.value:
-                if key.value == part:
-                    node = value
-                    line = key.start_mark.line + 1
-                    break
-            else:
-                return line
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            if part >= len(node.value):
-                return line
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
-
-
 def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
-    try:
-        data = yaml.safe_load(text)
-        root = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark is not None else source
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise RubricError(f"{where}: not valid YAML ({problem})") from None
-    if not isinstance(data, dict):
-        raise RubricError(f"{source}:1: a rubric file is a mapping (id, kind, version, ...)")
-    try:
-        return Rubric.model_validate(data)
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-            line = _line_of(root, loc)
-            path = ".".join(str(p) for p in loc) or "(top level)"
-            msg = err["msg"].removeprefix("Value error, ")
-            lines.append(f"{source}:{line or 1}: {path}: {msg}")
-        raise RubricError("\n".join(lines)) from None
+    return parse_yaml_model(text, source, Rubric, RubricError, "a rubric file is a mapping (id, kind, version, ...)")
 
 
 def load_rubric(path: str | os.PathLike[str]) -> Rubric:

@@ -10,6 +10,7 @@ time stays); rules are never dropped.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -136,7 +137,9 @@ def rubric_text(rubric: Rubric, *, category_examples: bool = True, cases: bool =
     return "\n".join(out).strip() + "\n"
 
 
+@functools.cache
 def _output_instructions(pairwise: bool) -> str:
+    """The answer's shape and JSON schema (built once: generating a schema is not cheap)."""
     schema = json.dumps(Judgement.model_json_schema(), separators=(",", ":"))
     shape = (
         "Grade response A and response B, then give the preference and the criterion id that "

@@ -14,7 +14,8 @@ import pytest
 
 from framejudge.calibration.audit import FieldSpec, LabelRow, audit, majority
 from framejudge.calibration.inputs import LabelsError, human_rows, judge_rows, load_human_labels, video_qa_fields
-from framejudge.judge import Grader, ReferenceJudge, load_items, run_batch
+from framejudge.judge import Grader, ReferenceJudge, load_items
+from framejudge.runner import run_batch
 from framejudge.rubrics import get_rubric
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "items.jsonl"

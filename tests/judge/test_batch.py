@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from framejudge.judge import Grader, ItemsError, ReferenceJudge, load_items, read_records, run_batch
+from framejudge.judge import Grader, ItemsError, ReferenceJudge, load_items, read_records
+from framejudge.runner import run_batch
 from framejudge.judge.batch import summarize, wilson
 from framejudge.rubrics import get_rubric
 from framejudge.schema import Verdict

@@ -2,8 +2,8 @@
 
 `ScriptedServer` is the one stand-in: an HTTP server that answers like a paid API would
 (429 with Retry-After, 5xx, replies that break the rubric), to prove the retry and re-ask
-paths. Everything between it and the verdict (litellm, instructor, tenacity, the
-pipeline) is real.
+paths. Everything between it and the verdict (litellm, tenacity, the re-ask
+loop, the pipeline) is real.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 pytest.importorskip("litellm")
-pytest.importorskip("instructor")
 
 from framejudge.judge import GradeOptions, Grader, make_judge  # noqa: E402
 from framejudge.judge.litellm_backend import LiteLLMJudge, retry_after_seconds  # noqa: E402
@@ -104,6 +103,24 @@ def test_reask_carries_the_validators_reason():
     assert second["temperature"] == 0 and second["seed"] == 1234
     text = json.dumps(second["messages"])
     assert "a Successful response always wins, so the preference must be A" in text
+
+
+def test_responses_reach_the_model_verbatim_and_the_error_rule_still_re_asks():
+    """Text that looks like a template ({{ }}, {% %}) is sent as written, never rendered; and the
+    rules that need the responses (a fixed error string must be graded Error message) still
+    apply to the model's reply."""
+    item = Item(id="tpl", turns=[{"question": "What does the sign say? {{ 7 * 7 }}", "golden": "{% raw %}",
+                                  "response_a": "It says {{ rubric }} and {% if x %}.",
+                                  "response_b": "I cannot answer that."}])
+    wrong = {**GOOD, "response_b": {"category": "Missing", "rationale": "declines"}}
+    right = {**GOOD, "response_b": {"category": "Error message", "rationale": "a fixed error string"}}
+    server = ScriptedServer([(200, completion(json.dumps(wrong)), {}), (200, completion(json.dumps(right)), {})])
+    with server as base:
+        [v] = grade(LiteLLMJudge("openai/scripted", api_base=base, api_key="k"), item)
+    assert isinstance(v, Verdict) and v.response_b.category.value == "Error message"
+    first = json.dumps(server.requests[0]["body"]["messages"])
+    assert "{{ 7 * 7 }}" in first and "It says {{ rubric }} and {% if x %}." in first and "49" not in first
+    assert len(server.requests) == 2  # the first reply broke the error-message rule and was re-asked
 
 
 def test_persistent_rate_limit_becomes_a_judge_error_after_the_overload_budget():

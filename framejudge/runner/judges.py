@@ -1,0 +1,78 @@
+"""The judges a process may use, from a judges file (or defaults), each built with the gate of
+its model endpoint. One `Judges` per event loop: the CLI's run, an API server, a worker."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..files import parse_yaml_model, plain_problem, read_text
+from ..judge import Judge, JudgeSpecError, make_judge
+from ..schema import JudgeConfig, JudgesFile
+from .endpoint import Endpoint, EndpointState
+
+JUDGES_FILE_ENV = "FRAMEJUDGE_JUDGES_FILE"
+
+
+class JudgesFileError(ValueError):
+    """A judges file that cannot be used; the message names the file, line and field."""
+
+
+def load_judges_file(path: str | os.PathLike[str]) -> list[JudgeConfig]:
+    text = read_text(path, "judges", JudgesFileError)
+    parsed = parse_yaml_model(text, str(path), JudgesFile, JudgesFileError,
+                              "a judges file is a mapping with a 'judges' list")
+    return parsed.judges
+
+
+class Judges:
+    """Judge configurations by spec, and one adaptive Endpoint per model endpoint."""
+
+    def __init__(self, configs: list[JudgeConfig] | None = None, api_base: str | None = None,
+                 defaults: JudgeConfig | None = None) -> None:
+        """`api_base` (FRAMEJUDGE_API_BASE, --api-base) is used by a litellm judge without an entry;
+        `defaults` are the endpoint settings of judges without an entry."""
+        self.configs = {c.spec: c for c in configs or []}
+        self.api_base = api_base
+        self.defaults = defaults
+        self._endpoints: dict[tuple[str, str | None], Endpoint] = {}
+
+    @classmethod
+    def from_env(cls, path: str | os.PathLike[str] | None = None) -> Judges:
+        """From `path`, else the file named by FRAMEJUDGE_JUDGES_FILE (if any), with FRAMEJUDGE_API_BASE."""
+        path = path or os.environ.get(JUDGES_FILE_ENV) or None
+        configs = load_judges_file(Path(path)) if path else []
+        return cls(configs, api_base=os.environ.get("FRAMEJUDGE_API_BASE") or None)
+
+    def config(self, spec: str) -> JudgeConfig:
+        found = self.configs.get(spec)
+        if found is not None:
+            return found
+        base = self.defaults.model_dump(exclude={"spec", "api_base"}) if self.defaults else {}
+        try:
+            return JudgeConfig(spec=spec, api_base=self.api_base, **base)
+        except ValidationError as exc:
+            raise JudgeSpecError(plain_problem(exc)) from None
+
+    def endpoint(self, config: JudgeConfig) -> Endpoint:
+        key = (config.spec, config.api_base or self.api_base)
+        found = self._endpoints.get(key)
+        if found is None:
+            found = Endpoint(config.spec, initial=config.concurrency, maximum=config.max_concurrency,
+                             requests_per_minute=config.requests_per_minute,
+                             tokens_per_minute=config.tokens_per_minute)
+            self._endpoints[key] = found
+        return found
+
+    def make(self, spec: str) -> Judge:
+        """The judge for `spec`; a judge that calls a server gets its endpoint's gate."""
+        config = self.config(spec)
+        judge = make_judge(spec, self.api_base, config)
+        if hasattr(judge, "gate"):
+            judge.gate = self.endpoint(config)
+        return judge
+
+    def states(self) -> list[EndpointState]:
+        return [e.state() for e in self._endpoints.values()]

@@ -1,0 +1,114 @@
+"""Grading a list of items in this process (`framejudge grade`): a window of items in flight
+sized by the judge's endpoint, records appended as they finish, resumable.
+
+The window is the endpoint's current concurrency limit plus `prefetch` items: while the
+limit's worth of model calls wait, the next items' frames are being decoded (in the decoding
+processes) and encoded, so a call never waits for a decode that could have run earlier.
+Judges without an endpoint (the reference judge, a local model) run `concurrency` items at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..judge.batch import GradeSummary, read_records, summarize
+from ..judge.pipeline import Grader, Record
+from ..schema import Item, JudgeError, Verdict
+from .endpoint import Endpoint
+
+
+@dataclass
+class RunProgress:
+    """Where a run stands: turns finished, items in flight, the endpoint's limit, errors."""
+
+    done: int = 0
+    in_flight: int = 0
+    limit: int | None = None  # the endpoint's concurrency limit now (None: no endpoint)
+    errors: int = 0
+
+
+def pending_work(items: list[Item], out: Path) -> list[tuple[Item, set[int]]]:
+    """Each item with the turns it already has a verdict for in `out`; finished items left out."""
+    done = {(r.item_id, r.turn) for r in read_records(out) if isinstance(r, Verdict)}
+    work = [(it, {t for t in range(len(it.turns)) if (it.id, t) in done}) for it in items]
+    return [(it, skip) for it, skip in work if len(skip) < len(it.turns)]
+
+
+def pending_turns(items: list[Item], out: Path) -> int:
+    return sum(len(it.turns) - len(skip) for it, skip in pending_work(items, out))
+
+
+def window(grader: Grader, concurrency: int, prefetch: int) -> Callable[[], int]:
+    """How many items may be in flight now."""
+    gate = getattr(grader.judge, "gate", None)
+    if isinstance(gate, Endpoint):
+        return lambda: gate.limit + prefetch
+    return lambda: max(1, concurrency)
+
+
+async def run_batch(
+    grader: Grader,
+    items: list[Item],
+    out: Path,
+    concurrency: int = 4,
+    on_done: Callable[[Item, list[Record]], None] | None = None,
+    prefetch: int = 2,
+    on_progress: Callable[[RunProgress], None] | None = None,
+) -> GradeSummary:
+    """Grade every unfinished (item, turn) and append each record as soon as it exists.
+
+    A rerun with the same `out` skips turns that already have a verdict and retries the ones
+    that failed. Each record is one write of one line, flushed: a run killed at any moment
+    leaves every finished verdict in place (a torn last line is dropped on the next run).
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    todo = pending_work(items, out)
+    room = window(grader, concurrency, prefetch)
+    gate = getattr(grader.judge, "gate", None)
+    progress = RunProgress(limit=gate.limit if isinstance(gate, Endpoint) else None)
+
+    def report() -> None:
+        if isinstance(gate, Endpoint):
+            progress.limit = gate.limit
+        if on_progress is not None:
+            on_progress(progress)
+
+    with open(out, "a", encoding="utf-8") as f:
+
+        async def one(item: Item, skip: set[int]) -> None:
+            records = await grader.grade(item, skip)
+            for r in records:  # one event loop: no other task writes between these lines
+                f.write(r.model_dump_json() + "\n")
+            f.flush()
+            progress.done += len(records)
+            progress.errors += sum(isinstance(r, JudgeError) for r in records)
+            if on_done:
+                on_done(item, records)
+
+        running: set[asyncio.Task[None]] = set()
+
+        async def settle(timeout: float | None) -> None:
+            finished, _ = await asyncio.wait(running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            for task in finished:
+                running.discard(task)
+                task.result()  # a failure the pipeline did not turn into a record stops the run
+            progress.in_flight = len(running)
+            report()
+
+        try:
+            for item, skip in todo:
+                while len(running) >= room():
+                    await settle(0.25)  # also wakes to see a limit that grew
+                running.add(asyncio.create_task(one(item, skip)))
+                progress.in_flight = len(running)
+            while running:
+                await settle(None)
+        finally:
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+    return summarize(read_records(out), len(items))
