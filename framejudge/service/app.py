@@ -29,9 +29,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        service.start()
+        await service.start()
         yield
-        service.close()
+        await service.close()
 
     app = FastAPI(title="framejudge", version="0.1.0", lifespan=lifespan,
                   description="LLM-as-judge grading for video question answering.")

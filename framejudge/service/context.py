@@ -3,6 +3,7 @@ media rules, metrics, rate limits and loaded graders; and the checks routes have
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Annotated
 
@@ -12,9 +13,12 @@ from ..frame_sampler import IsolatedSampler
 from ..judge import Grader, JudgeSpecError
 from ..rubrics import RubricError, get_rubric
 from ..rubrics.model import Rubric
-from ..schema import Item, SamplerParams
-from .graders import GraderCache
-from .jobs import JobStatus, Worker, job_owner, job_status
+from ..runner.decode import SharedDecodes
+from ..runner.graders import GraderCache
+from ..runner.judges import Judges, load_judges_file
+from ..runner.worker import QueueWorker
+from ..schema import GradeOptions, Item
+from .jobs import JobStatus, job_owner, job_status
 from .limits import RateLimiter, capped_stream
 from .media import MediaResolver
 from .metrics import Metrics
@@ -36,20 +40,34 @@ class Service:
         # every decode of a client's video runs in killable, memory-capped processes
         self.decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,
                                        max_memory_mb=settings.decode_memory_mb)
-        self.graders = GraderCache(self.decoder.sample)  # judges load once, not per request or per job
-        self.worker = Worker(self.engine, self.graders, self.metrics.record) if settings.run_worker else None
+        configs = load_judges_file(settings.judges_file) if settings.judges_file else []
+        self.judges = Judges(configs, api_base=settings.api_base)  # one adaptive gate per model endpoint
+        self.allowed_judges = list(dict.fromkeys([*settings.judges, *(c.spec for c in configs)]))
+        # judges load once, not per request or per job; a video wanted by several items decodes once
+        self.graders = GraderCache(SharedDecodes(self.decoder.sample), self.judges)
+        self.worker = QueueWorker(self.engine, self.graders, lease_s=settings.lease_s,
+                                  max_in_flight=settings.worker_max_in_flight,
+                                  on_records=self.metrics.record) if settings.run_worker else None
+        self._stop = asyncio.Event()
+        self._worker_task: asyncio.Task[None] | None = None
         assert settings.upload_dir is not None  # set by the settings validator
         self.store = UploadStore(settings.upload_dir, self.engine, settings.max_upload_bytes, self.decoder)
         self.media = MediaResolver(settings, self.store)
         self.upload_limit = settings.max_files_per_request * settings.max_upload_bytes + MAX_BODY
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        """The queue worker runs in the server's event loop (its model calls are I/O; the database
+        calls go to threads)."""
         if self.worker is not None:
-            self.worker.start()
+            self._stop.clear()
+            self._worker_task = asyncio.create_task(self.worker.run(self._stop), name="framejudge-worker")
 
-    def close(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
+    async def close(self) -> None:
+        """Graceful: the items in hand are finished (or, past the worker's grace, handed back)."""
+        if self._worker_task is not None:
+            self._stop.set()
+            await self._worker_task
+            self._worker_task = None
         self.decoder.close()
 
     def authorize(self, authorization: str | None, scope: str) -> ApiKey:
@@ -69,8 +87,8 @@ class Service:
 
     def judge_and_rubric(self, judge: str, rubric_id: str) -> Rubric:
         """A judge this server allows and a rubric it knows, by id."""
-        if judge not in self.settings.judges:
-            raise ProblemError(400, "Judge not allowed", f"this server allows: {', '.join(self.settings.judges)}")
+        if judge not in self.allowed_judges:
+            raise ProblemError(400, "Judge not allowed", f"this server allows: {', '.join(self.allowed_judges)}")
         if "/" in rubric_id or os.sep in rubric_id:
             raise ProblemError(400, "Unknown rubric", "give a rubric id; server-side rubric files are not read")
         try:
@@ -78,9 +96,9 @@ class Service:
         except RubricError as exc:
             raise ProblemError(400, "Unknown rubric", str(exc)) from None
 
-    def grader(self, spec: str, rubric: Rubric, sampler: SamplerParams) -> Grader:
+    def grader(self, spec: str, rubric: Rubric, options: GradeOptions) -> Grader:
         try:
-            return self.graders.get(spec, rubric, sampler)
+            return self.graders.get(spec, rubric, options)
         except JudgeSpecError as exc:
             raise ProblemError(400, "Judge not available", str(exc)) from None
 

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from .jobs import JobItem
+from ..runner.queue import JobItem
 from .uploads import Upload
 
 

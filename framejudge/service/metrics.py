@@ -37,7 +37,7 @@ class Metrics:
                     self.cost.inc(usage.cost_usd)
 
     def render(self, engine: Engine) -> bytes:
-        from .jobs import JobItem
+        from ..runner.queue import JobItem
 
         with Session(engine) as s:
             counts = dict(s.execute(select(JobItem.status, func.count()).group_by(JobItem.status)).all())

@@ -6,14 +6,27 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, model_validator
 
 from ..calibration.audit import AuditResult
-from ..schema import FrameInfo, HumanLabel, Item, JudgeError, SamplerParams, Verdict, VideoInfo
+from ..schema import FrameInfo, GradeOptions, HumanLabel, Item, JudgeError, SamplerParams, Verdict, VideoInfo
 
 
 class GradeRequest(BaseModel):
     item: Item
     judge: str = Field("reference", max_length=500)
     rubric: str = Field("video-qa", max_length=200)
-    sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8))
+    options: GradeOptions | None = Field(None, description="swap, samples, blind control, sampler ... "
+                                                           "(the same options as `framejudge grade` and jobs)")
+    sampler: SamplerParams | None = Field(None, description="shorthand for options.sampler")
+
+    @model_validator(mode="after")
+    def _one_sampler(self) -> GradeRequest:
+        if self.sampler is not None and self.options is not None:
+            raise ValueError("give the sampler inside options, not beside it")
+        return self
+
+    def grade_options(self) -> GradeOptions:
+        if self.options is not None:
+            return self.options
+        return GradeOptions(sampler=self.sampler) if self.sampler is not None else GradeOptions()
 
 
 class GradeResponse(BaseModel):

@@ -42,6 +42,12 @@ class Settings(BaseModel):
     decode_timeout_s: float = Field(120.0, gt=0, description="per video sampling, in a decoding process")
     decode_memory_mb: int = Field(4096, ge=256, description="resident-memory cap per decoding process")
     max_urls_per_request: int = Field(100, ge=1)
+    judges_file: Path | None = Field(None, description="judges file (YAML): each judge's endpoint, key variable, "
+                                                       "concurrency, rate limits, timeout, price")
+    api_base: str | None = Field(None, description="OpenAI-compatible server for litellm judges without an entry")
+    lease_s: float = Field(60.0, ge=1, le=3600, description="how long a worker's claim on an item lasts without "
+                                                           "a heartbeat (a dead worker's items wait this long)")
+    worker_max_in_flight: int = Field(256, ge=1, le=10_000, description="items one worker grades at once, at most")
 
     @model_validator(mode="after")
     def _upload_dir(self) -> Settings:
@@ -78,6 +84,14 @@ class Settings(BaseModel):
             data["decode_timeout_s"] = float(env["FRAMEJUDGE_DECODE_TIMEOUT"])
         if env.get("FRAMEJUDGE_URL_ALLOW_PRIVATE"):
             data["url_allow_private"] = env["FRAMEJUDGE_URL_ALLOW_PRIVATE"].lower() in ("1", "true", "yes")
+        if env.get("FRAMEJUDGE_JUDGES_FILE"):
+            data["judges_file"] = Path(env["FRAMEJUDGE_JUDGES_FILE"])
+        if env.get("FRAMEJUDGE_API_BASE"):
+            data["api_base"] = env["FRAMEJUDGE_API_BASE"]
+        if env.get("FRAMEJUDGE_LEASE_SECONDS"):
+            data["lease_s"] = float(env["FRAMEJUDGE_LEASE_SECONDS"])
+        if env.get("FRAMEJUDGE_WORKER_IN_FLIGHT"):
+            data["worker_max_in_flight"] = int(env["FRAMEJUDGE_WORKER_IN_FLIGHT"])
         if env.get("FRAMEJUDGE_RATE_LIMIT"):
             data["requests_per_minute"] = int(env["FRAMEJUDGE_RATE_LIMIT"])
         return cls(**data)

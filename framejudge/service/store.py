@@ -1,21 +1,18 @@
-"""Persistence (SQLAlchemy): SQLite in WAL mode by default, PostgreSQL by URL, one code path."""
+"""The service's own tables (API keys, calibration results) on the shared database (framejudge.db)."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
 from datetime import datetime, timezone
-from pathlib import Path
 
-from sqlalchemy import Boolean, DateTime, String, Text, create_engine, event, select, text
+from sqlalchemy import Boolean, DateTime, String, Text, select
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from ..db import Base, engine_for, ping  # noqa: F401 - routes and commands take the shared engine from here
 
 SCOPES = ("grade", "calibrate", "metrics", "admin")
-
-
-class Base(DeclarativeBase):
-    pass
 
 
 class ApiKey(Base):
@@ -56,33 +53,6 @@ def load_calibration(engine: Engine, run_id: str) -> str | None:
     with Session(engine) as s:
         run = s.get(CalibrationRun, run_id)
         return None if run is None else run.result_json
-
-
-def engine_for(url: str) -> Engine:
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-
-        @event.listens_for(engine, "connect")
-        def _wal(dbapi_connection, _record):  # type: ignore[no-untyped-def]
-            cur = dbapi_connection.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.close()
-    else:
-        engine = create_engine(url, pool_pre_ping=True)
-    Base.metadata.create_all(engine)
-    return engine
-
-
-def ping(engine: Engine) -> bool:
-    try:
-        with engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-        return True
-    except Exception:
-        return False
 
 
 def _digest(secret: str) -> str:

@@ -26,7 +26,7 @@ async def grade(body: GradeRequest, svc: ServiceDep, key: GradeKey) -> GradeResp
     fetched: list[Upload] = []  # videos fetched from URLs for this request only
     try:
         [item], [ref] = await svc.resolved([body.item], key, fetched)
-        records = await svc.grader(body.judge, rubric, body.sampler).grade(item)
+        records = await svc.grader(body.judge, rubric, body.grade_options()).grade(item)
     finally:
         for upload in fetched:
             svc.store.forget(upload)

@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from ...files import first_problem
-from ...schema import Item, SamplerParams
+from ...schema import GradeOptions, Item
 from ..context import MAX_BODY, MAX_JOB_ITEMS, ServiceDep, authorized
 from ..jobs import JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status, parse_items_body
 from ..limits import capped_stream
@@ -22,13 +22,17 @@ router = APIRouter()
 GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
 
 ITEMS_SCHEMA = {"type": "array", "minItems": 1, "maxItems": MAX_JOB_ITEMS, "items": {"$ref": "#/components/schemas/Item"}}
+PRIORITY = {"type": "integer", "minimum": -100, "maximum": 100, "default": 0}
 JOBS_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"oneOf": [ITEMS_SCHEMA, {"type": "object", "required": ["items"],
-                                                              "properties": {"items": ITEMS_SCHEMA}}]}},
+    "application/json": {"schema": {"oneOf": [ITEMS_SCHEMA, {
+        "type": "object", "required": ["items"], "additionalProperties": False,
+        "properties": {"items": ITEMS_SCHEMA, "options": {"$ref": "#/components/schemas/GradeOptions"},
+                       "priority": PRIORITY}}]}},
     "application/x-ndjson": {"schema": {**ITEMS_SCHEMA, "description": "JSONL: one item per line"}},
     "multipart/form-data": {"schema": {"type": "object", "required": ["items"], "properties": {
         "items": {"type": "string", "description": "the items, as JSON or JSONL; a video named by an uploaded "
                                                    "file's name is that file"},
+        "options": {"type": "string", "description": "GradeOptions as JSON"},
         "video": {"type": "array", "items": {"type": "string", "format": "binary"}}}}},
 }}}
 
@@ -37,34 +41,46 @@ JOBS_BODY = {"requestBody": {"required": True, "content": {
 async def submit_job(
     request: Request, svc: ServiceDep, key: GradeKey,
     judge: str = Query("reference", max_length=500), rubric: str = Query("video-qa", max_length=200),
-    n: int = 8, lookback: float = 30.0,
+    options: str | None = Query(None, max_length=20_000, description="GradeOptions as JSON (swap, samples, "
+                                "blind, cache, jpeg_quality, sampler: strategy, n, lookback, ...)"),
+    n: int | None = Query(None, description="shorthand for options.sampler.n"),
+    lookback: float | None = Query(None, description="shorthand for options.sampler.lookback"),
+    priority: int | None = Query(None, ge=-100, le=100, description="order among this key's jobs, higher first"),
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> Any:
-    """A batch of items graded in the background: a JSON list, {"items": [...]}, JSONL, or
-    multipart/form-data with an `items` part (JSON or JSONL) and video file parts that items
-    name by their file name."""
+    """A batch of items graded in the background: a JSON list, {"items": [...], "options": {...},
+    "priority": N}, JSONL, or multipart/form-data with an `items` part (JSON or JSONL), an optional
+    `options` part and video file parts that items name by their file name. The options are the
+    same as `framejudge grade`'s (one model, GradeOptions)."""
     svc.judge_and_rubric(judge, rubric)
     existing = idempotent_job(svc.engine, key.id, idempotency_key)
     if existing is not None:  # answered before any upload or fetch is repeated
         return job_status(svc.engine, existing)
-    try:
-        sampler = SamplerParams(n=n, lookback=lookback)
-    except ValueError as exc:
-        raise ProblemError(422, "Invalid sampler", str(exc).splitlines()[-1]) from None
     content_type = request.headers.get("content-type", "")
     uploaded: dict[str, str] = {}
+    given: list[Any] = [] if options is None else [_json_option(options)]  # options, from wherever given
     if content_type.startswith("multipart/form-data"):
         form = await svc.multipart(request, key)
         if "items" not in form.fields:
             raise ProblemError(422, "Invalid body", "the multipart body needs an 'items' part (JSON or JSONL)")
         raw, content_type = form.fields["items"].encode(), ""
+        if "options" in form.fields:
+            given.append(_json_option(form.fields["options"]))
         uploaded = {upload.filename: UPLOAD_PREFIX + upload.id for _, upload, _ in form.files}
     else:
         raw = b"".join([chunk async for chunk in capped_stream(request, MAX_BODY)])
     try:
-        rows = parse_items_body(raw, content_type)
+        rows, extra = parse_items_body(raw, content_type)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProblemError(422, "Invalid body", str(exc)[:300]) from None
+    if "options" in extra:
+        given.append(extra["options"])
+    grade_options = _options(given, n, lookback)
+    if "priority" in extra and priority is not None:
+        raise ProblemError(422, "Invalid body", "give priority once: in the body or as a query parameter")
+    job_priority = extra.get("priority", priority if priority is not None else 0)
+    if not isinstance(job_priority, int) or isinstance(job_priority, bool) or not -100 <= job_priority <= 100:
+        raise ProblemError(422, "Invalid body", "priority is a whole number from -100 to 100")
     if not rows or len(rows) > MAX_JOB_ITEMS:
         raise ProblemError(422, "Invalid body", f"a job holds 1 to {MAX_JOB_ITEMS} items, got {len(rows)}")
     items = []
@@ -77,8 +93,33 @@ async def submit_job(
             item = item.model_copy(update={"video": uploaded[item.video]})
         items.append(item)
     resolved, refs = await svc.resolved(items, key)
-    job_id, _ = create_job(svc.engine, key.id, resolved, judge, rubric, sampler, idempotency_key, refs)
+    job_id, _ = create_job(svc.engine, key.id, resolved, judge, rubric, grade_options, idempotency_key, refs,
+                           priority=job_priority)
     return job_status(svc.engine, job_id)
+
+
+def _json_option(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProblemError(422, "Invalid options", f"options are JSON: {exc.msg}") from None
+
+
+def _options(found: list[Any], n: int | None, lookback: float | None) -> GradeOptions:
+    """The job's options from exactly one place (query, multipart part or body), with n and
+    lookback as shorthands for the sampler only when no options are given."""
+    if len(found) > 1:
+        raise ProblemError(422, "Invalid options", "give the options once: in the body, its options part or the "
+                                                   "options query parameter")
+    shorthand = {k: v for k, v in (("n", n), ("lookback", lookback)) if v is not None}
+    if found and shorthand:
+        raise ProblemError(422, "Invalid options", "n and lookback are shorthands; with options, set them in "
+                                                   "options.sampler")
+    data = found[0] if found else {"sampler": {"n": 8, **shorthand}}
+    try:
+        return GradeOptions.model_validate(data)
+    except ValidationError as exc:
+        raise ProblemError(422, "Invalid options", first_problem(exc, "options")) from None
 
 
 @router.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus)

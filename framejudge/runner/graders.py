@@ -1,0 +1,41 @@
+"""Graders a long-running process keeps loaded: one per (judge, rubric, options), shared by the
+API's request handlers and the queue worker, so a judge (a local model, perhaps) loads once per
+process and every model judge paces its calls through its endpoint's one gate."""
+
+from __future__ import annotations
+
+import threading
+
+from ..judge import Grader
+from ..judge.pipeline import SampleFn
+from ..rubrics.model import Rubric
+from ..schema import GradeOptions
+from .judges import Judges
+
+
+class GraderCache:
+    def __init__(self, sample: SampleFn, judges: Judges | None = None, size: int = 32) -> None:
+        self.sample = sample
+        self.judges = judges or Judges()
+        self.size = size
+        self._graders: dict[tuple[str, str, str], Grader] = {}
+        self._lock = threading.Lock()  # request handlers may ask from worker threads
+
+    def get(self, spec: str, rubric: Rubric, options: GradeOptions) -> Grader:
+        """The grader for these; raises JudgeSpecError when the judge cannot be made."""
+        key = (spec, f"{rubric.id}@{rubric.version}@{rubric.content_hash}", options.model_dump_json())
+        with self._lock:
+            grader = self._graders.get(key)
+            if grader is None:
+                grader = Grader(self._judge(spec), rubric, options, sample=self.sample)
+                if len(self._graders) >= self.size:
+                    self._graders.pop(next(iter(self._graders)))
+                self._graders[key] = grader
+            return grader
+
+    def _judge(self, spec: str):  # type: ignore[no-untyped-def]
+        """One judge object per spec, whatever the rubric or options (a local model loads once)."""
+        for (other, _, _), grader in self._graders.items():
+            if other == spec:
+                return grader.judge
+        return self.judges.make(spec)

@@ -1,0 +1,218 @@
+"""The durable queue of job items, shared by every worker on one SQLite or PostgreSQL database.
+
+- A claim takes up to N pending items of one job in one transaction and leases them to the
+  worker (`lease_owner`, `lease_expires`); the worker's heartbeat extends its leases. On
+  PostgreSQL the items are selected `FOR UPDATE SKIP LOCKED`, so concurrent claimers take
+  different items without waiting; on SQLite (which ignores that clause) writers are serialized
+  by the database, and the claim's update only takes rows still pending. One code path.
+- A claim costs the same whatever the queue's length: the job is chosen among the active jobs
+  (few), and its items are read through the (job, status, position) index, never sorted.
+- Fair shares: the job comes from the API key served least recently (round-robin across keys,
+  so one key's 100,000-item job cannot hold back another key's small one); among one key's
+  jobs, higher `priority` first, then the oldest.
+- An item is finished only by the worker that holds its lease: records written and the item
+  marked done in one transaction, on the condition that the lease is still this worker's. A
+  worker that died loses its leases when they expire; any worker then puts those items back
+  (and only those: a live worker's items are never taken). An item is therefore graded once,
+  unless its worker died holding it, and it has exactly one record per turn either way.
+
+Times are seconds since the epoch from the workers' clocks (keep them in sync; leases are long
+compared with clock drift).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import (DateTime, Float, Index, Integer, String, Text, UniqueConstraint, and_, func, or_, select,
+                        update)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from ..db import Base
+from ..schema import GradeOptions, SamplerParams
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(16))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    judge: Mapped[str] = mapped_column(String(500))
+    rubric: Mapped[str] = mapped_column(String(200))
+    sampler_json: Mapped[str] = mapped_column(Text)  # the sampler alone (what older versions stored)
+    options_json: Mapped[str | None] = mapped_column(Text, nullable=True)  # GradeOptions
+    cancelled: Mapped[int] = mapped_column(Integer, default=0)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    active: Mapped[int] = mapped_column(Integer, default=1, index=True)  # may have pending items
+    __table_args__ = (UniqueConstraint("key_id", "idempotency_key"),)
+
+    def options(self) -> GradeOptions:
+        if self.options_json:
+            return GradeOptions.model_validate_json(self.options_json)
+        return GradeOptions(sampler=SamplerParams.model_validate_json(self.sampler_json))
+
+
+class JobItem(Base):
+    __tablename__ = "job_items"
+
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_json: Mapped[str] = mapped_column(Text)  # with the video resolved to a server path
+    video_ref: Mapped[str | None] = mapped_column(Text, nullable=True)  # the client's reference, shown in records
+    status: Mapped[str] = mapped_column(String(16), index=True)  # pending, running, done, cancelled
+    lease_owner: Mapped[str | None] = mapped_column(String(80), nullable=True, index=True)
+    lease_expires: Mapped[float | None] = mapped_column(Float, nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    __table_args__ = (Index("ix_job_items_claim", "job_id", "status", "position"),
+                      Index("ix_job_items_lease", "status", "lease_expires"),
+                      Index("ix_job_items_finished", "job_id", "finished_at"))
+
+
+class JobRecord(Base):
+    __tablename__ = "job_records"
+
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    turn: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # verdict or judge_error
+    record_json: Mapped[str] = mapped_column(Text)
+
+
+class KeyTurn(Base):
+    """When each API key was last served by a claim (a sequence number): the round-robin's state."""
+
+    __tablename__ = "queue_turns"
+
+    key_id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    served: Mapped[int] = mapped_column(Integer, default=0)
+
+
+@dataclass
+class Claimed:
+    """A leased item, with what its job says about grading it."""
+
+    job_id: str
+    key_id: str
+    judge: str
+    rubric: str
+    options: GradeOptions
+    position: int
+    item_json: str
+    video_ref: str | None
+
+
+CANDIDATE_JOBS = 16  # active jobs looked at per claim; a job found empty is marked inactive
+
+
+def claim(engine: Engine, worker: str, want: int, lease_s: float) -> list[Claimed]:
+    """Lease up to `want` pending items of one job (the fair share's next) to `worker`."""
+    now = time.time()
+    with Session(engine) as s, s.begin():
+        jobs = s.execute(
+            select(Job).outerjoin(KeyTurn, KeyTurn.key_id == Job.key_id)
+            .where(Job.active == 1, Job.cancelled == 0)
+            .order_by(func.coalesce(KeyTurn.served, 0), Job.priority.desc(), Job.created_at, Job.id)
+            .limit(CANDIDATE_JOBS)).scalars().all()
+        for job in jobs:
+            rows = s.execute(
+                select(JobItem.position).where(JobItem.job_id == job.id, JobItem.status == "pending")
+                .order_by(JobItem.position).limit(want).with_for_update(skip_locked=True)).scalars().all()
+            if not rows:
+                still = s.scalar(select(func.count()).select_from(
+                    select(JobItem.position).where(JobItem.job_id == job.id, JobItem.status == "pending")
+                    .limit(1).subquery()))
+                if not still:  # nothing left to claim; a reclaimed lease makes it active again
+                    s.execute(update(Job).where(Job.id == job.id).values(active=0))
+                continue
+            taken = s.execute(
+                update(JobItem).where(JobItem.job_id == job.id, JobItem.position.in_(rows), JobItem.status == "pending")
+                .values(status="running", lease_owner=worker, lease_expires=now + lease_s,
+                        attempts=JobItem.attempts + 1)
+                .returning(JobItem.position, JobItem.item_json, JobItem.video_ref)).all()
+            if not taken:
+                continue
+            _served(s, job.key_id)
+            options = job.options()
+            return [Claimed(job.id, job.key_id, job.judge, job.rubric, options, position, item_json, ref)
+                    for position, item_json, ref in sorted(taken)]
+    return []
+
+
+def _served(s: Session, key_id: str) -> None:
+    latest = s.scalar(select(func.max(KeyTurn.served))) or 0
+    if s.execute(update(KeyTurn).where(KeyTurn.key_id == key_id).values(served=latest + 1)).rowcount == 0:
+        s.add(KeyTurn(key_id=key_id, served=latest + 1))
+
+
+def heartbeat(engine: Engine, worker: str, lease_s: float) -> int:
+    """Extend every lease `worker` holds; the number of items it still holds."""
+    with Session(engine) as s, s.begin():
+        return s.execute(update(JobItem).where(JobItem.lease_owner == worker, JobItem.status == "running")
+                         .values(lease_expires=time.time() + lease_s)).rowcount or 0
+
+
+def reclaim_expired(engine: Engine) -> int:
+    """Put back items whose worker's lease ran out (it died or lost the database); a live worker's
+    items are never touched. Items left running by a version without leases count as expired."""
+    now = time.time()
+    with Session(engine) as s, s.begin():
+        back = s.execute(update(JobItem).where(JobItem.status == "running",
+                                               or_(JobItem.lease_expires < now, JobItem.lease_expires.is_(None)))
+                         .values(status="pending", lease_owner=None, lease_expires=None)
+                         .returning(JobItem.job_id)).scalars().all()
+        for job_id in set(back):
+            s.execute(update(Job).where(Job.id == job_id).values(active=1))
+        return len(back)
+
+
+def release(engine: Engine, worker: str) -> int:
+    """A worker stopping cleanly hands back the items it has not finished, at once."""
+    with Session(engine) as s, s.begin():
+        back = s.execute(update(JobItem).where(JobItem.lease_owner == worker, JobItem.status == "running")
+                         .values(status="pending", lease_owner=None, lease_expires=None)
+                         .returning(JobItem.job_id)).scalars().all()
+        for job_id in set(back):
+            s.execute(update(Job).where(Job.id == job_id).values(active=1))
+        return len(back)
+
+
+@dataclass
+class Finished:
+    job_id: str
+    position: int
+    records: list  # Verdict | JudgeError
+
+
+def finish(engine: Engine, worker: str, done: list[Finished]) -> list[Finished]:
+    """Write each item's records and mark it done, where `worker` still holds its lease; the
+    items it no longer held (their records were not written) are returned."""
+    lost = []
+    now = time.time()
+    with Session(engine) as s, s.begin():
+        for f in done:
+            mine = s.execute(update(JobItem).where(JobItem.job_id == f.job_id, JobItem.position == f.position,
+                                                   JobItem.lease_owner == worker, JobItem.status == "running")
+                             .values(status="done", finished_at=now, lease_owner=None, lease_expires=None)).rowcount
+            if not mine:
+                lost.append(f)
+                continue
+            for r in f.records:
+                s.merge(JobRecord(job_id=f.job_id, position=f.position, turn=r.turn, kind=r.record,
+                                  record_json=r.model_dump_json()))
+    return lost
+
+
+def throughput(s: Session, job_id: str, window_s: float = 60.0) -> float | None:
+    """Items per second this job finished over the last `window_s` seconds (None: too few)."""
+    since = time.time() - window_s
+    count, first, last = s.execute(select(func.count(), func.min(JobItem.finished_at), func.max(JobItem.finished_at))
+                                   .where(and_(JobItem.job_id == job_id, JobItem.finished_at >= since))).one()
+    if count < 2 or not last or last <= first:
+        return None
+    return (count - 1) / (last - first)

@@ -1,0 +1,161 @@
+"""A queue worker: grades job items from the database with as many in flight as its judges'
+endpoints take now, keeps its leases alive, and writes each item's records once.
+
+The same worker runs inside `framejudge serve` (beside the API, in its event loop) and alone as
+`framejudge worker` on any machine that reaches the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Callable
+
+from sqlalchemy.engine import Engine
+
+from ..judge import JudgeSpecError
+from ..judge.pipeline import Record
+from ..rubrics import get_rubric
+from ..schema import Item, JudgeError, JudgeErrorKind
+from . import queue
+from .graders import GraderCache
+
+log = logging.getLogger("framejudge.worker")
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()[:40]}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def show_video_ref(records: list[Record], ref: str, server_path: str | None) -> None:
+    """Records name the video as the client did (an upload id or URL), never by its server path,
+    in provenance and in judge error messages alike."""
+    for record in records:
+        provenance = getattr(record, "provenance", None)
+        if provenance is not None and provenance.video is not None:
+            provenance.video = ref
+        message = getattr(record, "message", None)
+        if server_path and isinstance(message, str) and server_path in message:
+            record.message = message.replace(server_path, ref)
+
+
+class QueueWorker:
+    def __init__(self, engine: Engine, graders: GraderCache, name: str | None = None, lease_s: float = 60.0,
+                 max_in_flight: int = 256, local_concurrency: int = 16, prefetch: int = 2,
+                 on_records: Callable[[list[Record]], None] | None = None, poll_s: float = 0.2,
+                 grace_s: float = 30.0) -> None:
+        """`local_concurrency`: items at once for judges without an endpoint (the reference judge,
+        a local model); `prefetch`: items beyond the endpoints' limits, decoding while calls wait."""
+        self.engine = engine
+        self.graders = graders
+        self.name = name or worker_name()
+        self.lease_s = lease_s
+        self.max_in_flight = max_in_flight
+        self.local_concurrency = local_concurrency
+        self.prefetch = prefetch
+        self.on_records = on_records
+        self.poll_s = poll_s
+        self.grace_s = grace_s
+        self.graded = 0  # items this worker finished (records written)
+        self.lost = 0  # items finished after their lease had gone to another worker (not written)
+
+    def capacity(self) -> int:
+        limits = [state.limit for state in self.graders.judges.states()]
+        wanted = sum(limits) + self.prefetch if limits else self.local_concurrency
+        return max(1, min(self.max_in_flight, wanted))
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Until `stop` is set; then the items in hand are finished (for up to `grace_s`) and any
+        still unfinished are handed back to the queue."""
+        await self._db(queue.reclaim_expired, self.engine)
+        keeper = asyncio.create_task(self._keep_leases(stop))
+        running: set[asyncio.Task[queue.Finished]] = set()
+        finished: list[queue.Finished] = []
+        try:
+            while not stop.is_set():
+                room = self.capacity() - len(running)
+                claimed = await self._db(queue.claim, self.engine, self.name, room, self.lease_s) if room > 0 else []
+                for c in claimed or []:
+                    running.add(asyncio.create_task(self._grade(c)))
+                if running:
+                    done, _ = await asyncio.wait(running, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
+                    running -= done
+                    finished += [task.result() for task in done]
+                else:
+                    await _sleep_until(stop, self.poll_s)
+                if finished:
+                    finished = await self._finish(finished)
+            if running:
+                done, pending = await asyncio.wait(running, timeout=self.grace_s)
+                finished += [task.result() for task in done]
+                for task in pending:
+                    task.cancel()
+            while finished and not await self._flushed(finished):
+                await asyncio.sleep(1.0)  # the database is away: keep the records until it is back
+        finally:
+            keeper.cancel()
+            await self._db(queue.release, self.engine, self.name)
+
+    async def _finish(self, finished: list[queue.Finished]) -> list[queue.Finished]:
+        """Write what is finished; what could not be written (the database is away) is kept."""
+        return [] if await self._flushed(finished) else finished
+
+    async def _flushed(self, finished: list[queue.Finished]) -> bool:
+        lost = await self._db(queue.finish, self.engine, self.name, finished)
+        if lost is None:
+            return False
+        self.lost += len(lost)
+        gone = {id(f) for f in lost}
+        written = [f for f in finished if id(f) not in gone]
+        self.graded += len(written)
+        if self.on_records is not None:
+            for f in written:
+                self.on_records(f.records)
+        for f in lost:
+            log.warning("job %s item %d: its lease had expired and another worker took it; these records "
+                        "were not written", f.job_id, f.position)
+        return True
+
+    async def _keep_leases(self, stop: asyncio.Event) -> None:
+        beats = 0
+        while not stop.is_set():
+            await _sleep_until(stop, self.lease_s / 3)
+            await self._db(queue.heartbeat, self.engine, self.name, self.lease_s)
+            beats += 1
+            if beats % 2 == 0:  # other workers' expired leases, about every 2/3 of a lease
+                await self._db(queue.reclaim_expired, self.engine)
+
+    async def _db(self, fn, *args):  # type: ignore[no-untyped-def]
+        """A queue call in a thread; a database that is away is logged and answered with None."""
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except Exception as exc:  # noqa: BLE001 - the worker outlives a database restart
+            log.warning("queue: %s failed (%s: %s); will retry", fn.__name__, type(exc).__name__, str(exc)[:200])
+            await asyncio.sleep(min(self.poll_s * 5, 1.0))
+            return None
+
+    async def _grade(self, c: queue.Claimed) -> queue.Finished:
+        """The item's records. A judge that cannot be made, or a failure the pipeline did not turn
+        into a record, becomes a backend_error per turn: the worker goes on with the next item."""
+        item = Item.model_validate_json(c.item_json)
+        try:
+            grader = self.graders.get(c.judge, get_rubric(c.rubric), c.options)
+            records = await grader.grade(item)
+        except Exception as exc:  # noqa: BLE001 - one item's failure must not stop the worker
+            log.error("job %s item %s: %s", c.job_id, item.id, exc, exc_info=not isinstance(exc, JudgeSpecError))
+            records = [JudgeError(item_id=item.id, turn=turn, kind=JudgeErrorKind.backend_error,
+                                  message=f"{type(exc).__name__}: {exc}", metadata=dict(item.metadata))
+                       for turn in range(len(item.turns))]
+        if c.video_ref is not None:
+            show_video_ref(records, c.video_ref, item.video)
+        return queue.Finished(c.job_id, c.position, records)
+
+
+async def _sleep_until(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except TimeoutError:
+        pass
