@@ -454,9 +454,70 @@ def serve(
     """Run the HTTP API (settings from FRAMEJUDGE_SERVICE_DB, FRAMEJUDGE_MEDIA_ROOT, ...)."""
     import uvicorn
 
+    from .runner.judges import JudgesFileError
     from .service.app import create_app
 
-    uvicorn.run(create_app(), host=host, port=port, log_level="warning")
+    try:
+        app = create_app()
+    except JudgesFileError as exc:
+        fail(str(exc))
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+@app.command()
+def worker(
+    max_in_flight: Annotated[Optional[int], typer.Option(help="items graded at once, at most [default: "
+                                                              "FRAMEJUDGE_WORKER_IN_FLIGHT, else 256]")] = None,
+) -> None:
+    """Grade queued job items from the service's database, with no HTTP (run any number, on any
+    machine that reaches the database and the videos). Same settings as `serve`
+    (FRAMEJUDGE_SERVICE_DB, FRAMEJUDGE_JUDGES_FILE, FRAMEJUDGE_LEASE_SECONDS, ...). SIGTERM or
+    Ctrl-C: finishes the items in hand, hands back the rest, exits."""
+    import asyncio
+    import signal
+
+    from pydantic import ValidationError
+
+    from .files import plain_problem
+    from .frame_sampler import IsolatedSampler
+    from .runner.decode import SharedDecodes
+    from .runner.graders import GraderCache
+    from .runner.judges import Judges, JudgesFileError, load_judges_file
+    from .runner.worker import QueueWorker
+    from .service.settings import Settings
+    from .service.store import engine_for
+
+    try:
+        settings = Settings.from_env()
+        configs = load_judges_file(settings.judges_file) if settings.judges_file else []
+        engine = engine_for(settings.database_url)
+    except JudgesFileError as exc:
+        fail(str(exc))
+    except (ValidationError, ValueError) as exc:
+        fail(plain_problem(exc) if isinstance(exc, ValidationError) else str(exc))
+    except Exception as exc:  # noqa: BLE001 - a database that cannot be reached is a setup error
+        fail(f"cannot open the database {settings.database_url.split('@')[-1]}: {type(exc).__name__}: {exc}")
+    if max_in_flight is not None and max_in_flight < 1:
+        fail("--max-in-flight must be at least 1")
+    decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,
+                              max_memory_mb=settings.decode_memory_mb)
+    graders = GraderCache(SharedDecodes(decoder.sample), Judges(configs, api_base=settings.api_base))
+    queue_worker = QueueWorker(engine, graders, lease_s=settings.lease_s,
+                               max_in_flight=max_in_flight or settings.worker_max_in_flight)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        err.print(f"worker {queue_worker.name} grading from {settings.database_url.split('@')[-1]}", highlight=False)
+        await queue_worker.run(stop)
+
+    try:
+        asyncio.run(main())
+    finally:
+        decoder.close()
+    err.print(f"worker {queue_worker.name} stopped: {queue_worker.graded} item(s) graded", highlight=False)
 
 
 RubricDirs = Annotated[

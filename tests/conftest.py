@@ -122,3 +122,8 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"the shared research data folder is absent ({SHARED}; set FRAMEJUDGE_SHARED)")
     return SHARED
+
+
+# A real PostgreSQL server (started only by tests that ask for it) and a database URL fixture that
+# runs a test on SQLite and on PostgreSQL.
+from tests.postgres import database_url, postgres  # noqa: E402,F401

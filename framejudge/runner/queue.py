@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import (DateTime, Float, Index, Integer, String, Text, UniqueConstraint, and_, func, or_, select,
-                        update)
+from sqlalchemy import (DateTime, Float, Index, Integer, Select, String, Text, UniqueConstraint, and_, func, or_,
+                        select, update)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
@@ -120,9 +120,7 @@ def claim(engine: Engine, worker: str, want: int, lease_s: float) -> list[Claime
             .order_by(func.coalesce(KeyTurn.served, 0), Job.priority.desc(), Job.created_at, Job.id)
             .limit(CANDIDATE_JOBS)).scalars().all()
         for job in jobs:
-            rows = s.execute(
-                select(JobItem.position).where(JobItem.job_id == job.id, JobItem.status == "pending")
-                .order_by(JobItem.position).limit(want).with_for_update(skip_locked=True)).scalars().all()
+            rows = s.execute(pending_items(job.id, want)).scalars().all()
             if not rows:
                 still = s.scalar(select(func.count()).select_from(
                     select(JobItem.position).where(JobItem.job_id == job.id, JobItem.status == "pending")
@@ -142,6 +140,13 @@ def claim(engine: Engine, worker: str, want: int, lease_s: float) -> list[Claime
             return [Claimed(job.id, job.key_id, job.judge, job.rubric, options, position, item_json, ref)
                     for position, item_json, ref in sorted(taken)]
     return []
+
+
+def pending_items(job_id: str, want: int) -> Select[tuple[int]]:
+    """The first `want` pending positions of a job, read through the claim index; locked rows are
+    skipped on PostgreSQL (SQLite serializes writers and has no row locks)."""
+    return (select(JobItem.position).where(JobItem.job_id == job_id, JobItem.status == "pending")
+            .order_by(JobItem.position).limit(want).with_for_update(skip_locked=True))
 
 
 def _served(s: Session, key_id: str) -> None:

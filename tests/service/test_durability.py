@@ -46,7 +46,7 @@ class Server:
 
 
 def test_sigkill_and_sigterm_mid_job(tmp_path, database_url):
-    env = {**os.environ, "FRAMEJUDGE_SERVICE_DB": database_url, "FRAMEJUDGE_RATE_LIMIT": "100000",
+    env = {**os.environ, "FRAMEJUDGE_SERVICE_DB": database_url, "FRAMEJUDGE_RATE_LIMIT": "100000", "FRAMEJUDGE_LEASE_SECONDS": "3",
            "FRAMEJUDGE_UPLOAD_DIR": str(tmp_path / "uploads")}
     key = subprocess.run([sys.executable, "-m", "framejudge.cli", "keys", "create", "--scope", "grade"],
                          env=env, capture_output=True, text=True, check=True).stdout.strip()
@@ -86,7 +86,7 @@ def _verdicts_counted(server: Server, key: str) -> float:
 def test_two_servers_share_one_job(tmp_path, database_url):
     """Two server processes on one database (what a deployment that outgrows one machine runs):
     both take items from the same job, and each item is graded exactly once."""
-    env = {**os.environ, "FRAMEJUDGE_SERVICE_DB": database_url, "FRAMEJUDGE_RATE_LIMIT": "100000",
+    env = {**os.environ, "FRAMEJUDGE_SERVICE_DB": database_url, "FRAMEJUDGE_RATE_LIMIT": "100000", "FRAMEJUDGE_LEASE_SECONDS": "3",
            "FRAMEJUDGE_UPLOAD_DIR": str(tmp_path / "uploads")}
 
     def key(scope: str) -> str:

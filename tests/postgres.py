@@ -1,6 +1,7 @@
-"""A real PostgreSQL server for the service tests: Debian's binaries, a throwaway cluster in a
-temporary folder, listening on loopback only, stopped at the end of the session. Tests that
-need it skip with the reason where PostgreSQL or its Python driver is not installed."""
+"""A real PostgreSQL server for the database tests (service, queue): Debian's binaries, a
+throwaway cluster in a temporary folder, listening on loopback only, stopped at the end of the
+session. Tests that need it skip with the reason where PostgreSQL or its Python driver is not
+installed."""
 
 from __future__ import annotations
 
@@ -64,6 +65,11 @@ class PostgresServer:
                              autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}")
         return self.url(name)
+
+    def restart(self) -> None:
+        """Stop the server (fast: open connections are cut) and start it again on the same port."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "restart",
+                  "-o", f"-h 127.0.0.1 -p {self.port} -k {self.root} -F")
 
     def stop(self) -> None:
         try:

@@ -1,0 +1,195 @@
+"""The adaptive gate per model endpoint: on its own, then through the real litellm judge against a
+slow OpenAI-compatible server on loopback (bench/model_server.py) that counts what it saw."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from bench.model_server import ModelServer
+from framejudge.judge import Grader, load_items
+from framejudge.rubrics import get_rubric
+from framejudge.runner import RunProgress, run_batch
+from framejudge.runner.endpoint import Endpoint
+from framejudge.runner.judges import Judges
+from framejudge.schema import GradeOptions, JudgeConfig, JudgeError, Verdict
+
+pytest.importorskip("litellm")
+
+RUBRIC = get_rubric("video-qa")
+
+
+async def _use(endpoint: Endpoint, outcome: str = "success", retry_after: float | None = None) -> None:
+    async with endpoint.slot() as slot:
+        if outcome == "overload":
+            slot.overloaded(retry_after)
+        elif outcome == "failure":
+            slot.failed()
+
+
+def test_additive_increase_then_multiplicative_decrease_once_per_burst():
+    async def scenario() -> list[int]:
+        e = Endpoint("e", initial=4, maximum=10, cooldown_s=60)
+        seen = [e.limit]
+        for _ in range(4):
+            await _use(e)
+        seen.append(e.limit)  # slow start: +1 per success
+        for _ in range(20):
+            await _use(e)
+        seen.append(e.limit)  # never above the maximum
+        for _ in range(5):  # one burst of rejections is one signal
+            await _use(e, "overload")
+        seen.append(e.limit)
+        for _ in range(3):
+            await _use(e, "failure")  # says nothing about capacity
+        seen.append(e.limit)
+        for _ in range(6):  # after an overload: about +1 per limit's worth of successes
+            await _use(e)
+        seen.append(e.limit)
+        return seen
+
+    assert asyncio.run(scenario()) == [4, 8, 10, 5, 5, 6]
+
+
+def test_the_limit_bounds_calls_in_flight():
+    async def scenario() -> int:
+        e = Endpoint("e", initial=3, maximum=3)
+        peak = 0
+
+        async def call() -> None:
+            nonlocal peak
+            async with e.slot():
+                peak = max(peak, e.in_flight)
+                await asyncio.sleep(0.01)
+
+        await asyncio.gather(*(call() for _ in range(30)))
+        return peak
+
+    assert asyncio.run(scenario()) == 3
+
+
+def test_retry_after_holds_every_new_call_to_the_endpoint():
+    async def scenario() -> tuple[float, bool]:
+        e = Endpoint("e", initial=8, maximum=8)
+        await _use(e, "overload", retry_after=0.3)
+        assert e.paused() and e.state().paused_for_s > 0
+        started = time.monotonic()
+        await asyncio.gather(*(_use(e) for _ in range(4)))  # other calls, not only the told one
+        return time.monotonic() - started, e.paused()
+
+    waited, still = asyncio.run(scenario())
+    assert waited >= 0.3 and not still
+
+
+def test_a_cancelled_call_gives_its_slot_back():
+    async def scenario() -> int:
+        e = Endpoint("e", initial=1, maximum=1)
+
+        async def stuck() -> None:
+            async with e.slot():
+                await asyncio.sleep(10)
+
+        task = asyncio.create_task(stuck())
+        await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await asyncio.wait_for(_use(e), 1)  # the slot came back
+        return e.in_flight
+
+    assert asyncio.run(scenario()) == 0
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="initial"):
+        Endpoint("e", initial=9, maximum=4)
+
+
+# ------------------------------------------------------------------ against a slow server
+
+
+def _items(path, n: int, pair: bool = True):
+    with path.open("w") as f:
+        for k in range(n):
+            turn = {"question": f"[item i{k}] How many people?", "golden": "2 people.",
+                    "response_a": "There are 2 people."}
+            if pair:
+                turn["response_b"] = "Three people."
+            f.write(json.dumps({"id": f"i{k}", "turns": [turn]}) + "\n")
+    return load_items(path)
+
+
+def _grade(server: ModelServer, items, out, swap: bool = False, trace: list[RunProgress] | None = None,
+           **config):
+    judges = Judges([JudgeConfig(spec="litellm:openai/bench", api_base=server.base_url, **config)])
+    judge = judges.make("litellm:openai/bench")
+    grader = Grader(judge, RUBRIC, GradeOptions(swap=swap, cache=False))
+
+    def keep(state: RunProgress) -> None:
+        if trace is not None:
+            trace.append(RunProgress(**vars(state)))
+
+    summary = asyncio.run(run_batch(grader, items, out, on_progress=keep))
+    return summary, judge.gate
+
+
+def test_calls_in_flight_reach_the_maximum_and_never_pass_it(tmp_path):
+    items = _items(tmp_path / "items.jsonl", 60)
+    with ModelServer(latency=0.2) as server:
+        summary, gate = _grade(server, items, tmp_path / "v.jsonl", concurrency=2, max_concurrency=6)
+        stats = server.stats()
+    assert summary.turns_graded == 60 and summary.errors == {}
+    assert stats["peak_in_flight"] == 6 and stats["completed"] == 60
+    assert gate.limit == 6 and gate.state().in_flight == 0
+
+
+def test_backs_off_on_a_burst_of_429s_and_recovers(tmp_path):
+    """A minute-like burst of 429 + Retry-After in the middle of a run: the limit is cut, new calls
+    wait out the pause, the limit grows back, and every item ends with a verdict."""
+    items = _items(tmp_path / "items.jsonl", 120)
+    trace: list[RunProgress] = []
+    with ModelServer(latency=0.1) as server:
+        def burst() -> None:
+            time.sleep(0.6)
+            server.configure(overload_for=1.0, overload_retry_after=0.5)
+
+        import threading
+
+        threading.Thread(target=burst, daemon=True).start()
+        summary, gate = _grade(server, items, tmp_path / "v.jsonl", trace=trace, concurrency=8, max_concurrency=8)
+        stats = server.stats()
+    assert summary.turns_graded == 120 and summary.errors == {}
+    assert stats["status_counts"].get(429, 0) > 0  # the burst happened during the run
+    assert gate.decreases >= 1 and gate.overloads >= 1
+    limits = [t.limit for t in trace]
+    low = min(limits)
+    assert low < 8 and limits[-1] > low  # cut, then grown back
+    assert stats["completed"] == 120  # each item asked once successfully: a 429 is not a second grading
+
+
+def test_under_a_rate_limit_nothing_fails(tmp_path):
+    items = _items(tmp_path / "items.jsonl", 80, pair=False)
+    with ModelServer(latency=0.05, rate_limit=40, rate_burst=2) as server:
+        summary, gate = _grade(server, items, tmp_path / "v.jsonl", concurrency=16, max_concurrency=32)
+        stats = server.stats()
+    assert summary.turns_graded == 80 and summary.errors == {}
+    assert stats["status_counts"].get(429, 0) > 0 and gate.decreases >= 1
+
+
+@pytest.mark.parametrize("fault, kind", [("hang", "timeout"), ("close_connections", "backend_error"),
+                                         ("status_error", "rate_limited")])
+def test_a_broken_endpoint_ends_in_judge_errors_never_labels(tmp_path, fault, kind):
+    items = _items(tmp_path / "items.jsonl", 4, pair=False)
+    setting = {"status_error": 429} if fault == "status_error" else {fault: True}
+    with ModelServer(**setting) as server:
+        summary, gate = _grade(server, items, tmp_path / "v.jsonl", concurrency=4, max_concurrency=4,
+                               timeout_s=0.5, overload_budget_s=1.5)
+    from framejudge.judge import read_records
+
+    records = read_records(tmp_path / "v.jsonl")
+    assert len(records) == 4 and all(isinstance(r, JudgeError) for r in records)
+    assert not any(isinstance(r, Verdict) for r in records)
+    assert {r.kind.value for r in records} == {kind}, {r.message[:120] for r in records}
+    assert gate.state().in_flight == 0
