@@ -68,8 +68,8 @@ class PostgresServer:
 
     def restart(self) -> None:
         """Stop the server (fast: open connections are cut) and start it again on the same port."""
-        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "restart",
-                  "-o", f"-h 127.0.0.1 -p {self.port} -k {self.root} -F")
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-m", "fast", "-w", "-t", "60",
+                  "restart", "-o", f"-h 127.0.0.1 -p {self.port} -k {self.root} -F")
 
     def stop(self) -> None:
         try:

@@ -71,7 +71,7 @@ class QueueWorker:
         """Until `stop` is set; then the items in hand are finished (for up to `grace_s`) and any
         still unfinished are handed back to the queue."""
         await self._db(queue.reclaim_expired, self.engine)
-        keeper = asyncio.create_task(self._keep_leases(stop))
+        keeper = asyncio.create_task(self._keep_leases())
         running: set[asyncio.Task[queue.Finished]] = set()
         finished: list[queue.Finished] = []
         try:
@@ -119,10 +119,11 @@ class QueueWorker:
                         "were not written", f.job_id, f.position)
         return True
 
-    async def _keep_leases(self, stop: asyncio.Event) -> None:
+    async def _keep_leases(self) -> None:
+        """Until cancelled: also while a stopping worker finishes what it holds."""
         beats = 0
-        while not stop.is_set():
-            await _sleep_until(stop, self.lease_s / 3)
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
             await self._db(queue.heartbeat, self.engine, self.name, self.lease_s)
             beats += 1
             if beats % 2 == 0:  # other workers' expired leases, about every 2/3 of a lease

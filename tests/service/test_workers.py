@@ -1,0 +1,116 @@
+"""Workers that can run anywhere: the API server and two `framejudge worker` processes on one
+database, grading a job against a slow model server on loopback, while one worker is SIGKILLed and
+another is stopped and started again (and, on PostgreSQL, the database restarts). Every item ends
+with exactly one record per turn, and the model server saw each item graded once, except the items
+the killed worker had in hand."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from bench.model_server import ModelServer
+from tests.service.test_durability import Server, _request
+
+pytest.importorskip("litellm")
+
+JUDGE = "litellm:openai/bench"
+IN_FLIGHT = 6  # per process: the judges file's max_concurrency
+
+
+def _items(n: int) -> list[dict]:
+    return [{"id": f"i{k}", "turns": [{"question": f"[item i{k}] How many people?", "golden": "2 people.",
+                                       "response_a": "There are 2 people.", "response_b": "Three people."}]}
+            for k in range(n)]
+
+
+def _env(tmp_path, database_url: str, base_url: str, lease: float) -> dict[str, str]:
+    judges = tmp_path / "judges.yaml"
+    judges.write_text(f"judges:\n  - spec: {JUDGE}\n    api_base: {base_url}\n    concurrency: {IN_FLIGHT}\n"
+                      f"    max_concurrency: {IN_FLIGHT}\n    timeout_s: 30\n    price: {{}}\n")
+    return {**os.environ, "FRAMEJUDGE_SERVICE_DB": database_url, "FRAMEJUDGE_RATE_LIMIT": "100000",
+            "FRAMEJUDGE_UPLOAD_DIR": str(tmp_path / "uploads"), "FRAMEJUDGE_JUDGES_FILE": str(judges),
+            "FRAMEJUDGE_LEASE_SECONDS": str(lease), "FRAMEJUDGE_WORKER_IN_FLIGHT": str(IN_FLIGHT + 2)}
+
+
+def _worker(env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "framejudge.cli", "worker"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _done(server: Server, key: str, job: str) -> int:
+    try:
+        return json.loads(_request(f"{server.base}/v1/jobs/{job}", key))["done"]
+    except OSError:  # the database restarting: ask again
+        return -1
+
+
+def _wait(server: Server, key: str, job: str, at_least: int, timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while _done(server, key, job) < at_least:
+        assert time.time() < deadline, f"job stuck below {at_least}"
+        time.sleep(0.1)
+
+
+def _run(tmp_path, database_url: str, lease: float, total: int, restart_database=None) -> tuple[list[dict], Counter]:
+    with ModelServer(latency=0.25) as model:
+        env = _env(tmp_path, database_url, model.base_url, lease)
+        key = subprocess.run([sys.executable, "-m", "framejudge.cli", "keys", "create", "--scope", "grade"],
+                             env=env, capture_output=True, text=True, check=True).stdout.strip()
+        server = Server(env)
+        workers = [_worker(env), _worker(env)]
+        try:
+            body = {"items": _items(total), "options": {"swap": True, "cache": False}}
+            job = json.loads(_request(f"{server.base}/v1/jobs?judge={JUDGE}", key, json.dumps(body).encode()))["id"]
+            _wait(server, key, job, total // 5)
+            workers[0].send_signal(signal.SIGKILL)  # dies holding items: they come back when its leases expire
+            workers[0].wait(timeout=30)
+            workers[1].send_signal(signal.SIGTERM)  # stops cleanly: finishes what it holds
+            assert workers[1].wait(timeout=60) == 0, workers[1].stderr.read().decode()[-2000:]
+            _wait(server, key, job, total // 2)
+            if restart_database is not None:
+                restart_database()
+            workers[1] = _worker(env)  # started again mid-job
+            _wait(server, key, job, total)
+            lines = _request(f"{server.base}/v1/jobs/{job}/verdicts", key, accept="application/x-ndjson")
+            status = json.loads(_request(f"{server.base}/v1/jobs/{job}", key))
+        finally:
+            server.proc.terminate()
+            server.proc.wait(timeout=60)
+            for w in workers:
+                if w.poll() is None:
+                    w.terminate()
+                    w.wait(timeout=60)
+        calls = Counter(model.stats()["by_tag"])
+    assert status["state"] == "done" and status["judge_errors"] == 0, status
+    assert status["options"]["swap"] is True and status["options"]["cache"] is False
+    return [json.loads(line) for line in lines.decode().splitlines()], calls
+
+
+def test_api_server_and_two_workers_share_a_job_through_kills_and_restarts(tmp_path, database_url):
+    total = 240
+    records, calls = _run(tmp_path, database_url, lease=3.0, total=total)
+    ids = [r["item_id"] for r in records]
+    assert len(ids) == total and len(set(ids)) == total  # exactly one record per item (one turn each)
+    assert all(r["record"] == "verdict" and r["swap"]["consistent"] for r in records)
+    assert set(calls) == {f"i{k}" for k in range(total)}
+    twice = [tag for tag, n in calls.items() if n != 2]  # both orders, once: 2 calls per item
+    assert all(calls[tag] > 2 for tag in twice)  # never fewer: every item was graded in full
+    assert len(twice) <= IN_FLIGHT + 2, twice  # only what the killed worker had in hand was graded again
+
+
+def test_workers_ride_out_a_database_restart(tmp_path, postgres):
+    total = 120
+    records, calls = _run(tmp_path, postgres.new_database(), lease=20.0, total=total,
+                          restart_database=postgres.restart)
+    ids = [r["item_id"] for r in records]
+    assert len(ids) == total and len(set(ids)) == total
+    assert all(r["record"] == "verdict" for r in records)
+    assert all(calls[f"i{k}"] >= 2 for k in range(total))
