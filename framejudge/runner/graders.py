@@ -19,7 +19,7 @@ class GraderCache:
         self.judges = judges or Judges()
         self.size = size
         self._graders: dict[tuple[str, str, str], Grader] = {}
-        self._lock = threading.Lock()  # request handlers may ask from worker threads
+        self._lock = threading.Lock()  # request handlers and the worker may ask from threads
 
     def get(self, spec: str, rubric: Rubric, options: GradeOptions) -> Grader:
         """The grader for these; raises JudgeSpecError when the judge cannot be made."""
@@ -27,15 +27,8 @@ class GraderCache:
         with self._lock:
             grader = self._graders.get(key)
             if grader is None:
-                grader = Grader(self._judge(spec), rubric, options, sample=self.sample)
+                grader = Grader(self.judges.make(spec), rubric, options, sample=self.sample)
                 if len(self._graders) >= self.size:
                     self._graders.pop(next(iter(self._graders)))
                 self._graders[key] = grader
             return grader
-
-    def _judge(self, spec: str):  # type: ignore[no-untyped-def]
-        """One judge object per spec, whatever the rubric or options (a local model loads once)."""
-        for (other, _, _), grader in self._graders.items():
-            if other == spec:
-                return grader.judge
-        return self.judges.make(spec)

@@ -4,6 +4,7 @@ its model endpoint. One `Judges` per event loop: the CLI's run, an API server, a
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -38,6 +39,8 @@ class Judges:
         self.api_base = api_base
         self.defaults = defaults
         self._endpoints: dict[tuple[str, str | None], Endpoint] = {}
+        self._made: dict[str, Judge] = {}
+        self._lock = threading.Lock()
 
     @classmethod
     def from_env(cls, path: str | os.PathLike[str] | None = None) -> Judges:
@@ -67,12 +70,28 @@ class Judges:
         return found
 
     def make(self, spec: str) -> Judge:
-        """The judge for `spec`; a judge that calls a server gets its endpoint's gate."""
-        config = self.config(spec)
-        judge = make_judge(spec, self.api_base, config)
-        if hasattr(judge, "gate"):
-            judge.gate = self.endpoint(config)
-        return judge
+        """The judge for `spec`, made once per process (a local model loads once); a judge that
+        calls a server gets its endpoint's gate."""
+        with self._lock:
+            judge = self._made.get(spec)
+            if judge is None:
+                config = self.config(spec)
+                judge = make_judge(spec, self.api_base, config)
+                if hasattr(judge, "gate"):
+                    judge.gate = self.endpoint(config)
+                self._made[spec] = judge
+            return judge
+
+    def warm(self) -> list[str]:
+        """Make every judge of the judges file now (imports, model loads), before any work is
+        taken; the problems of those that cannot be made, as 'spec: why'."""
+        problems = []
+        for spec in self.configs:
+            try:
+                self.make(spec)
+            except JudgeSpecError as exc:
+                problems.append(f"{spec}: {exc}")
+        return problems
 
     def states(self) -> list[EndpointState]:
         return [e.state() for e in self._endpoints.values()]

@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import (DateTime, Float, Index, Integer, Select, String, Text, UniqueConstraint, and_, func, or_,
-                        select, update)
+from sqlalchemy import (DateTime, Float, Index, Integer, Select, String, Text, UniqueConstraint, and_, func, insert,
+                        or_, select, update)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
@@ -196,21 +196,26 @@ class Finished:
 
 def finish(engine: Engine, worker: str, done: list[Finished]) -> list[Finished]:
     """Write each item's records and mark it done, where `worker` still holds its lease; the
-    items it no longer held (their records were not written) are returned."""
-    lost = []
+    items it no longer held (their records were not written) are returned. One transaction,
+    one statement per job for the items and one insert for all the records."""
     now = time.time()
+    held: set[tuple[str, int]] = set()
     with Session(engine) as s, s.begin():
+        by_job: dict[str, list[int]] = {}
         for f in done:
-            mine = s.execute(update(JobItem).where(JobItem.job_id == f.job_id, JobItem.position == f.position,
-                                                   JobItem.lease_owner == worker, JobItem.status == "running")
-                             .values(status="done", finished_at=now, lease_owner=None, lease_expires=None)).rowcount
-            if not mine:
-                lost.append(f)
-                continue
-            for r in f.records:
-                s.merge(JobRecord(job_id=f.job_id, position=f.position, turn=r.turn, kind=r.record,
-                                  record_json=r.model_dump_json()))
-    return lost
+            by_job.setdefault(f.job_id, []).append(f.position)
+        for job_id, positions in by_job.items():
+            marked = s.execute(update(JobItem).where(JobItem.job_id == job_id, JobItem.position.in_(positions),
+                                                     JobItem.lease_owner == worker, JobItem.status == "running")
+                               .values(status="done", finished_at=now, lease_owner=None, lease_expires=None)
+                               .returning(JobItem.position)).scalars().all()
+            held.update((job_id, position) for position in marked)
+        rows = [{"job_id": f.job_id, "position": f.position, "turn": r.turn, "kind": r.record,
+                 "record_json": r.model_dump_json()}
+                for f in done if (f.job_id, f.position) in held for r in f.records]
+        if rows:  # an item is finished once, under its lease: its records are new
+            s.execute(insert(JobRecord), rows)
+    return [f for f in done if (f.job_id, f.position) not in held]
 
 
 def throughput(s: Session, job_id: str, window_s: float = 60.0) -> float | None:

@@ -44,7 +44,7 @@ def show_video_ref(records: list[Record], ref: str, server_path: str | None) -> 
 
 class QueueWorker:
     def __init__(self, engine: Engine, graders: GraderCache, name: str | None = None, lease_s: float = 60.0,
-                 max_in_flight: int = 256, local_concurrency: int = 16, prefetch: int = 2,
+                 max_in_flight: int = 256, local_concurrency: int = 64, prefetch: int = 2,
                  on_records: Callable[[list[Record]], None] | None = None, poll_s: float = 0.2,
                  grace_s: float = 30.0) -> None:
         """`local_concurrency`: items at once for judges without an endpoint (the reference judge,
@@ -69,14 +69,20 @@ class QueueWorker:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until `stop` is set; then the items in hand are finished (for up to `grace_s`) and any
-        still unfinished are handed back to the queue."""
+        still unfinished are handed back to the queue. The judges file's judges are made first
+        (imports, model loads), so that no item waits on them while its lease runs."""
+        for problem in await asyncio.to_thread(self.graders.judges.warm):
+            log.error("judge cannot be made: %s", problem)
         await self._db(queue.reclaim_expired, self.engine)
         keeper = asyncio.create_task(self._keep_leases())
         running: set[asyncio.Task[queue.Finished]] = set()
         finished: list[queue.Finished] = []
+        writing: asyncio.Task[list[queue.Finished]] | None = None  # one write at a time, beside the grading
+        being_written = 0
         try:
             while not stop.is_set():
-                room = self.capacity() - len(running)
+                # in hand = claimed and not yet written: what a killed worker would cost again
+                room = self.capacity() - len(running) - len(finished) - being_written
                 claimed = await self._db(queue.claim, self.engine, self.name, room, self.lease_s) if room > 0 else []
                 for c in claimed or []:
                     running.add(asyncio.create_task(self._grade(c)))
@@ -84,15 +90,23 @@ class QueueWorker:
                     done, _ = await asyncio.wait(running, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
                     running -= done
                     finished += [task.result() for task in done]
-                else:
+                elif writing is None:
                     await _sleep_until(stop, self.poll_s)
-                if finished:
-                    finished = await self._finish(finished)
+                if writing is not None and writing.done():
+                    finished = writing.result() + finished  # what could not be written goes again
+                    writing, being_written = None, 0
+                if finished and writing is None:
+                    writing, being_written = asyncio.create_task(self._finish(finished)), len(finished)
+                    finished = []
+                elif writing is not None and not running:
+                    await asyncio.wait([writing], timeout=self.poll_s)
             if running:
                 done, pending = await asyncio.wait(running, timeout=self.grace_s)
                 finished += [task.result() for task in done]
                 for task in pending:
                     task.cancel()
+            if writing is not None:
+                finished = await writing + finished
             while finished and not await self._flushed(finished):
                 await asyncio.sleep(1.0)  # the database is away: keep the records until it is back
         finally:
@@ -143,7 +157,9 @@ class QueueWorker:
         into a record, becomes a backend_error per turn: the worker goes on with the next item."""
         item = Item.model_validate_json(c.item_json)
         try:
-            grader = self.graders.get(c.judge, get_rubric(c.rubric), c.options)
+            # in a thread: a judge made on first use (an import, a model load) must not stall the
+            # event loop, whose heartbeats keep this worker's leases alive
+            grader = await asyncio.to_thread(self.graders.get, c.judge, get_rubric(c.rubric), c.options)
             records = await grader.grade(item)
         except Exception as exc:  # noqa: BLE001 - one item's failure must not stop the worker
             log.error("job %s item %s: %s", c.job_id, item.id, exc, exc_info=not isinstance(exc, JudgeSpecError))

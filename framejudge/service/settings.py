@@ -84,6 +84,8 @@ class Settings(BaseModel):
             data["decode_timeout_s"] = float(env["FRAMEJUDGE_DECODE_TIMEOUT"])
         if env.get("FRAMEJUDGE_URL_ALLOW_PRIVATE"):
             data["url_allow_private"] = env["FRAMEJUDGE_URL_ALLOW_PRIVATE"].lower() in ("1", "true", "yes")
+        if env.get("FRAMEJUDGE_SERVICE_WORKER"):
+            data["run_worker"] = env["FRAMEJUDGE_SERVICE_WORKER"].lower() not in ("0", "false", "no")
         if env.get("FRAMEJUDGE_JUDGES_FILE"):
             data["judges_file"] = Path(env["FRAMEJUDGE_JUDGES_FILE"])
         if env.get("FRAMEJUDGE_API_BASE"):

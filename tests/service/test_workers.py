@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -40,9 +41,10 @@ def _env(tmp_path, database_url: str, base_url: str, lease: float) -> dict[str, 
             "FRAMEJUDGE_LEASE_SECONDS": str(lease), "FRAMEJUDGE_WORKER_IN_FLIGHT": str(IN_FLIGHT + 2)}
 
 
-def _worker(env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "framejudge.cli", "worker"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def _worker(env: dict[str, str], log: Path) -> subprocess.Popen:
+    with log.open("a") as f:  # a file, not a pipe nobody reads: a chatty worker must not block on it
+        return subprocess.Popen([sys.executable, "-m", "framejudge.cli", "worker"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=f)
 
 
 def _done(server: Server, key: str, job: str) -> int:
@@ -65,7 +67,8 @@ def _run(tmp_path, database_url: str, lease: float, total: int, restart_database
         key = subprocess.run([sys.executable, "-m", "framejudge.cli", "keys", "create", "--scope", "grade"],
                              env=env, capture_output=True, text=True, check=True).stdout.strip()
         server = Server(env)
-        workers = [_worker(env), _worker(env)]
+        logs = [tmp_path / "worker-0.log", tmp_path / "worker-1.log"]
+        workers = [_worker(env, logs[0]), _worker(env, logs[1])]
         try:
             body = {"items": _items(total), "options": {"swap": True, "cache": False}}
             job = json.loads(_request(f"{server.base}/v1/jobs?judge={JUDGE}", key, json.dumps(body).encode()))["id"]
@@ -73,11 +76,11 @@ def _run(tmp_path, database_url: str, lease: float, total: int, restart_database
             workers[0].send_signal(signal.SIGKILL)  # dies holding items: they come back when its leases expire
             workers[0].wait(timeout=30)
             workers[1].send_signal(signal.SIGTERM)  # stops cleanly: finishes what it holds
-            assert workers[1].wait(timeout=60) == 0, workers[1].stderr.read().decode()[-2000:]
+            assert workers[1].wait(timeout=60) == 0, logs[1].read_text()[-2000:]
             _wait(server, key, job, total // 2)
             if restart_database is not None:
                 restart_database()
-            workers[1] = _worker(env)  # started again mid-job
+            workers[1] = _worker(env, logs[1])  # started again mid-job
             _wait(server, key, job, total)
             lines = _request(f"{server.base}/v1/jobs/{job}/verdicts", key, accept="application/x-ndjson")
             status = json.loads(_request(f"{server.base}/v1/jobs/{job}", key))
@@ -91,6 +94,8 @@ def _run(tmp_path, database_url: str, lease: float, total: int, restart_database
         calls = Counter(model.stats()["by_tag"])
     assert status["state"] == "done" and status["judge_errors"] == 0, status
     assert status["options"]["swap"] is True and status["options"]["cache"] is False
+    for log in logs:  # a live worker never lost a lease to another
+        assert "lease had expired" not in log.read_text(), log.read_text()[-2000:]
     return [json.loads(line) for line in lines.decode().splitlines()], calls
 
 
