@@ -188,8 +188,10 @@ def grade(
     """Grade ITEMS and append verdicts to --out as they finish, then print a summary."""
     import asyncio
 
+    from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    from .files import plain_problem
     from .frame_sampler import InvalidRequest, make_params
     from .judge import Grader, ItemsError, JudgeSpecError, load_items
     from .rubrics import RubricError, get_rubric
@@ -197,9 +199,6 @@ def grade(
     from .runner.decode import SharedDecodes
     from .runner.judges import Judges, JudgesFileError
     from .runner.local import pending_turns
-    from pydantic import ValidationError
-
-    from .files import plain_problem
     from .schema import GradeOptions
 
     try:
@@ -207,16 +206,9 @@ def grade(
         the_rubric = get_rubric(rubric)
         judges = Judges.from_env(judges_file)
         judges.api_base = api_base or judges.api_base
-        config = judges.config(judge)
-        overrides = {k: v for k, v in (("concurrency", concurrency), ("max_concurrency", max_concurrency)) if v is not None}
-        if overrides:
-            if concurrency is not None and concurrency < 1 or max_concurrency is not None and max_concurrency < 1:
-                raise ItemsError("--concurrency and --max-concurrency must be at least 1")
-            if "concurrency" in overrides and "max_concurrency" not in overrides:
-                overrides["max_concurrency"] = max(config.max_concurrency, overrides["concurrency"])
-            if "max_concurrency" in overrides and "concurrency" not in overrides:
-                overrides["concurrency"] = min(config.concurrency, overrides["max_concurrency"])
-            judges.configs[judge] = config = config.model_validate({**config.model_dump(), **overrides})
+        if (concurrency is not None and concurrency < 1) or (max_concurrency is not None and max_concurrency < 1):
+            raise ItemsError("--concurrency and --max-concurrency must be at least 1")
+        judges.override(judge, concurrency, max_concurrency)
         the_judge = judges.make(judge)
         params = make_params(n=n, strategy=strategy, fps=fps, lookback=lookback, max_side=max_side)
         if samples < 1:

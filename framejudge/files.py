@@ -46,7 +46,7 @@ def first_problem(exc: ValidationError, default: str = "row") -> str:
     return f"{where}: {e['msg'].removeprefix('Value error, ')}"
 
 
-def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+def line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     node = root
     line = root.start_mark.line + 1 if root is not None else None
     for part in loc:
@@ -86,7 +86,7 @@ def parse_yaml_model(text: str, source: str, model: type[M], error: type[Excepti
         lines = []
         for err in exc.errors():
             loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-            line = _line_of(root, loc)
+            line = line_of(root, loc)
             path = ".".join(str(p) for p in loc) or "(top level)"
             msg = err["msg"].removeprefix("Value error, ")
             lines.append(f"{source}:{line or 1}: {path}: {msg}")

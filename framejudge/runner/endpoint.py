@@ -22,7 +22,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from aiolimiter import AsyncLimiter
@@ -57,7 +57,6 @@ class Slot:
 
     outcome: str = "success"  # success, overload, failure
     retry_after: float | None = None
-    started: float = field(default_factory=time.monotonic)
 
     def overloaded(self, retry_after: float | None = None) -> None:
         """The server said it is over capacity (429, 503) or did not answer in time."""

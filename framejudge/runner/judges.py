@@ -7,9 +7,10 @@ import os
 import threading
 from pathlib import Path
 
+import yaml
 from pydantic import ValidationError
 
-from ..files import parse_yaml_model, plain_problem, read_text
+from ..files import line_of, parse_yaml_model, plain_problem, read_text
 from ..judge import Judge, JudgeSpecError, make_judge
 from ..schema import JudgeConfig, JudgesFile
 from .endpoint import Endpoint, EndpointState
@@ -23,9 +24,31 @@ class JudgesFileError(ValueError):
 
 def load_judges_file(path: str | os.PathLike[str]) -> list[JudgeConfig]:
     text = read_text(path, "judges", JudgesFileError)
+    _duplicate(text, str(path))
     parsed = parse_yaml_model(text, str(path), JudgesFile, JudgesFileError,
                               "a judges file is a mapping with a 'judges' list")
     return parsed.judges
+
+
+def _duplicate(text: str, source: str) -> None:
+    """A judge listed twice, named at its second entry's line (the model's own check cannot say
+    where in the file it is)."""
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return  # parse_yaml_model says what is wrong
+    entries = data.get("judges") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        spec = entry.get("spec") if isinstance(entry, dict) else None
+        if isinstance(spec, str) and spec in seen:
+            raise JudgesFileError(f"{source}:{line_of(root, ('judges', i, 'spec'))}: judges.{i}.spec: judge {spec!r} "
+                                  f"is listed twice (first as judges.{seen[spec]})")
+        if isinstance(spec, str):
+            seen[spec] = i
 
 
 class Judges:
@@ -56,6 +79,22 @@ class Judges:
         base = self.defaults.model_dump(exclude={"spec", "api_base"}) if self.defaults else {}
         try:
             return JudgeConfig(spec=spec, api_base=self.api_base, **base)
+        except ValidationError as exc:
+            raise JudgeSpecError(plain_problem(exc)) from None
+
+    def override(self, spec: str, concurrency: int | None, max_concurrency: int | None) -> None:
+        """One run's --concurrency / --max-concurrency over the file's (or the default) values; one
+        given alone moves the other as far as needed to stay consistent."""
+        config = self.config(spec)
+        start = config.concurrency if concurrency is None else concurrency
+        top = config.max_concurrency if max_concurrency is None else max_concurrency
+        if max_concurrency is None:
+            top = max(top, start)
+        elif concurrency is None:
+            start = min(start, top)
+        try:
+            self.configs[spec] = config.model_copy(update={"concurrency": start, "max_concurrency": top})
+            JudgeConfig.model_validate(self.configs[spec].model_dump())
         except ValidationError as exc:
             raise JudgeSpecError(plain_problem(exc)) from None
 

@@ -36,7 +36,8 @@ def test_health_and_docs(env):
     client, *_ = env
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
-    assert ready.status_code == 200 and ready.json()["judges"] == ["reference"]
+    assert ready.status_code == 200
+    assert ready.json()["judges"] == [{"spec": "reference", "api_base": None, "endpoint": None}]
     schema = client.get("/openapi.json").json()
     assert "/v1/grade" in schema["paths"] and any(k.startswith("Verdict") for k in schema["components"]["schemas"])
     assert client.get("/docs").status_code == 200

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from ...judge import JudgeSpecError, make_judge
+from ...judge import JudgeSpecError
+from ...runner.endpoint import Endpoint
 from ...rubrics import all_rubrics
 from ...rubrics.model import Rubric
 from ..context import ServiceDep, authorized
@@ -30,9 +31,10 @@ async def readyz(svc: ServiceDep) -> Any:
     if not await asyncio.to_thread(ping, svc.engine):
         return problem(503, "Not ready", "the database is not reachable")
     problems = []
-    for spec in svc.settings.judges:
+    judges = []
+    for spec in svc.allowed_judges:
         try:
-            judge = await asyncio.to_thread(make_judge, spec)
+            judge = await asyncio.to_thread(svc.judges.make, spec)
         except (JudgeSpecError, ValueError, OSError) as exc:
             problems.append(f"{spec}: {exc}")
             continue
@@ -40,9 +42,13 @@ async def readyz(svc: ServiceDep) -> Any:
         why = await check() if check is not None else None
         if why:
             problems.append(f"{spec}: {why}")
+        gate = getattr(judge, "gate", None)
+        config = svc.judges.config(spec)
+        judges.append({"spec": spec, "api_base": config.api_base if gate is not None else None,
+                       "endpoint": gate.state().model_dump() if isinstance(gate, Endpoint) else None})
     if problems:
         return problem(503, "Not ready", "; ".join(problems))
-    return {"status": "ready", "judges": svc.settings.judges}
+    return {"status": "ready", "judges": judges}
 
 
 @router.get("/metrics", tags=["health"], response_class=PlainTextResponse)

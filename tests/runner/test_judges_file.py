@@ -1,0 +1,96 @@
+"""Judges files: what a good one gives every door, and the errors a bad one gets (file, line, field)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from framejudge.judge import JudgeSpecError
+from framejudge.runner.judges import Judges, JudgesFileError, load_judges_file
+
+GOOD = """\
+judges:
+  - spec: reference
+  - spec: litellm:openai/qwen-vl
+    api_base: http://127.0.0.1:9/v1
+    api_key_env: FJ_TEST_KEY
+    concurrency: 3
+    max_concurrency: 12
+    requests_per_minute: 600
+    tokens_per_minute: 100000
+    timeout_s: 30
+    overload_budget_s: 90
+    price: {prompt_usd_per_token: 0.000001, completion_usd_per_token: 0.000002}
+"""
+
+
+def test_a_good_file_configures_judge_and_endpoint(tmp_path, monkeypatch):
+    pytest.importorskip("litellm")
+    path = tmp_path / "judges.yaml"
+    path.write_text(GOOD)
+    monkeypatch.setenv("FJ_TEST_KEY", "sk-local")
+    judges = Judges(load_judges_file(path))
+    judge = judges.make("litellm:openai/qwen-vl")
+    assert judge.api_base == "http://127.0.0.1:9/v1" and judge.api_key == "sk-local"
+    assert judge.timeout == 30 and judge.overload_budget_s == 90 and judge.price == (0.000001, 0.000002)
+    state = judge.gate.state()
+    assert (state.limit, state.maximum) == (3, 12)
+    assert judges.make("litellm:openai/qwen-vl") is judge  # one judge, one gate per process
+    other = judges.make("litellm:openai/not-listed")  # no entry: the defaults
+    assert other.gate.state().limit == 8 and other.gate is not judge.gate
+
+
+def test_a_missing_key_variable_is_named(tmp_path, monkeypatch):
+    pytest.importorskip("litellm")
+    path = tmp_path / "judges.yaml"
+    path.write_text(GOOD)
+    monkeypatch.delenv("FJ_TEST_KEY", raising=False)
+    with pytest.raises(JudgeSpecError, match=r"\$FJ_TEST_KEY, which is not set"):
+        Judges(load_judges_file(path)).make("litellm:openai/qwen-vl")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("judges: [", ":1: not valid YAML"),
+    ("- spec: reference\n", ":1: a judges file is a mapping"),
+    ("judges: []\n", ":1: judges: List should have at least 1 item"),
+    ("judges:\n  - spec: reference\n  - spec: oracle\n", ":3: judges.1: unknown judge 'oracle'"),
+    ("judges:\n  - spec: litellm:m\n    concurrency: 0\n", ":3: judges.0.concurrency: Input should be greater than or equal to 1"),
+    ("judges:\n  - spec: litellm:m\n    concurrency: 9\n    max_concurrency: 4\n",
+     ":2: judges.0: concurrency (9) is above max_concurrency (4)"),
+    ("judges:\n  - spec: litellm:m\n    timeout_s: fast\n", ":3: judges.0.timeout_s: Input should be a valid number"),
+    ("judges:\n  - spec: litellm:m\n    colour: red\n", ":3: judges.0.colour: Extra inputs are not permitted"),
+    ("judges:\n  - spec: litellm:m\n    api_key_env: sk-abc123\n", ":3: judges.0.api_key_env: String should match"),
+    ("judges:\n  - spec: litellm:m\n  - spec: litellm:m\n",
+     ":3: judges.1.spec: judge 'litellm:m' is listed twice (first as judges.0)"),
+    ("judges:\n  - spec: litellm:m\n    price: {prompt_usd_per_token: -1}\n",
+     ":3: judges.0.price.prompt_usd_per_token: Input should be greater than or equal to 0"),
+])
+def test_bad_files_name_the_line_and_field(tmp_path, text, expected):
+    path = tmp_path / "judges.yaml"
+    path.write_text(text)
+    with pytest.raises(JudgesFileError) as info:
+        load_judges_file(path)
+    assert str(info.value).startswith(str(path)) and expected in str(info.value), info.value
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(JudgesFileError, match="no such judges file"):
+        load_judges_file(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("command", [["grade", "ITEMS", "--judges", "FILE", "--out", "OUT"], ["worker"], ["serve"]])
+def test_every_command_refuses_a_bad_file_with_its_line(tmp_path, command):
+    bad = tmp_path / "judges.yaml"
+    bad.write_text("judges:\n  - spec: litellm:m\n    timeout_s: -1\n")
+    items = Path(__file__).parents[2] / "examples" / "items.jsonl"
+    args = [str(bad) if a == "FILE" else str(items) if a == "ITEMS" else str(tmp_path / "v.jsonl") if a == "OUT"
+            else a for a in command]
+    env = {"FRAMEJUDGE_JUDGES_FILE": str(bad), "FRAMEJUDGE_SERVICE_DB": f"sqlite:///{tmp_path / 'db.sqlite'}",
+           "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"error: {bad}:3: judges.0.timeout_s: Input should be greater than 0" in proc.stderr
