@@ -191,7 +191,7 @@ def grade(
     from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from .files import plain_problem
+    from .files import first_problem
     from .frame_sampler import InvalidRequest, make_params
     from .judge import Grader, ItemsError, JudgeSpecError, load_items
     from .rubrics import RubricError, get_rubric
@@ -206,6 +206,8 @@ def grade(
         the_rubric = get_rubric(rubric)
         judges = Judges.from_env(judges_file)
         judges.api_base = api_base or judges.api_base
+        if judges.configs and judge not in judges.configs and judge != "reference":
+            raise ItemsError(f"judge {judge!r} is not in the judges file (it has: {', '.join(judges.configs)})")
         if (concurrency is not None and concurrency < 1) or (max_concurrency is not None and max_concurrency < 1):
             raise ItemsError("--concurrency and --max-concurrency must be at least 1")
         judges.override(judge, concurrency, max_concurrency)
@@ -213,7 +215,7 @@ def grade(
         params = make_params(n=n, strategy=strategy, fps=fps, lookback=lookback, max_side=max_side)
         if samples < 1:
             raise ItemsError("--samples must be at least 1")
-        if decode_timeout <= 0:
+        if not decode_timeout > 0 or decode_timeout == float("inf"):
             raise ItemsError("--decode-timeout must be more than 0 seconds")
         if decode_memory_mb < 256 or (decode_workers is not None and decode_workers < 1):
             raise ItemsError("--decode-memory-mb must be at least 256 and --decode-workers at least 1")
@@ -221,8 +223,8 @@ def grade(
         todo = pending_turns(the_items, out_path)
     except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest) as exc:
         fail(str(exc))
-    except ValidationError as exc:  # an option the shared models refuse
-        fail(plain_problem(exc))
+    except ValidationError as exc:  # an option the shared models refuse, named as the model names it
+        fail(first_problem(exc, "option"))
     calls = todo * (2 if options.swap_for(the_judge) else 1) * (1 if the_judge.deterministic else samples) * (2 if blind else 1)
     estimate = getattr(the_judge, "estimate", None)
     est_text = estimate(the_rubric, the_items, calls, params.n) if estimate else "no tokens, no cost (runs locally)"
@@ -250,9 +252,9 @@ def grade(
 
         def show(state: RunProgress) -> None:
             speed = progress.tasks[0].speed
-            parts = [f"{state.in_flight} in flight"]
+            parts = [f"{state.in_flight} items in hand"]
             if state.limit is not None:
-                parts.append(f"limit {state.limit}")
+                parts.append(f"calls {state.calls}/{state.limit}")
             parts.append(f"{state.errors} errors")
             if speed:
                 parts.append(f"{speed:.1f} turns/s")

@@ -5,8 +5,9 @@ api_base), with validated JSON replies and retries through tenacity.
 - a reply that breaks the rubric is re-asked with the validator's reason (bounded; reask.py);
 - tenacity retries 429, 5xx, timeouts and dropped connections with exponential backoff
   and jitter, waiting as long as a Retry-After header asks when there is one; signs of
-  overload (429, 503, timeouts) are retried for up to `overload_budget_s`, other failures
-  `max_retries` times;
+  overload (429, 503, timeouts) are retried for up to `overload_budget_s` (a Retry-After pause
+  longer than what is left of it ends the item as rate_limited at once), other failures
+  (5xx, dropped connections) `max_retries` times;
 - every attempt passes through the judge's `gate` (the runner's Endpoint: adaptive
   concurrency, endpoint-wide Retry-After pauses, rate limits) and reports its outcome there;
 - token usage and cost of every attempt, re-asks included, from litellm (or from a price
@@ -17,11 +18,12 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from typing import Any
 
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
-from ..runner.endpoint import Gate, UnlimitedGate
+from ..runner.endpoint import EndpointBusy, Gate, UnlimitedGate
 from ..schema import Item, Judgement, JudgeErrorKind, Usage
 from .base import JudgeFailure, JudgeRequest, JudgeResult
 from .reask import InvalidReply, parse_judgement, problems, reask_messages
@@ -97,12 +99,11 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def is_overload(exc: BaseException) -> bool:
-    """A sign that the endpoint has no room now: a 429, a 503, a timeout, a dropped connection."""
+    """A sign that the endpoint has no room now: a 429, a 503 or 529, a timeout."""
     import litellm
 
     exc = api_error(exc) or exc
-    if isinstance(exc, (litellm.RateLimitError, litellm.Timeout, litellm.ServiceUnavailableError,
-                        litellm.APIConnectionError)):
+    if isinstance(exc, (litellm.RateLimitError, litellm.Timeout, litellm.ServiceUnavailableError)):
         return True
     return _status(exc) in OVERLOAD_STATUS
 
@@ -220,6 +221,8 @@ class LiteLLMJudge:
                 pass
 
         other_failures = 0
+        tries = 0
+        started = time.monotonic()
 
         def wait(state: Any) -> float:
             if self.gate.paused():  # the endpoint's pause holds the retry at the gate
@@ -239,7 +242,9 @@ class LiteLLMJudge:
             async for attempt in AsyncRetrying(retry=retry_if_exception(is_retryable), wait=wait, stop=stop,
                                                reraise=True):
                 with attempt:
-                    async with self.gate.slot(tokens) as slot:
+                    tries += 1
+                    left = self.overload_budget_s - (time.monotonic() - started)
+                    async with self.gate.slot(tokens, wait_s=max(left, 0.0)) as slot:
                         try:
                             judgement = await self._ask(messages, rubric, t, on_response)
                         except Exception as exc:
@@ -249,8 +254,12 @@ class LiteLLMJudge:
                                 slot.failed()
                             # else the server answered, with a reply that broke the rubric: not its capacity
                             raise
+        except EndpointBusy as exc:
+            kind = JudgeErrorKind.rate_limited if exc.limited else JudgeErrorKind.timeout
+            raise JudgeFailure(kind, f"not sent within the overload budget of "
+                               f"{self.overload_budget_s:g} s after {tries} attempt(s): {exc}", None, usage) from None
         except Exception as exc:  # every failure becomes a record, never a crash or a label
-            raise self._failure(exc, raws, usage) from None
+            raise self._failure(exc, raws, usage, tries) from None
         notes = [f"served by {m}" for m in served]
         return JudgeResult(judgement, usage, rendered.hash, raws[-1] if raws else None, notes)
 
@@ -278,7 +287,7 @@ class LiteLLMJudge:
                 messages = reask_messages(messages, reply, why)
         raise AssertionError("unreachable")
 
-    def _failure(self, exc: BaseException, raws: list[str], usage: Usage) -> JudgeFailure:
+    def _failure(self, exc: BaseException, raws: list[str], usage: Usage, tries: int) -> JudgeFailure:
         import litellm
 
         raw = "\n---\n".join(raws) or None
@@ -287,7 +296,7 @@ class LiteLLMJudge:
             return JudgeFailure(JudgeErrorKind.invalid_after_retries,
                                 f"no valid verdict after {self.max_reasks + 1} attempt(s): {str(exc)[:500]}", raw, usage)
         if isinstance(cause, litellm.RateLimitError) or _status(cause) == 429:
-            return JudgeFailure(JudgeErrorKind.rate_limited, f"still rate limited after {usage.attempts or 1} attempt(s) "
+            return JudgeFailure(JudgeErrorKind.rate_limited, f"still rate limited after {tries} attempt(s) "
                                 f"over {self.overload_budget_s:g} s: {cause}"[:1000], raw, usage)
         if isinstance(cause, litellm.Timeout) or _status(cause) == 408:
             return JudgeFailure(JudgeErrorKind.timeout, f"timed out (each attempt limited to {self.timeout:g} s; "
@@ -306,6 +315,9 @@ class LiteLLMJudge:
         per_call = rendered.estimated_tokens + (frames_per_call * IMAGE_TOKENS if self.sees_images else 10 * frames_per_call)
         tokens = per_call * calls
         price = litellm.model_cost.get(self.model) or litellm.model_cost.get(self.model.split("/", 1)[-1])
+        if self.price is not None:
+            cost = tokens * self.price[0] + calls * 200 * self.price[1]
+            return f"about {tokens:,} prompt tokens, about ${cost:.2f} (the judges file's price)"
         if price and price.get("input_cost_per_token"):
             cost = tokens * price["input_cost_per_token"] + calls * 200 * price.get("output_cost_per_token", 0)
             return f"about {tokens:,} prompt tokens, about ${cost:.2f}"

@@ -173,6 +173,8 @@ class Grader:
         payload = {
             "video": video_hash, "sampler": params.model_dump(mode="json") if params else None,
             "rubric": self.rubric_hash, "backend": self.judge.backend, "model": self.judge.model_id,
+            # two servers may serve different models under one name: the endpoint is part of the key
+            "endpoint": getattr(self.judge, "api_base", None),
             "turns": [t.model_dump(mode="json") for t in item.turns[: turn + 1]],
             "task": item.task_type.value, "expression": item.expression, "domain": item.domain,
             "sample": sample, "blind": blind,

@@ -43,12 +43,28 @@ class EndpointState(BaseModel):
     decreases: int
 
 
+class EndpointBusy(TimeoutError):
+    """No place at the endpoint within the time the caller could wait: `limited` when the server
+    or a rate limit held it (a Retry-After pause, requests or tokens per minute), not when the
+    calls in flight simply did not finish in time."""
+
+    def __init__(self, message: str, limited: bool) -> None:
+        super().__init__(message)
+        self.limited = limited
+
+
 def _bucket(per_minute: float | None) -> AsyncLimiter | None:
-    """A leaky bucket of `per_minute` with about one second's worth of burst (at least 1)."""
+    """Requests: a leaky bucket of `per_minute` with about one second's worth of burst (at least 1)."""
     if per_minute is None:
         return None
     capacity = max(1.0, per_minute / 60)
     return AsyncLimiter(capacity, capacity * 60 / per_minute)
+
+
+def _token_bucket(per_minute: float | None) -> AsyncLimiter | None:
+    """Tokens: a minute's worth, refilled over a minute (as providers count them); a call asks for
+    its estimated prompt tokens, and one larger than a minute's worth waits for a full bucket."""
+    return None if per_minute is None else AsyncLimiter(per_minute, 60)
 
 
 @dataclass
@@ -86,7 +102,7 @@ class Endpoint:
         self._last_decrease = float("-inf")
         self._changed = asyncio.Condition()
         self._requests = _bucket(requests_per_minute)
-        self._tokens = _bucket(tokens_per_minute)
+        self._tokens = _token_bucket(tokens_per_minute)
         self.successes = self.overloads = self.failures = self.decreases = 0
 
     @property
@@ -103,27 +119,42 @@ class Endpoint:
                              successes=self.successes, overloads=self.overloads, failures=self.failures,
                              decreases=self.decreases)
 
-    async def _admit(self) -> None:
+    async def _admit(self, deadline: float) -> None:
         async with self._changed:
             while True:
-                wait = self._paused_until - time.monotonic()
+                now = time.monotonic()
+                wait = self._paused_until - now
                 if wait <= 0 and self._in_flight < self.limit:
                     self._in_flight += 1
                     return
+                if now >= deadline or (wait > 0 and self._paused_until >= deadline):
+                    raise EndpointBusy(self._busy_reason(wait), limited=wait > 0)
                 try:  # woken by a finished call or a new pause; a pause's end is a timeout
-                    await asyncio.wait_for(self._changed.wait(), timeout=wait if wait > 0 else None)
+                    await asyncio.wait_for(self._changed.wait(), timeout=min(wait if wait > 0 else deadline - now,
+                                                                             deadline - now))
                 except TimeoutError:
                     pass
 
+    def _busy_reason(self, wait: float) -> str:
+        if wait > 0:
+            return f"the endpoint asked to wait {wait:.0f} s more (Retry-After), longer than this call can"
+        return f"no free place among the {self.limit} calls in flight in time"
+
     @asynccontextmanager
-    async def slot(self, tokens: int = 0) -> AsyncIterator[Slot]:
-        """Wait for a place (pause over, under the limit, within the rate limits), then call."""
-        await self._admit()
+    async def slot(self, tokens: int = 0, wait_s: float = float("inf")) -> AsyncIterator[Slot]:
+        """Wait for a place (pause over, under the limit, within the rate limits), then call;
+        EndpointBusy when there is none within `wait_s` seconds."""
+        deadline = time.monotonic() + wait_s
+        await self._admit(deadline)
         try:
-            if self._requests is not None:
-                await self._requests.acquire()
-            if self._tokens is not None and tokens:
-                await self._tokens.acquire(min(float(tokens), self._tokens.max_rate))
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic()) if wait_s != float("inf") else None):
+                if self._requests is not None:
+                    await self._requests.acquire()
+                if self._tokens is not None and tokens:
+                    await self._tokens.acquire(min(float(tokens), self._tokens.max_rate))
+        except TimeoutError:
+            await self._release(None)
+            raise EndpointBusy("the endpoint's rate limit leaves no room in time", limited=True) from None
         except BaseException:
             await self._release(None)
             raise
@@ -177,7 +208,7 @@ class Gate(Protocol):
 
     name: str
 
-    def slot(self, tokens: int = 0) -> AbstractAsyncContextManager[Slot]: ...
+    def slot(self, tokens: int = 0, wait_s: float = ...) -> AbstractAsyncContextManager[Slot]: ...
 
     def paused(self) -> bool: ...
 
@@ -189,7 +220,7 @@ class UnlimitedGate:
     name = "unlimited"
 
     @asynccontextmanager
-    async def slot(self, tokens: int = 0) -> AsyncIterator[Slot]:
+    async def slot(self, tokens: int = 0, wait_s: float = float("inf")) -> AsyncIterator[Slot]:
         yield Slot()  # reports are kept by nobody
 
     def paused(self) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from ..files import line_of, parse_yaml_model, plain_problem, read_text
+from ..files import first_problem, line_of, parse_yaml_model, plain_problem, read_text
 from ..judge import Judge, JudgeSpecError, make_judge
 from ..schema import JudgeConfig, JudgesFile
 from .endpoint import Endpoint, EndpointState
@@ -96,7 +96,8 @@ class Judges:
             self.configs[spec] = config.model_copy(update={"concurrency": start, "max_concurrency": top})
             JudgeConfig.model_validate(self.configs[spec].model_dump())
         except ValidationError as exc:
-            raise JudgeSpecError(plain_problem(exc)) from None
+            raise JudgeSpecError(first_problem(exc, "concurrency").replace("max_concurrency", "--max-concurrency")
+                                 .replace("concurrency:", "--concurrency:")) from None
 
     def endpoint(self, config: JudgeConfig) -> Endpoint:
         key = (config.spec, config.api_base or self.api_base)

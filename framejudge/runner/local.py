@@ -25,8 +25,9 @@ class RunProgress:
     """Where a run stands: turns finished, items in flight, the endpoint's limit, errors."""
 
     done: int = 0
-    in_flight: int = 0
+    in_flight: int = 0  # items
     limit: int | None = None  # the endpoint's concurrency limit now (None: no endpoint)
+    calls: int | None = None  # the endpoint's calls in flight now
     errors: int = 0
 
 
@@ -72,7 +73,7 @@ async def run_batch(
 
     def report() -> None:
         if isinstance(gate, Endpoint):
-            progress.limit = gate.limit
+            progress.limit, progress.calls = gate.limit, gate.in_flight
         if on_progress is not None:
             on_progress(progress)
 

@@ -3,13 +3,15 @@ Verdict, JudgeError, HumanLabel, VideoInfo, AuditResult); none of those is copie
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..calibration.audit import AuditResult
 from ..schema import FrameInfo, GradeOptions, HumanLabel, Item, JudgeError, SamplerParams, Verdict, VideoInfo
 
 
 class GradeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not a default
+
     item: Item
     judge: str = Field("reference", max_length=500)
     rubric: str = Field("video-qa", max_length=200)

@@ -193,3 +193,19 @@ def test_frames_through_killable_decoding_processes(clip, tmp_path):
                              sample=isolated.sample), pair_item(hd))
     assert isinstance(error, JudgeError) and error.kind is JudgeErrorKind.bad_input
     assert "longer than 0.01 s" in error.message
+
+
+def test_the_verdict_cache_tells_endpoints_apart(tmp_path):
+    """Two servers may serve different models under one name: a verdict from one is not the other's."""
+    def served(api_base: str) -> ScriptedJudge:
+        judge = ScriptedJudge(lambda r: {"response_a": g("Successful")}, needs_frames=False)
+        judge.api_base = api_base
+        return judge
+
+    item = Item(id="c", turns=[{"question": "Q?", "response_a": "A."}])
+    first, second, again = served("http://a/v1"), served("http://b/v1"), served("http://a/v1")
+    options = GradeOptions(swap=False)
+    for judge in (first, second, again):
+        [v] = run(Grader(judge, RUBRIC, options, cache_dir=tmp_path), item)
+    assert len(first.seen) == 1 and len(second.seen) == 1 and len(again.seen) == 0
+    assert "from the verdict cache" in v.provenance.notes

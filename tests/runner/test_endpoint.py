@@ -13,7 +13,7 @@ from bench.model_server import ModelServer
 from framejudge.judge import Grader, load_items
 from framejudge.rubrics import get_rubric
 from framejudge.runner import RunProgress, run_batch
-from framejudge.runner.endpoint import Endpoint
+from framejudge.runner.endpoint import Endpoint, EndpointBusy
 from framejudge.runner.judges import Judges
 from framejudge.schema import GradeOptions, JudgeConfig, JudgeError, Verdict
 
@@ -193,3 +193,44 @@ def test_a_broken_endpoint_ends_in_judge_errors_never_labels(tmp_path, fault, ki
     assert not any(isinstance(r, Verdict) for r in records)
     assert {r.kind.value for r in records} == {kind}, {r.message[:120] for r in records}
     assert gate.state().in_flight == 0
+
+
+def test_a_retry_after_longer_than_the_budget_ends_items_as_rate_limited_at_once(tmp_path):
+    """A quota error's Retry-After of five minutes must not hold a run five minutes past its budget."""
+    items = _items(tmp_path / "items.jsonl", 6, pair=False)
+    with ModelServer(overload_for=60, overload_retry_after=300) as server:
+        started = time.monotonic()
+        summary, gate = _grade(server, items, tmp_path / "v.jsonl", concurrency=2, max_concurrency=2,
+                               overload_budget_s=1.0)
+        spent = time.monotonic() - started
+        asked = server.stats()["requests"]
+    assert summary.errors == {"rate_limited": 6} and summary.turns_graded == 0
+    assert spent < 60 and asked <= 2  # the pause held every other call; nobody waited it out
+    from framejudge.judge import read_records
+
+    assert all("Retry-After" in r.message for r in read_records(tmp_path / "v.jsonl"))
+
+
+def test_a_wait_for_a_place_is_bounded():
+    async def scenario() -> None:
+        e = Endpoint("e", initial=1, maximum=1)
+        async with e.slot():
+            with pytest.raises(EndpointBusy):
+                async with e.slot(wait_s=0.05):
+                    pass
+        assert e.in_flight == 0
+
+    asyncio.run(scenario())
+
+
+def test_tokens_per_minute_is_enforced_for_calls_larger_than_a_seconds_worth():
+    async def scenario() -> float:
+        e = Endpoint("e", initial=8, maximum=8, tokens_per_minute=6000)
+        started = time.monotonic()
+        for _ in range(3):  # 3 x 3,000 tokens against 6,000 a minute: the third waits ~30 s
+            async with e.slot(tokens=3000, wait_s=1.0):
+                pass
+        return time.monotonic() - started
+
+    with pytest.raises(EndpointBusy):
+        asyncio.run(scenario())

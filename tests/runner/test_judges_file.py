@@ -94,3 +94,35 @@ def test_every_command_refuses_a_bad_file_with_its_line(tmp_path, command):
                           timeout=120, env=env)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"error: {bad}:3: judges.0.timeout_s: Input should be greater than 0" in proc.stderr
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("requests_per_minute", ".inf", "finite"), ("tokens_per_minute", "1e-300", "greater than or equal to 100"),
+    ("requests_per_minute", "1e-9", "greater than or equal to 0.1"), ("timeout_s", ".nan", "finite"),
+])
+def test_rates_and_times_that_would_hang_a_run_are_refused(tmp_path, field, value, words):
+    path = tmp_path / "judges.yaml"
+    path.write_text(f"judges:\n  - spec: litellm:m\n    {field}: {value}\n")
+    with pytest.raises(JudgesFileError, match=f":3: judges.0.{field}: .*{words}"):
+        load_judges_file(path)
+
+
+def test_grade_refuses_a_judge_the_given_file_does_not_list(tmp_path):
+    path = tmp_path / "judges.yaml"
+    path.write_text("judges:\n  - spec: litellm:openai/bench\n    api_base: http://127.0.0.1:9/v1\n")
+    items = Path(__file__).parents[2] / "examples" / "items.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--judges", str(path),
+                           "--judge", "litellm:openai/Bench", "--out", str(tmp_path / "v.jsonl"), "--yes"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "judge 'litellm:openai/Bench' is not in the judges file (it has: litellm:openai/bench)" in proc.stderr
+
+
+def test_option_errors_name_the_option(tmp_path):
+    items = Path(__file__).parents[2] / "examples" / "items.jsonl"
+    for args, words in ((["--samples", "100"], "samples: Input should be less than or equal to 32"),
+                        (["--concurrency", "5000"], "--concurrency: Input should be less than or equal to 4096"),
+                        (["--decode-timeout", "nan"], "--decode-timeout must be more than 0 seconds")):
+        proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), *args,
+                               "--out", str(tmp_path / "v.jsonl")], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr)

@@ -92,3 +92,23 @@ def test_job_options_come_from_one_place(tmp_path):
             assert r.status_code == 422 and words in r.json()["detail"], (url, r.status_code, r.text)
         r = client.post("/v1/grade", json={"item": _items(1)[0], "sampler": {"n": 2}, "options": {}}, headers=auth(key))
         assert r.status_code == 422 and "inside options" in r.json()["detail"]
+
+
+def test_ambiguous_or_misspelt_submissions_are_refused(tmp_path, clips):
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", upload_dir=tmp_path / "uploads",
+                        run_worker=False)
+    key = create_key(engine_for(settings.database_url), ["grade"])
+    jsonl = "\n".join(__import__("json").dumps({**i, "video": "clip.mp4"}) for i in _items(1))
+    with TestClient(create_app(settings)) as client:
+        data = clips["h264"].read_bytes()
+        r = client.post("/v1/jobs", headers=auth(key), data={"items": jsonl},
+                        files=[("video", ("clip.mp4", data, "video/mp4")), ("video", ("clip.mp4", data, "video/mp4"))])
+        assert r.status_code == 422 and "two uploaded videos are named 'clip.mp4'" in r.json()["detail"]
+        r = client.post("/v1/jobs", headers=auth(key), data={"items": jsonl, "opts": "{}"},
+                        files=[("video", ("clip.mp4", data, "video/mp4"))])
+        assert r.status_code == 422 and "unknown multipart part(s): opts" in r.json()["detail"]
+        twice = [_items(1)[0], _items(1)[0]]
+        r = client.post("/v1/jobs", json=twice, headers=auth(key))
+        assert r.status_code == 422 and "item 1: duplicate item id 'i0'" in r.json()["detail"]
+        r = client.post("/v1/grade", json={"item": _items(1)[0], "option": {"swap": True}}, headers=auth(key))
+        assert r.status_code == 422 and "option" in r.json()["detail"]

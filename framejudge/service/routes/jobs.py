@@ -64,8 +64,17 @@ async def submit_job(
         if "items" not in form.fields:
             raise ProblemError(422, "Invalid body", "the multipart body needs an 'items' part (JSON or JSONL)")
         raw, content_type = form.fields["items"].encode(), ""
+        unknown = sorted(set(form.fields) - {"items", "options"})
+        if unknown:
+            raise ProblemError(422, "Invalid body", f"unknown multipart part(s): {', '.join(unknown)} "
+                                                    "(items, options, and video files)")
         if "options" in form.fields:
             given.append(_json_option(form.fields["options"]))
+        names = [upload.filename for _, upload, _ in form.files]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ProblemError(422, "Invalid body", f"two uploaded videos are named {twice[0]!r}: items could "
+                                                    "not say which they mean")
         uploaded = {upload.filename: UPLOAD_PREFIX + upload.id for _, upload, _ in form.files}
     else:
         raw = b"".join([chunk async for chunk in capped_stream(request, MAX_BODY)])
@@ -84,11 +93,15 @@ async def submit_job(
     if not rows or len(rows) > MAX_JOB_ITEMS:
         raise ProblemError(422, "Invalid body", f"a job holds 1 to {MAX_JOB_ITEMS} items, got {len(rows)}")
     items = []
+    seen: set[str] = set()
     for i, row in enumerate(rows):
         try:
             item = Item.model_validate(row)
         except ValidationError as exc:
             raise ProblemError(422, "Invalid item", f"item {i}: {first_problem(exc, 'item')}") from None
+        if item.id in seen:
+            raise ProblemError(422, "Invalid item", f"item {i}: duplicate item id {item.id!r}")
+        seen.add(item.id)
         if item.video in uploaded:
             item = item.model_copy(update={"video": uploaded[item.video]})
         items.append(item)
