@@ -13,7 +13,8 @@ CLI, one service process and two workers, and the adaptive controller under a ra
    (16 in flight each) on PostgreSQL, each against the ideal: calls x latency / 32. Reported
    twice: the whole command or job (start-up included) and the model server's busy period
    (first call received to last answered).
-3. A rate limit. The model server answers 429 (with retry-after-ms) above R requests per second;
+3. A rate limit. The model server answers 429 (with retry-after-ms) above R requests per second
+   (a token bucket holding a quarter second's worth);
    the judge starts at 8 in flight with a maximum of 64 and must find the rate itself. Reported:
    the share of R it sustained over the busy period, the 429s it drew, and items that failed.
 """
@@ -259,7 +260,8 @@ def rate_limited(n: int, rate: float, latency: float, tmp: Path) -> dict:
     from framejudge.schema import JudgeError
 
     model = Proc([PY, str(ROOT / "bench" / "model_server.py"), "--port", "0", "--latency", str(latency),
-                  "--rate-limit", str(rate), "--rate-burst", "1"], dict(os.environ), ready_line=True)
+                  "--rate-limit", str(rate), "--rate-burst", str(max(1.0, rate / 4))], dict(os.environ),
+                 ready_line=True)
     try:
         judges = _judges_file(tmp / "judges-adaptive.yaml", model.url, 8, 64)
         _reset(model)
@@ -282,6 +284,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller jobs (minutes, not a quarter of an hour)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--only", choices=("queue", "slow_model", "rate_limit"),
+                        help="one part (results of the others are kept from the last run)")
     args = parser.parse_args()
     sizes = [2000, 5000, 10000] if args.quick else [2000, 10000, 100000]
     slow_items = 300 if args.quick else 1000
@@ -291,6 +295,8 @@ def main() -> None:
         tmp = Path(folder)
         postgres = None
         try:
+            if args.only not in (None, "slow_model"):
+                raise RuntimeError("not needed for this part")
             from tests.postgres import PostgresServer, _bin_dir
 
             bin_dir = _bin_dir()
@@ -300,12 +306,16 @@ def main() -> None:
                 postgres = PostgresServer(bin_dir)
         except Exception as exc:  # noqa: BLE001 - the two-worker row needs PostgreSQL; the rest does not
             print(f"PostgreSQL unavailable ({exc}); the two-worker row is skipped", flush=True)
+        saved = args.out / "runner.json"
+        results = json.loads(saved.read_text()) if args.only and saved.exists() else {}
         try:
-            results = {
-                "queue": queue_cost(sizes, tmp),
-                "slow_model": slow_model(slow_items, 0.5, 32, tmp, postgres.new_database() if postgres else None),
-                "rate_limit": rate_limited(rate_items, 20.0, 0.5, tmp),
-            }
+            if args.only in (None, "queue"):
+                results["queue"] = queue_cost(sizes, tmp)
+            if args.only in (None, "slow_model"):
+                results["slow_model"] = slow_model(slow_items, 0.5, 32, tmp,
+                                                   postgres.new_database() if postgres else None)
+            if args.only in (None, "rate_limit"):
+                results["rate_limit"] = rate_limited(rate_items, 20.0, 0.5, tmp)
         finally:
             if postgres is not None:
                 postgres.stop()

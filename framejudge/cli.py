@@ -255,6 +255,8 @@ def grade(
             parts = [f"{state.in_flight} items in hand"]
             if state.limit is not None:
                 parts.append(f"calls {state.calls}/{state.limit}")
+            if state.pace is not None:
+                parts.append(f"paced {state.pace:.1f}/s")
             parts.append(f"{state.errors} errors")
             if speed:
                 parts.append(f"{speed:.1f} turns/s")

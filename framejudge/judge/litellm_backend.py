@@ -249,7 +249,9 @@ class LiteLLMJudge:
                             judgement = await self._ask(messages, rubric, t, on_response)
                         except Exception as exc:
                             if is_overload(exc):
-                                slot.overloaded(retry_after_seconds(api_error(exc) or exc))
+                                cause = api_error(exc) or exc
+                                limited = isinstance(cause, litellm.RateLimitError) or _status(cause) == 429
+                                slot.overloaded(retry_after_seconds(cause), rate_limited=limited)
                             elif api_error(exc) is not None:
                                 slot.failed()
                             # else the server answered, with a reply that broke the rubric: not its capacity

@@ -10,6 +10,11 @@ endpoint.slot(tokens) as slot`). It keeps
   (one burst of rejections is one signal), never below 1 nor above `maximum`;
 - an endpoint-wide pause: a Retry-After from the server holds every new call to this
   endpoint, not only the one that was told;
+- a pace, once a 429 says the provider limits the request rate: calls then start evenly spaced
+  (bursts are what a strict rate limit rejects), at 90 % of the rate that was succeeding; it
+  doubles each second (one per success) until the next 429, is cut by 15 % at each 429 burst,
+  and otherwise grows by one call per second each second (AIMD on the rate, as Phoenix evals'
+  adaptive token bucket does). A 429 moves the pace; a 503 or a timeout moves the concurrency;
 - optional requests-per-minute and tokens-per-minute limits (aiolimiter's leaky buckets).
 
 One Endpoint serves one event loop (a process's CLI run, API server or worker). Judges know
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -36,11 +42,18 @@ class EndpointState(BaseModel):
     limit: int
     maximum: int
     in_flight: int
+    pace_per_s: float | None  # calls started per second, once a 429 asked for a pace
     paused_for_s: float
     successes: int
     overloads: int
     failures: int
     decreases: int
+
+
+RECENT_S = 2.0  # the window over which the succeeding rate is measured
+PACE_START = 0.9  # the first pace: this share of the rate that was succeeding
+PACE_CUT = 0.85  # each later 429 burst
+MIN_PACE = 0.05  # calls per second
 
 
 class EndpointBusy(TimeoutError):
@@ -74,10 +87,14 @@ class Slot:
     outcome: str = "success"  # success, overload, failure
     retry_after: float | None = None
 
-    def overloaded(self, retry_after: float | None = None) -> None:
-        """The server said it is over capacity (429, 503) or did not answer in time."""
+    rate_limited: bool = False
+
+    def overloaded(self, retry_after: float | None = None, rate_limited: bool = False) -> None:
+        """The server said it is over capacity (503; a 429 is `rate_limited`) or did not answer in
+        time."""
         self.outcome = "overload"
         self.retry_after = retry_after
+        self.rate_limited = rate_limited
 
     def failed(self) -> None:
         """Any other failure: it says nothing about the server's capacity."""
@@ -103,6 +120,11 @@ class Endpoint:
         self._changed = asyncio.Condition()
         self._requests = _bucket(requests_per_minute)
         self._tokens = _token_bucket(tokens_per_minute)
+        self._pace: float | None = None  # requests per second, once a 429 asked for one
+        self._pace_slow_start = True
+        self._next_start = 0.0
+        self._last_pace_cut = float("-inf")
+        self._recent: deque[float] = deque()  # when recent calls succeeded (the last RECENT_S)
         self.successes = self.overloads = self.failures = self.decreases = 0
 
     @property
@@ -113,8 +135,13 @@ class Endpoint:
     def in_flight(self) -> int:
         return self._in_flight
 
+    @property
+    def pace(self) -> float | None:
+        return self._pace
+
     def state(self) -> EndpointState:
         return EndpointState(name=self.name, limit=self.limit, maximum=self.maximum, in_flight=self._in_flight,
+                             pace_per_s=self._pace,
                              paused_for_s=max(0.0, self._paused_until - time.monotonic()),
                              successes=self.successes, overloads=self.overloads, failures=self.failures,
                              decreases=self.decreases)
@@ -148,6 +175,12 @@ class Endpoint:
         await self._admit(deadline)
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic()) if wait_s != float("inf") else None):
+                while self._pace is not None:  # the next start is taken when it comes, at the pace then
+                    now = time.monotonic()
+                    if now >= self._next_start:
+                        self._next_start = now + 1.0 / self._pace
+                        break
+                    await asyncio.sleep(self._next_start - now)
                 if self._requests is not None:
                     await self._requests.acquire()
                 if self._tokens is not None and tokens:
@@ -184,8 +217,28 @@ class Endpoint:
             self.successes += 1
             step = 1.0 if self._slow_start else 1.0 / max(1.0, self._limit)
             self._limit = min(float(self.maximum), self._limit + step)
+            self._recent.append(now)
+            while self._recent and self._recent[0] < now - RECENT_S:
+                self._recent.popleft()
+            if self._pace is not None:
+                self._pace += 1.0 if self._pace_slow_start else 1.0 / self._pace
         elif slot.outcome == "overload":
             self.overloads += 1
+            if slot.rate_limited:  # the request rate is too high: the pace moves, the concurrency stays
+                if self._pace is None:
+                    span = now - self._recent[0] if len(self._recent) >= 2 else 0.0
+                    succeeding = (len(self._recent) - 1) / span if span > 0 else 0.0
+                    self._pace = max(MIN_PACE, PACE_START * (succeeding or self._limit))
+                    self._last_pace_cut = now
+                    self.decreases += 1
+                elif now - self._last_pace_cut >= self.cooldown_s:
+                    self._pace = max(MIN_PACE, self._pace * PACE_CUT)
+                    self._pace_slow_start = False
+                    self._last_pace_cut = now
+                    self.decreases += 1
+                if slot.retry_after:
+                    self._paused_until = max(self._paused_until, now + slot.retry_after)
+                return
             self._slow_start = False
             if now - self._last_decrease >= self.cooldown_s:
                 self._limit = max(1.0, self._limit * self.decrease)

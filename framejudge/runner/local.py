@@ -28,6 +28,7 @@ class RunProgress:
     in_flight: int = 0  # items
     limit: int | None = None  # the endpoint's concurrency limit now (None: no endpoint)
     calls: int | None = None  # the endpoint's calls in flight now
+    pace: float | None = None  # calls started per second, once a 429 asked for a pace
     errors: int = 0
 
 
@@ -73,7 +74,7 @@ async def run_batch(
 
     def report() -> None:
         if isinstance(gate, Endpoint):
-            progress.limit, progress.calls = gate.limit, gate.in_flight
+            progress.limit, progress.calls, progress.pace = gate.limit, gate.in_flight, gate.pace
         if on_progress is not None:
             on_progress(progress)
 

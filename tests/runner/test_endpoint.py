@@ -146,8 +146,9 @@ def test_calls_in_flight_reach_the_maximum_and_never_pass_it(tmp_path):
 
 
 def test_backs_off_on_a_burst_of_429s_and_recovers(tmp_path):
-    """A minute-like burst of 429 + Retry-After in the middle of a run: the limit is cut, new calls
-    wait out the pause, the limit grows back, and every item ends with a verdict."""
+    """A burst of 429 + Retry-After in the middle of a run: new calls wait out the pause, the calls
+    are paced from then on (cut at each burst, grown back after), and every item ends with a
+    verdict."""
     items = _items(tmp_path / "items.jsonl", 120)
     trace: list[RunProgress] = []
     with ModelServer(latency=0.1) as server:
@@ -163,10 +164,31 @@ def test_backs_off_on_a_burst_of_429s_and_recovers(tmp_path):
     assert summary.turns_graded == 120 and summary.errors == {}
     assert stats["status_counts"].get(429, 0) > 0  # the burst happened during the run
     assert gate.decreases >= 1 and gate.overloads >= 1
-    limits = [t.limit for t in trace]
-    low = min(limits)
-    assert low < 8 and limits[-1] > low  # cut, then grown back
+    paces = [t.pace for t in trace if t.pace is not None]
+    assert paces and paces[-1] > min(paces)  # paced after the burst, and the pace grew back
     assert stats["completed"] == 120  # each item asked once successfully: a 429 is not a second grading
+
+
+def test_a_429_paces_calls_and_a_503_cuts_the_concurrency():
+    async def scenario() -> tuple[float | None, int, float, float | None, int]:
+        e = Endpoint("e", initial=8, maximum=8, cooldown_s=0)
+        for _ in range(4):
+            await _use(e)
+        async with e.slot() as slot:
+            slot.overloaded(rate_limited=True)
+        pace, limit = e.pace, e.limit
+        started = time.monotonic()
+        for _ in range(4):  # spaced at the pace, not sent in a burst
+            await _use(e)
+        spaced = time.monotonic() - started
+        async with e.slot() as slot:
+            slot.overloaded()  # a 503: the concurrency is cut
+        return pace, limit, spaced, e.pace, e.limit
+
+    pace, limit, spaced, later, cut = asyncio.run(scenario())
+    assert pace is not None and limit == 8  # a 429 moves the pace, not the concurrency
+    assert spaced >= 3 / (pace + 4) and later is not None
+    assert cut == 4
 
 
 def test_under_a_rate_limit_nothing_fails(tmp_path):
