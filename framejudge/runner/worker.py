@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import socket
+import time
 from collections.abc import Callable
 
 from sqlalchemy.engine import Engine
@@ -107,7 +108,12 @@ class QueueWorker:
                     task.cancel()
             if writing is not None:
                 finished = await writing + finished
+            deadline = time.monotonic() + self.grace_s
             while finished and not await self._flushed(finished):
+                if time.monotonic() > deadline:  # stopping, and the database is still away: these items
+                    log.error("stopping with %d item(s) graded but not written: the database did not come "
+                              "back; they are graded again when their leases expire", len(finished))
+                    break
                 await asyncio.sleep(1.0)  # the database is away: keep the records until it is back
         finally:
             keeper.cancel()
