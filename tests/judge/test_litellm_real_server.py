@@ -105,7 +105,6 @@ def test_litellm_judge_against_a_real_local_model(server):
         assert isinstance(r, JudgeError)
         assert r.kind == "invalid_after_retries", r.message
         assert r.raw_output and r.raw_output.strip()  # the model's own words, kept for review
-        # One reply, plus one re-ask unless the reply was cut at max_tokens (instructor does not
-        # re-ask an incomplete output); tokens of every attempt are counted.
+        # One reply and at most one re-ask (max_reasks=1); tokens of every attempt are counted.
         assert 1 <= r.provenance.usage.attempts <= 2
         assert r.provenance.usage.completion_tokens > 0 and r.provenance.usage.prompt_tokens > 1000
