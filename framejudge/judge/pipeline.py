@@ -191,6 +191,11 @@ class Grader:
                                    notes=["from the verdict cache"])
         shown = await frames.prompt_frames()  # encoded only when a model is actually asked
         result = await self.judge.judge(JudgeRequest(item, turn, self.rubric, shown, sample))
+        if item.turns[turn].response_b is None and result.judgement.response_b is not None:
+            # a one-response turn has no B and no preference, whatever a model says
+            result.judgement = result.judgement.model_copy(
+                update={"response_b": None, "preference": None, "deciding_criterion": None})
+            result.notes = [*result.notes, "the judge graded a response B this turn does not have; dropped"]
         if self._cache is not None and key is not None:
             self._cache.set(key, json.dumps({"judgement": result.judgement.model_dump(mode="json"),
                                              "prompt_hash": result.prompt_hash}))

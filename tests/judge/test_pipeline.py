@@ -209,3 +209,17 @@ def test_the_verdict_cache_tells_endpoints_apart(tmp_path):
         [v] = run(Grader(judge, RUBRIC, options, cache_dir=tmp_path), item)
     assert len(first.seen) == 1 and len(second.seen) == 1 and len(again.seen) == 0
     assert "from the verdict cache" in v.provenance.notes
+
+
+def test_a_response_b_the_turn_does_not_have_is_dropped_whatever_the_judge_says():
+    phantom = {"response_a": g("Successful"), "response_b": g("Not Successful"), "preference": "A",
+               "deciding_criterion": "category"}
+    judge = ScriptedJudge(lambda r: phantom, needs_frames=False)
+    item = Item(id="one", turns=[{"question": "Q?", "response_a": "A."}])
+    [v] = run(Grader(judge, RUBRIC, GradeOptions(cache=False)), item)
+    assert v.response_b is None and v.preference is None and v.deciding_criterion is None
+    assert "the judge graded a response B this turn does not have; dropped" in v.provenance.notes
+    from framejudge.judge import summarize
+
+    summary = summarize([v], 1)
+    assert summary.categories_b == {} and summary.preferences == {} and summary.win_rate_a.n == 0
