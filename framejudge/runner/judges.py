@@ -93,8 +93,8 @@ class Judges:
         elif concurrency is None:
             start = min(start, top)
         try:
-            self.configs[spec] = config.model_copy(update={"concurrency": start, "max_concurrency": top})
-            JudgeConfig.model_validate(self.configs[spec].model_dump())
+            self.configs[spec] = JudgeConfig.model_validate({**config.model_dump(), "concurrency": start,
+                                                             "max_concurrency": top})
         except ValidationError as exc:
             raise JudgeSpecError(first_problem(exc, "concurrency").replace("max_concurrency", "--max-concurrency")
                                  .replace("concurrency:", "--concurrency:")) from None
@@ -132,6 +132,9 @@ class Judges:
             except JudgeSpecError as exc:
                 problems.append(f"{spec}: {exc}")
         return problems
+
+    def endpoints(self) -> list[Endpoint]:
+        return list(self._endpoints.values())
 
     def states(self) -> list[EndpointState]:
         return [e.state() for e in self._endpoints.values()]

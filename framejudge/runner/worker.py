@@ -64,7 +64,7 @@ class QueueWorker:
         self.lost = 0  # items finished after their lease had gone to another worker (not written)
 
     def capacity(self) -> int:
-        limits = [state.limit for state in self.graders.judges.states()]
+        limits = [endpoint.limit for endpoint in self.graders.judges.endpoints()]  # every loop: no copies
         wanted = sum(limits) + self.prefetch if limits else self.local_concurrency
         return max(1, min(self.max_in_flight, wanted))
 

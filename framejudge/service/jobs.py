@@ -16,7 +16,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..runner.queue import Job, JobItem, JobRecord, throughput
-from ..runner.worker import show_video_ref  # noqa: F401 - the routes name videos the same way
 from ..schema import GradeOptions, Item
 
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 
 from ...frame_sampler import FrameSamplerError, NotARegularFile, VideoNotFound, contact_sheet, to_data_url
+from ...runner.worker import show_video_ref
 from ..context import ServiceDep, authorized
-from ..jobs import show_video_ref
 from ..models import (FramePayload, FramesRequest, FramesResponse, GradeRequest, GradeResponse, UploadedVideo,
                       UploadResponse)
 from ..problems import ProblemError
