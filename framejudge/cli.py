@@ -373,6 +373,16 @@ def calibrate(
         out.print(f"swap consistency of the judge: {result.swap_consistency:.3f}")
 
 
+def service_settings():  # type: ignore[no-untyped-def]
+    """The service's settings from the environment; a bad variable is an error line, exit 2."""
+    from .service.settings import Settings, SettingsError
+
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        fail(str(exc))
+
+
 keys_app = typer.Typer(help="API keys for the HTTP service.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
@@ -383,11 +393,10 @@ def keys_create(
     name: Annotated[str, typer.Option(help="who or what the key is for")] = "",
 ) -> None:
     """Create an API key; it is printed once (only its hash is stored)."""
-    from .service.settings import Settings
     from .service.store import create_key, engine_for
 
     try:
-        key = create_key(engine_for(Settings.from_env().database_url), scope, name)
+        key = create_key(engine_for(service_settings().database_url), scope, name)
     except ValueError as exc:
         fail(str(exc))
     print(key)
@@ -396,13 +405,12 @@ def keys_create(
 @keys_app.command("list")
 def keys_list() -> None:
     """List API keys (ids, names, scopes; never secrets)."""
-    from .service.settings import Settings
     from .service.store import engine_for, list_keys
 
     table = Table()
     for col in ("id", "name", "scopes", "created", "state"):
         table.add_column(col)
-    for k in list_keys(engine_for(Settings.from_env().database_url)):
+    for k in list_keys(engine_for(service_settings().database_url)):
         table.add_row(k.id, k.name, k.scopes, k.created_at.strftime("%Y-%m-%d %H:%M"),
                       "revoked" if k.revoked else "active")
     out.print(table)
@@ -411,12 +419,11 @@ def keys_list() -> None:
 @keys_app.command("revoke")
 def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id, as `keys list` shows it, or the whole key")]) -> None:
     """Revoke an API key: requests with it are refused (401) from then on."""
-    from .service.settings import Settings
     from .service.store import engine_for, revoke_key
 
     parts = key_id.split("_")
     key_id = parts[1] if len(parts) >= 3 and parts[0] == "fj" else key_id
-    if not revoke_key(engine_for(Settings.from_env().database_url), key_id):
+    if not revoke_key(engine_for(service_settings().database_url), key_id):
         fail(f"no API key with id {key_id!r}")
     print(f"revoked {key_id}")
 
@@ -433,10 +440,9 @@ def uploads_prune(
     from datetime import timedelta
 
     from .service.maintenance import prune_uploads
-    from .service.settings import Settings
     from .service.store import engine_for
 
-    settings = Settings.from_env()
+    settings = service_settings()
     assert settings.upload_dir is not None
     deleted = prune_uploads(engine_for(settings.database_url), settings.upload_dir, timedelta(days=older_than_days))
     print(f"deleted {len(deleted)} upload(s), {sum(u.bytes for u in deleted) / 1024**2:.1f} MiB")
@@ -453,9 +459,11 @@ def serve(
     from .runner.judges import JudgesFileError
     from .service.app import create_app
 
+    from .service.settings import SettingsError
+
     try:
         app = create_app()
-    except JudgesFileError as exc:
+    except (JudgesFileError, SettingsError) as exc:
         fail(str(exc))
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
@@ -472,25 +480,20 @@ def worker(
     import asyncio
     import signal
 
-    from pydantic import ValidationError
 
-    from .files import plain_problem
     from .frame_sampler import IsolatedSampler
     from .runner.decode import SharedDecodes
     from .runner.graders import GraderCache
     from .runner.judges import Judges, JudgesFileError, load_judges_file
     from .runner.worker import QueueWorker
-    from .service.settings import Settings
     from .service.store import engine_for
 
+    settings = service_settings()
     try:
-        settings = Settings.from_env()
         configs = load_judges_file(settings.judges_file) if settings.judges_file else []
         engine = engine_for(settings.database_url)
     except JudgesFileError as exc:
         fail(str(exc))
-    except (ValidationError, ValueError) as exc:
-        fail(plain_problem(exc) if isinstance(exc, ValidationError) else str(exc))
     except Exception as exc:  # noqa: BLE001 - a database that cannot be reached is a setup error
         fail(f"cannot open the database {settings.database_url.split('@')[-1]}: {type(exc).__name__}: {exc}")
     if max_in_flight is not None and max_in_flight < 1:

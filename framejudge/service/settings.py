@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import platformdirs
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 
 def _data_dir() -> Path:
@@ -60,40 +60,40 @@ class Settings(BaseModel):
 
     @classmethod
     def from_env(cls) -> Settings:
+        """From FRAMEJUDGE_* variables; a bad value raises SettingsError naming the variable."""
         env = os.environ
         data: dict[str, object] = {}
-        if env.get("FRAMEJUDGE_SERVICE_DB"):
-            data["database_url"] = env["FRAMEJUDGE_SERVICE_DB"]
-        if env.get("FRAMEJUDGE_MEDIA_ROOT"):
-            data["media_root"] = Path(env["FRAMEJUDGE_MEDIA_ROOT"])
-        if env.get("FRAMEJUDGE_SERVICE_JUDGES"):
-            data["judges"] = _csv(env["FRAMEJUDGE_SERVICE_JUDGES"])
-        if env.get("FRAMEJUDGE_CORS_ORIGINS"):
-            data["cors_origins"] = _csv(env["FRAMEJUDGE_CORS_ORIGINS"])
-        if env.get("FRAMEJUDGE_UPLOAD_DIR"):
-            data["upload_dir"] = Path(env["FRAMEJUDGE_UPLOAD_DIR"])
-        if env.get("FRAMEJUDGE_MAX_UPLOAD_MB"):
-            data["max_upload_bytes"] = int(float(env["FRAMEJUDGE_MAX_UPLOAD_MB"]) * 1024**2)
-        if env.get("FRAMEJUDGE_URL_HOSTS"):
-            data["url_hosts"] = _csv(env["FRAMEJUDGE_URL_HOSTS"])
-        for var, name in (("FRAMEJUDGE_DECODE_WORKERS", "decode_workers"),
-                          ("FRAMEJUDGE_DECODE_MEMORY_MB", "decode_memory_mb")):
+        for var, name in ENV.items():
             if env.get(var):
-                data[name] = int(env[var])
-        if env.get("FRAMEJUDGE_DECODE_TIMEOUT"):
-            data["decode_timeout_s"] = float(env["FRAMEJUDGE_DECODE_TIMEOUT"])
-        if env.get("FRAMEJUDGE_URL_ALLOW_PRIVATE"):
-            data["url_allow_private"] = env["FRAMEJUDGE_URL_ALLOW_PRIVATE"].lower() in ("1", "true", "yes")
-        if env.get("FRAMEJUDGE_SERVICE_WORKER"):
-            data["run_worker"] = env["FRAMEJUDGE_SERVICE_WORKER"].lower() not in ("0", "false", "no")
-        if env.get("FRAMEJUDGE_JUDGES_FILE"):
-            data["judges_file"] = Path(env["FRAMEJUDGE_JUDGES_FILE"])
-        if env.get("FRAMEJUDGE_API_BASE"):
-            data["api_base"] = env["FRAMEJUDGE_API_BASE"]
-        if env.get("FRAMEJUDGE_LEASE_SECONDS"):
-            data["lease_s"] = float(env["FRAMEJUDGE_LEASE_SECONDS"])
-        if env.get("FRAMEJUDGE_WORKER_IN_FLIGHT"):
-            data["worker_max_in_flight"] = int(env["FRAMEJUDGE_WORKER_IN_FLIGHT"])
-        if env.get("FRAMEJUDGE_RATE_LIMIT"):
-            data["requests_per_minute"] = int(env["FRAMEJUDGE_RATE_LIMIT"])
-        return cls(**data)
+                data[name] = _csv(env[var]) if name in LISTS else env[var]  # pydantic converts and checks
+        if env.get("FRAMEJUDGE_MAX_UPLOAD_MB"):
+            try:
+                data["max_upload_bytes"] = int(float(env["FRAMEJUDGE_MAX_UPLOAD_MB"]) * 1024**2)
+            except ValueError:
+                raise SettingsError("FRAMEJUDGE_MAX_UPLOAD_MB: not a number of megabytes") from None
+        try:
+            return cls(**data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = str(err["loc"][0]) if err["loc"] else ""
+            var = {v: k for k, v in ENV.items()}.get(field, "FRAMEJUDGE_MAX_UPLOAD_MB" if field == "max_upload_bytes"
+                                                     else field or "settings")
+            raise SettingsError(f"{var}: {err['msg'].removeprefix('Value error, ')}") from None
+
+
+class SettingsError(ValueError):
+    """A FRAMEJUDGE_* variable with a value the service cannot use; the message names it."""
+
+
+# variable -> setting; values are converted and checked by the Settings model itself
+ENV = {
+    "FRAMEJUDGE_SERVICE_DB": "database_url", "FRAMEJUDGE_MEDIA_ROOT": "media_root",
+    "FRAMEJUDGE_SERVICE_JUDGES": "judges", "FRAMEJUDGE_CORS_ORIGINS": "cors_origins",
+    "FRAMEJUDGE_UPLOAD_DIR": "upload_dir", "FRAMEJUDGE_URL_HOSTS": "url_hosts",
+    "FRAMEJUDGE_DECODE_WORKERS": "decode_workers", "FRAMEJUDGE_DECODE_MEMORY_MB": "decode_memory_mb",
+    "FRAMEJUDGE_DECODE_TIMEOUT": "decode_timeout_s", "FRAMEJUDGE_URL_ALLOW_PRIVATE": "url_allow_private",
+    "FRAMEJUDGE_SERVICE_WORKER": "run_worker", "FRAMEJUDGE_JUDGES_FILE": "judges_file",
+    "FRAMEJUDGE_API_BASE": "api_base", "FRAMEJUDGE_LEASE_SECONDS": "lease_s",
+    "FRAMEJUDGE_WORKER_IN_FLIGHT": "worker_max_in_flight", "FRAMEJUDGE_RATE_LIMIT": "requests_per_minute",
+}
+LISTS = {"judges", "cors_origins", "url_hosts"}  # comma-separated
