@@ -8,8 +8,8 @@ cache folder; this process is the load generator, on loopback. Two scenarios:
   reference  the reference judge on a distinct item per request (nothing cached)
   cached     a model judge (litellm) whose verdicts are in the verdict cache: one warm-up request
              fills it, and no measured request reaches the model (checked: the model endpoint's
-             call count does not move). The model endpoint is a stub on loopback that answers
-             that warm-up only, since no model API is reachable here.
+             call count does not move). The model endpoint is bench/model_server.py on
+             loopback (no latency), since no model API is reachable here.
 Each scenario is measured twice over HTTP: one client at a time (latency p50/p99, compared with
 the in-process call, as overhead in ms and a ratio) and `--concurrency` clients (requests per
 second, compared with the in-process calls per second). Half of `--requests` goes to each
@@ -28,9 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -39,44 +37,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.model_server import ModelServer  # noqa: E402
+
 MODEL = "litellm:openai/bench-judge"
-JUDGEMENT = {"response_a": {"category": "Successful", "rationale": "matches the golden response"},
-             "response_b": {"category": "Not Successful", "rationale": "names the wrong bird"},
-             "preference": "A", "deciding_criterion": "category"}
 
 
 def item(k: int) -> dict:
     return {"id": f"b{k}", "turns": [{"question": "What bird is this?", "golden": "A grey heron.",
                                       "response_a": f"A grey heron, number {k}.", "response_b": "A mallard duck."}]}
-
-
-class ModelStub:
-    """An OpenAI-compatible endpoint answering one fixed, rubric-valid judgement; counts its calls."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                self.rfile.read(int(self.headers["Content-Length"]))
-                stub.calls += 1
-                body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "bench-judge",
-                                   "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                       "role": "assistant", "content": json.dumps(JUDGEMENT)}}],
-                                   "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
 
 def free_port() -> int:
@@ -165,10 +133,10 @@ def main() -> None:
     per_mode = max(10, total // 4)  # per scenario: sequential and concurrent
 
     work = Path(tempfile.mkdtemp(prefix="framejudge-bench-"))
-    stub = ModelStub()
+    stub = ModelServer().start()  # answers at once; counts what reaches it
     env = {**os.environ, "FRAMEJUDGE_SERVICE_DB": f"sqlite:///{work / 'service.sqlite'}",
            "FRAMEJUDGE_RATE_LIMIT": "100000000", "FRAMEJUDGE_SERVICE_JUDGES": f"reference,{MODEL}",
-           "FRAMEJUDGE_CACHE_DIR": str(work / "cache" / "frames"), "OPENAI_BASE_URL": stub.url,
+           "FRAMEJUDGE_CACHE_DIR": str(work / "cache" / "frames"), "OPENAI_BASE_URL": stub.base_url,
            "OPENAI_API_KEY": "bench", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     os.environ.update({k: env[k] for k in ("FRAMEJUDGE_CACHE_DIR", "OPENAI_BASE_URL", "OPENAI_API_KEY",
                                            "LITELLM_LOCAL_MODEL_COST_MAP")})
@@ -194,7 +162,7 @@ def main() -> None:
         cached_body = {"item": item(0), "judge": MODEL}
         # warm-up: both judges loaded, the model's verdict (both orders) in the cache
         asyncio.run(http_load(base, key, ref_bodies[:20] + [cached_body] * 5, 1))
-        model_calls = stub.calls
+        model_calls = stub.stats()["requests"]
         memory["after_warmup_mb"] = round(rss_mb(server.pid), 1)
 
         results = []
@@ -203,15 +171,18 @@ def main() -> None:
             concurrent = asyncio.run(http_load(base, key, bodies[per_mode:], args.concurrency))
             library = in_process(bodies[0]["judge"], bodies[:per_mode])
             results.append(summarize(name, sequential, concurrent, library, args.concurrency))
-        if stub.calls != model_calls:
-            raise SystemExit(f"the cached scenario reached the model {stub.calls - model_calls} times")
+        reached = stub.stats()["requests"] - model_calls
+        if reached:
+            raise SystemExit(f"the cached scenario reached the model {reached} times")
         memory["after_all_mb"] = round(rss_mb(server.pid), 1)
         memory["requests_served"] = 25 + sum(r["requests"] for r in results)
     finally:
         server.terminate()
         server.wait(timeout=60)
+        calls = stub.stats()["requests"]
+        stub.stop()
 
-    report = {"cpus": os.cpu_count(), "model_calls": stub.calls, "results": results, "server_memory": memory}
+    report = {"cpus": os.cpu_count(), "model_calls": calls, "results": results, "server_memory": memory}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "service.json").write_text(json.dumps(report, indent=2))
     print(f"| scenario | HTTP p50 / p99 ms (1 client) | library p50 / p99 ms | overhead ms | ratio | "

@@ -23,7 +23,7 @@ class GraderCache:
 
     def get(self, spec: str, rubric: Rubric, options: GradeOptions) -> Grader:
         """The grader for these; raises JudgeSpecError when the judge cannot be made."""
-        key = (spec, f"{rubric.id}@{rubric.version}@{rubric.content_hash}", options.model_dump_json())
+        key = (spec, f"{rubric.id}@{rubric.version}", options.model_dump_json())  # no content hash: not free
         with self._lock:
             grader = self._graders.get(key)
             if grader is None:
