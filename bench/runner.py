@@ -297,13 +297,13 @@ def main() -> None:
         try:
             if args.only not in (None, "slow_model"):
                 raise RuntimeError("not needed for this part")
-            from tests.postgres import PostgresServer, _bin_dir
+            from bench.postgres import PostgresServer, bin_dir
 
-            bin_dir = _bin_dir()
-            if bin_dir is not None:
+            found = bin_dir()
+            if found is not None:
                 import psycopg  # noqa: F401
 
-                postgres = PostgresServer(bin_dir)
+                postgres = PostgresServer(found)
         except Exception as exc:  # noqa: BLE001 - the two-worker row needs PostgreSQL; the rest does not
             print(f"PostgreSQL unavailable ({exc}); the two-worker row is skipped", flush=True)
         saved = args.out / "runner.json"
