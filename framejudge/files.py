@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import yaml
@@ -68,8 +69,10 @@ def line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
-def parse_yaml_model(text: str, source: str, model: type[M], error: type[Exception], what: str) -> M:
-    """A YAML mapping validated as `model`; every problem as 'source:line: field.path: message'."""
+def parse_yaml_model(text: str, source: str, model: type[M], error: type[Exception], what: str,
+                     check: Callable[[dict[str, Any], yaml.Node], None] | None = None) -> M:
+    """A YAML mapping validated as `model`; every problem as 'source:line: field.path: message'.
+    `check(data, root)` may raise first, for a rule that needs the file's lines to say where."""
     try:
         data = yaml.safe_load(text)
         root = yaml.compose(text)
@@ -80,6 +83,8 @@ def parse_yaml_model(text: str, source: str, model: type[M], error: type[Excepti
         raise error(f"{where}: not valid YAML ({problem})") from None
     if not isinstance(data, dict):
         raise error(f"{source}:1: {what}")
+    if check is not None:
+        check(data, root)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

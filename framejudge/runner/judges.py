@@ -24,31 +24,24 @@ class JudgesFileError(ValueError):
 
 def load_judges_file(path: str | os.PathLike[str]) -> list[JudgeConfig]:
     text = read_text(path, "judges", JudgesFileError)
-    _duplicate(text, str(path))
-    parsed = parse_yaml_model(text, str(path), JudgesFile, JudgesFileError,
-                              "a judges file is a mapping with a 'judges' list")
-    return parsed.judges
+    source = str(path)
 
-
-def _duplicate(text: str, source: str) -> None:
-    """A judge listed twice, named at its second entry's line (the model's own check cannot say
-    where in the file it is)."""
-    try:
-        root = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return  # parse_yaml_model says what is wrong
-    entries = data.get("judges") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        return
-    seen: dict[str, int] = {}
-    for i, entry in enumerate(entries):
-        spec = entry.get("spec") if isinstance(entry, dict) else None
-        if isinstance(spec, str) and spec in seen:
-            raise JudgesFileError(f"{source}:{line_of(root, ('judges', i, 'spec'))}: judges.{i}.spec: judge {spec!r} "
-                                  f"is listed twice (first as judges.{seen[spec]})")
-        if isinstance(spec, str):
+    def listed_once(data: dict, root: yaml.Node) -> None:
+        """A judge listed twice, named at its second entry's line (the model's own check of the
+        same rule cannot say where in the file it is)."""
+        entries = data.get("judges")
+        seen: dict[str, int] = {}
+        for i, entry in enumerate(entries if isinstance(entries, list) else []):
+            spec = entry.get("spec") if isinstance(entry, dict) else None
+            if not isinstance(spec, str):
+                continue
+            if spec in seen:
+                raise JudgesFileError(f"{source}:{line_of(root, ('judges', i, 'spec'))}: judges.{i}.spec: judge "
+                                      f"{spec!r} is listed twice (first as judges.{seen[spec]})")
             seen[spec] = i
+
+    return parse_yaml_model(text, source, JudgesFile, JudgesFileError,
+                            "a judges file is a mapping with a 'judges' list", check=listed_once).judges
 
 
 class Judges:
