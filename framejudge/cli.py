@@ -177,6 +177,9 @@ def grade(
         help="model calls in flight never above this [default: the judges file's, else 32]")] = None,
     media_root: Annotated[Optional[Path], typer.Option(help="relative video paths are under here (default: the items file's folder)")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")] = False,
+    regrade: Annotated[bool, typer.Option(
+        "--regrade", help="grade again the turns whose verdicts in --out were graded differently (another rubric, "
+                          "judge, options or content); the old records move to <out>.superseded.jsonl")] = False,
     yes: Annotated[bool, typer.Option("--yes", help="do not ask before spending tokens")] = False,
     summary_json: Annotated[Optional[Path], typer.Option(help="also write the summary as JSON here")] = None,
     decode_timeout: Annotated[float, typer.Option(
@@ -198,7 +201,8 @@ def grade(
     from .runner import RunProgress, run_batch
     from .runner.decode import SharedDecodes
     from .runner.judges import Judges, JudgesFileError
-    from .runner.local import pending_turns
+    from .runner.local import planned_calls
+    from .runner.resume import ResumeConflict, plan_resume, superseded_path
     from .schema import GradeOptions
 
     try:
@@ -220,31 +224,35 @@ def grade(
         if decode_memory_mb < 256 or (decode_workers is not None and decode_workers < 1):
             raise ItemsError("--decode-memory-mb must be at least 256 and --decode-workers at least 1")
         options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
-        todo = pending_turns(the_items, out_path)
-    except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest) as exc:
+        grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent)
+        plan = plan_resume(grader, the_items, out_path, regrade=regrade)
+    except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest, ResumeConflict) as exc:
         fail(str(exc))
     except ValidationError as exc:  # an option the shared models refuse, named as the model names it
         fail(first_problem(exc, "option"))
-    calls = todo * (2 if options.swap_for(the_judge) else 1) * (1 if the_judge.deterministic else samples) * (2 if blind else 1)
+    todo = plan.turns
+    calls = planned_calls(grader, plan.work)
     estimate = getattr(the_judge, "estimate", None)
     est_text = estimate(the_rubric, the_items, calls, params.n) if estimate else "no tokens, no cost (runs locally)"
-    err.print(f"{len(the_items)} items, {todo} turn(s) to grade, about {calls} judge call(s): {est_text}", highlight=False)
+    kept = f", {plan.kept} already graded in {out_path}" if plan.kept else ""
+    err.print(f"{len(the_items)} items, {todo} turn(s) to grade{kept}, about {calls} judge call(s): {est_text}",
+              highlight=False)
+    if plan.superseded:
+        err.print(f"regrading: {len(plan.superseded)} verdict(s) graded differently move to "
+                  f"{superseded_path(out_path)}", highlight=False)
     if getattr(the_judge, "spends", False) and not yes:
         if not sys.stdin.isatty():
             fail("this judge spends tokens: pass --yes to run without a prompt")
         if not typer.confirm("Go ahead?"):
             raise typer.Exit(1)
     decoder = None
-    sample = None
     if the_judge.needs_frames and any(it.video for it in the_items):
         from .frame_sampler import IsolatedSampler
 
         # decoding is CPU work in processes of its own, overlapping the model calls
         decoder = IsolatedSampler(workers=decode_workers or os.cpu_count() or 1, timeout_s=decode_timeout,
                                   max_memory_mb=decode_memory_mb)
-        sample = SharedDecodes(decoder.sample)
-    grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent,
-                    **({"sample": sample} if sample else {}))
+        grader.sample = SharedDecodes(decoder.sample)
     progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False)
     with progress:
@@ -264,7 +272,7 @@ def grade(
 
         try:
             summary = asyncio.run(run_batch(grader, the_items, out_path, concurrency=concurrency or 4,
-                                            on_progress=show, prefetch=(decoder.workers if decoder else 0) + 2))
+                                            on_progress=show, prefetch=(decoder.workers if decoder else 0) + 2, plan=plan))
         finally:
             if decoder is not None:
                 decoder.close()

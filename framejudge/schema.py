@@ -259,6 +259,25 @@ class Usage(BaseModel):
     attempts: int = 1
 
 
+class GradeOptions(BaseModel):
+    """How items are graded, beyond the judge and the rubric: the same for `framejudge grade`,
+    `POST /v1/grade`, jobs and workers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8),
+                                   description="which frames the judge sees (multi-turn windows end at each question)")
+    swap: bool | None = Field(None, description="also grade B/A; null: on for judges that are not deterministic")
+    samples: int = Field(1, ge=1, le=32, description="k samples with a majority vote")
+    blind: bool = Field(False, description="blind control: grade again without frames")
+    cache: bool = Field(True, description="use the verdict cache of model judges")
+    jpeg_quality: int = Field(85, ge=1, le=100, description="quality of the frames sent to a model")
+
+    def swap_for(self, judge: Any) -> bool:
+        """Whether pairs are graded in both orders by this judge."""
+        return (not judge.deterministic) if self.swap is None else self.swap
+
+
 class Provenance(BaseModel):
     """Which rubric, judge, prompt and frames produced a verdict."""
 
@@ -276,6 +295,11 @@ class Provenance(BaseModel):
     created_at: datetime
     usage: Usage | None = None
     notes: list[str] = Field(default_factory=list)
+    options: GradeOptions | None = Field(
+        None, description="the grading options in effect (swap and samples as this judge applies them)")
+    turn_hash: str | None = Field(
+        None, description="sha256 of what was graded: the item's video as given, task, expression, domain "
+                          "and its turns up to this one")
 
 
 class SwapCheck(BaseModel):
@@ -350,25 +374,6 @@ class HumanLabel(BaseModel):
     transcription_error: bool | None = None
     multiturn: bool | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class GradeOptions(BaseModel):
-    """How items are graded, beyond the judge and the rubric: the same for `framejudge grade`,
-    `POST /v1/grade`, jobs and workers."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8),
-                                   description="which frames the judge sees (multi-turn windows end at each question)")
-    swap: bool | None = Field(None, description="also grade B/A; null: on for judges that are not deterministic")
-    samples: int = Field(1, ge=1, le=32, description="k samples with a majority vote")
-    blind: bool = Field(False, description="blind control: grade again without frames")
-    cache: bool = Field(True, description="use the verdict cache of model judges")
-    jpeg_quality: int = Field(85, ge=1, le=100, description="quality of the frames sent to a model")
-
-    def swap_for(self, judge: Any) -> bool:
-        """Whether pairs are graded in both orders by this judge."""
-        return (not judge.deterministic) if self.swap is None else self.swap
 
 
 JUDGE_KINDS = ("reference", "litellm:", "transformers:")

@@ -15,6 +15,7 @@ import diskcache
 
 from ..frame_sampler import FrameSamplerError, SampleResult, sample_frames, to_data_url
 from ..frame_sampler.cache import default_cache_dir
+from ..rubrics.loader import require_kind
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame
 from ..rubrics.rules import error_message_match
@@ -41,6 +42,14 @@ Record = Verdict | JudgeError
 
 
 SampleFn = Callable[[Path, SamplerParams], SampleResult]
+
+
+def turn_hash(item: Item, turn: int) -> str:
+    """What grading one turn reads from its item: the video as given, the task and the
+    conversation up to this turn (an edited response or question gives another hash)."""
+    payload = {"video": item.video, "task": item.task_type.value, "expression": item.expression,
+               "domain": item.domain, "turns": [t.model_dump(mode="json") for t in item.turns[: turn + 1]]}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 def _swapped(item: Item) -> Item:
@@ -131,10 +140,12 @@ class Grader:
         `IsolatedSampler`'s `sample` to decode in killable worker processes."""
         self.judge = judge
         self.sample = sample
-        self.rubric = rubric
+        self.rubric = require_kind(rubric, "video_qa")  # an MCQ rubric has no categories to grade by
         self.rubric_hash = rubric.content_hash  # once: hashing the whole rubric per verdict is not free
         self.options = options or GradeOptions()
         self.media_root = media_root
+        self.effective_options = self.options.model_copy(update={
+            "swap": self.options.swap_for(judge), "samples": 1 if judge.deterministic else self.options.samples})
         self._cache = None
         if self.options.cache and judge.backend != "reference":
             folder = cache_dir or default_cache_dir().parent / "verdicts"
@@ -217,6 +228,8 @@ class Grader:
             record.task_type = item.task_type
         if record.provenance is not None:
             record.provenance.video = item.video
+            record.provenance.options = self.effective_options
+            record.provenance.turn_hash = turn_hash(item, turn)
         return record
 
     async def _grade_turn(self, item: Item, turn: int) -> Record:
@@ -279,11 +292,15 @@ class Grader:
             provenance=self._provenance(started, prompt_hash, frames.timestamps, params, usage, notes),
         )
 
-    def _by_rules(self, item: Item, turn: int) -> Judgement | None:
+    def decided_by_rules(self, item: Item, turn: int) -> bool:
         """Error strings decide without a model when they decide every response of the turn."""
         t = item.turns[turn]
         texts = [t.response_a] + ([t.response_b] if t.response_b is not None else [])
-        if not all(error_message_match(x, self.rubric) for x in texts):
+        return all(error_message_match(x, self.rubric) for x in texts)
+
+    def _by_rules(self, item: Item, turn: int) -> Judgement | None:
+        t = item.turns[turn]
+        if not self.decided_by_rules(item, turn):
             return None
         grade = ResponseGrade(category=Category.error_message, rationale="the response is one of the fixed error strings")
         data: dict[str, Any] = {"response_a": grade.model_dump(), "multiturn": turn > 0}

@@ -13,7 +13,8 @@ is there to compare with. What it does decide from text:
 4. the golden response: contradiction (yes/no polarity, negation, numbers, named
    entities) -> Not Successful; answers sharing nothing with the question or the golden
    response -> Irrelevant;
-5. an answer of a few generic words -> Not Successful (too generic to be useful);
+5. an answer of a few generic words to an open "what is this?" -> Not Successful (too generic
+   to be useful); a short direct answer to a specific question is an answer;
 6. a question expecting a number answered without one, or (when the question names its
    subject instead of pointing at the video) an answer sharing no subject with it -> Irrelevant;
 7. otherwise Successful, as the guideline says.
@@ -74,6 +75,13 @@ _COLOURS = {"red", "orange", "yellow", "green", "blue", "purple", "pink", "brown
             "grey", "gray", "silver", "gold", "beige", "violet", "turquoise"}
 _COUNT_Q = re.compile(r"^\s*how (many|much)\b", re.I)
 _HAS_NUMBER = re.compile(r"\d|\b(" + "|".join(k for k in _NUMBER_WORDS if " " not in k) + r"|none|no)\b", re.I)
+# Open requests to identify or describe what is shown: the only questions a few plain words
+# can answer too generically ("Tell me what this is?" -> "This is a tree."). A short direct
+# answer to a specific question ("What colour is the barn?" -> "The barn is red.") is an answer.
+_OPEN_Q = re.compile(
+    r"^\s*(?:(?:can you |could you |please )?tell me (?:about|what)|what(?:'s| is| are)\s+(?:this|that|these|those|"
+    r"it|here)\b|(?:please )?describe\b|what do you see|what am i (?:looking at|seeing))", re.I)
+_ASKING = {"tell", "describe", "please", "know", "thing", "something", "stuff"}
 _CAPITAL = re.compile(r"\b[A-Z][a-zA-Z]+(?:[- ][A-Z][a-zA-Z]+)*\b")
 
 
@@ -219,10 +227,19 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
         # "it", "here": nothing the video would supply) can be judged off-topic from words.
         if not _DEICTIC.search(question):
             return Category.irrelevant, "shares no subject with the question"
-    words = _words(response)
-    if len(words) <= 4 and not re.search(r"\d", response) and not _entities(response):
+    if _too_generic(question, response, q_content, r_content):
         return Category.not_successful, "too generic to be useful"
     return Category.successful, "no rule applies, so Successful (the guideline's default)"
+
+
+def _too_generic(question: str, response: str, q_content: set[str], r_content: set[str]) -> bool:
+    """A few plain words answering an open request to identify what is shown, naming nothing
+    more specific than the question did: no number, no name, no new noun for a question that
+    names its kind ("What is this bird?" -> "A heron." is specific, "A bird." is not)."""
+    if not _OPEN_Q.search(question) or len(_words(response)) > 4 or _numbers(response) or _entities(response):
+        return False
+    named = q_content - _ASKING
+    return not named or not (r_content - q_content - _ASKING)
 
 
 def _contradicts(golden: str, response: str, question: str) -> bool:
@@ -276,7 +293,8 @@ def _detail(text: str) -> int:
 def _criterion_scores(rubric: Rubric, item: Item, text: str, category: Category) -> dict[str, float]:
     words = len(_words(text))
     return {
-        "factual_accuracy": 0.0 if category == Category.not_successful else 1.0,
+        # an error string states nothing true: it never outranks an answer on the topic
+        "factual_accuracy": 0.0 if category in (Category.not_successful, Category.error_message) else 1.0,
         "relevancy": 0.0 if category in (Category.irrelevant, Category.error_message) else 1.0,
         "not_missing": 0.0 if category in (Category.missing, Category.error_message) else 1.0,
         "helpfulness": float(_detail(text)),

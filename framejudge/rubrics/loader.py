@@ -69,3 +69,18 @@ def get_rubric(ref: str, extra: list[Path] | None = None) -> Rubric:
     if ref not in known:
         raise RubricError(f"no rubric with id {ref!r}; known: {', '.join(sorted(known))}")
     return known[ref]
+
+
+KIND_USE = {
+    "video_qa": "grades answers to video questions (framejudge grade, /v1/grade, /v1/jobs)",
+    "mcq": "scores multiple-choice replies (framejudge mcq score)",
+}
+
+
+def require_kind(rubric: Rubric, kind: str) -> Rubric:
+    """`rubric` when it is of `kind`; a RubricError naming what it is for otherwise."""
+    if rubric.kind != kind:
+        wanted = ", ".join(r.id for r in builtin_rubrics().values() if r.kind == kind)
+        raise RubricError(f"rubric {rubric.id!r} is a {rubric.kind} rubric: it {KIND_USE[rubric.kind]}; "
+                          f"this needs a {kind} rubric ({wanted})")
+    return rubric

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from ..judge.batch import GradeSummary, read_records, summarize
 from ..judge.pipeline import Grader, Record
-from ..schema import Item, JudgeError, Verdict
+from ..schema import Item, JudgeError
 from .endpoint import Endpoint
+from .resume import ResumePlan, apply_plan, plan_resume
 
 
 @dataclass
@@ -32,15 +33,19 @@ class RunProgress:
     errors: int = 0
 
 
-def pending_work(items: list[Item], out: Path) -> list[tuple[Item, set[int]]]:
-    """Each item with the turns it already has a verdict for in `out`; finished items left out."""
-    done = {(r.item_id, r.turn) for r in read_records(out) if isinstance(r, Verdict)}
-    work = [(it, {t for t in range(len(it.turns)) if (it.id, t) in done}) for it in items]
-    return [(it, skip) for it, skip in work if len(skip) < len(it.turns)]
-
-
-def pending_turns(items: list[Item], out: Path) -> int:
-    return sum(len(it.turns) - len(skip) for it, skip in pending_work(items, out))
+def planned_calls(grader: Grader, work: list[tuple[Item, set[int]]]) -> int:
+    """The judge calls grading `work` takes: none for a turn the error-string rules decide; per
+    other turn its samples, a swapped call where it has a response B, a blind one where frames
+    are shown."""
+    o = grader.effective_options
+    calls = 0
+    for item, skip in work:
+        frames = grader.judge.needs_frames and bool(item.video)
+        for t, turn in enumerate(item.turns):
+            if t in skip or grader.decided_by_rules(item, t):
+                continue
+            calls += o.samples + (1 if o.swap and turn.response_b is not None else 0) + (1 if o.blind and frames else 0)
+    return calls
 
 
 def window(grader: Grader, concurrency: int, prefetch: int) -> Callable[[], int]:
@@ -59,15 +64,19 @@ async def run_batch(
     on_done: Callable[[Item, list[Record]], None] | None = None,
     prefetch: int = 2,
     on_progress: Callable[[RunProgress], None] | None = None,
+    plan: ResumePlan | None = None,
 ) -> GradeSummary:
     """Grade every unfinished (item, turn) and append each record as soon as it exists.
 
-    A rerun with the same `out` skips turns that already have a verdict and retries the ones
-    that failed. Each record is one write of one line, flushed: a run killed at any moment
+    A rerun with the same `out` skips turns that already have a verdict graded the same way
+    and retries the ones that failed (see `resume`: verdicts graded differently are a
+    conflict, unless the `plan` was made to regrade them). Each record is one write of one line, flushed: a run killed at any moment
     leaves every finished verdict in place (a torn last line is dropped on the next run).
     """
     out.parent.mkdir(parents=True, exist_ok=True)
-    todo = pending_work(items, out)
+    plan = plan or plan_resume(grader, items, out)
+    apply_plan(plan, out)
+    todo = plan.work
     room = window(grader, concurrency, prefetch)
     gate = getattr(grader.judge, "gate", None)
     progress = RunProgress(limit=gate.limit if isinstance(gate, Endpoint) else None)
@@ -113,4 +122,5 @@ async def run_batch(
                 task.cancel()
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
-    return summarize(read_records(out), len(items))
+    keys = {(it.id, t) for it in items for t in range(len(it.turns))}
+    return summarize([r for r in read_records(out) if (r.item_id, r.turn) in keys], len(items))

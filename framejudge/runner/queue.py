@@ -41,6 +41,7 @@ class Job(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     key_id: Mapped[str] = mapped_column(String(16))
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    request_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)  # what was submitted under it
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     judge: Mapped[str] = mapped_column(String(500))
     rubric: Mapped[str] = mapped_column(String(200))

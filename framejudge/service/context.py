@@ -11,7 +11,7 @@ from fastapi import Depends, Header, Request
 
 from ..frame_sampler import IsolatedSampler
 from ..judge import Grader, JudgeSpecError
-from ..rubrics import RubricError, get_rubric
+from ..rubrics import RubricError, get_rubric, require_kind
 from ..rubrics.model import Rubric
 from ..runner.decode import SharedDecodes
 from ..runner.graders import GraderCache
@@ -92,9 +92,13 @@ class Service:
         if "/" in rubric_id or os.sep in rubric_id:
             raise ProblemError(400, "Unknown rubric", "give a rubric id; server-side rubric files are not read")
         try:
-            return get_rubric(rubric_id)
+            found = get_rubric(rubric_id)
         except RubricError as exc:
             raise ProblemError(400, "Unknown rubric", str(exc)) from None
+        try:
+            return require_kind(found, "video_qa")
+        except RubricError as exc:
+            raise ProblemError(400, "Wrong kind of rubric", str(exc)) from None
 
     def grader(self, spec: str, rubric: Rubric, options: GradeOptions) -> Grader:
         try:

@@ -5,9 +5,11 @@ framejudge.runner.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 from datetime import datetime, timezone
+from typing import Any
 
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select, update
@@ -19,29 +21,53 @@ from ..runner.queue import Job, JobItem, JobRecord, throughput
 from ..schema import GradeOptions, Item
 
 
-def idempotent_job(engine: Engine, key_id: str, idempotency_key: str | None) -> str | None:
-    """The job this key already submitted under this Idempotency-Key, if any (an empty key is none)."""
+class IdempotencyMismatch(ValueError):
+    """An Idempotency-Key reused for a different request."""
+
+
+def request_hash(judge: str, rubric: str, options: GradeOptions, priority: int, items: list[dict[str, Any]]) -> str:
+    """What a job submission asks for, as one hash: a retry under the same Idempotency-Key
+    must ask for the same (items as given, uploaded videos by their content)."""
+    payload = {"judge": judge, "rubric": rubric, "options": options.model_dump(mode="json"), "priority": priority,
+               "items": items}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def idempotent_job(engine: Engine, key_id: str, idempotency_key: str | None,
+                   fingerprint: str | None = None) -> str | None:
+    """The job this key already submitted under this Idempotency-Key, if any (an empty key is
+    none); IdempotencyMismatch when that job was submitted with another request."""
     if not idempotency_key:
         return None
     with Session(engine) as s:
-        return s.scalar(select(Job.id).where(Job.key_id == key_id, Job.idempotency_key == idempotency_key))
+        found = s.execute(select(Job.id, Job.request_hash).where(
+            Job.key_id == key_id, Job.idempotency_key == idempotency_key)).first()
+    if found is None:
+        return None
+    if fingerprint is not None and found.request_hash is not None and found.request_hash != fingerprint:
+        raise IdempotencyMismatch(f"Idempotency-Key {idempotency_key!r} was used for job {found.id} with a "
+                                  "different request (items, judge, rubric, options or priority); use a new key "
+                                  "for a new job")
+    return found.id
 
 
 def create_job(engine: Engine, key_id: str, items: list[Item], judge: str, rubric: str, options: GradeOptions,
                idempotency_key: str | None, video_refs: list[str | None] | None = None,
-               priority: int = 0) -> tuple[str, bool]:
-    """(job id, created). A repeated Idempotency-Key from the same API key returns the same job,
-    also when two such submissions race (the database's unique constraint decides).
-    `video_refs` are the client's references for items whose video was resolved to a server path."""
+               priority: int = 0, fingerprint: str | None = None) -> tuple[str, bool]:
+    """(job id, created). A repeated Idempotency-Key from the same API key returns the same job
+    when the request is the same (`fingerprint`, from request_hash) and raises
+    IdempotencyMismatch when it is not, also when two such submissions race (the database's
+    unique constraint decides). `video_refs` are the client's references for items whose video
+    was resolved to a server path."""
     idempotency_key = idempotency_key or None
-    existing = idempotent_job(engine, key_id, idempotency_key)
+    existing = idempotent_job(engine, key_id, idempotency_key, fingerprint)
     if existing is not None:
         return existing, False
     refs = video_refs or [None] * len(items)
     job_id = secrets.token_hex(8)
     try:
         with Session(engine) as s, s.begin():
-            s.add(Job(id=job_id, key_id=key_id, idempotency_key=idempotency_key,
+            s.add(Job(id=job_id, key_id=key_id, idempotency_key=idempotency_key, request_hash=fingerprint,
                       created_at=datetime.now(timezone.utc), judge=judge, rubric=rubric,
                       sampler_json=options.sampler.model_dump_json(), options_json=options.model_dump_json(),
                       cancelled=0, priority=priority, active=1))
@@ -49,7 +75,7 @@ def create_job(engine: Engine, key_id: str, items: list[Item], judge: str, rubri
             s.add_all(JobItem(job_id=job_id, position=i, item_json=it.model_dump_json(), video_ref=ref,
                               status="pending") for i, (it, ref) in enumerate(zip(items, refs, strict=True)))
     except IntegrityError:
-        existing = idempotent_job(engine, key_id, idempotency_key)
+        existing = idempotent_job(engine, key_id, idempotency_key, fingerprint)
         if existing is None:
             raise
         return existing, False

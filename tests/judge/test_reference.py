@@ -55,6 +55,13 @@ def test_agreement_with_the_guideline_examples(shared_dir):
         ("How many calories are in this?", "Roughly 400 calories.", None, Category.not_successful),
         ("How many calories are in this?", "The label says 150 calories per serving.", None, Category.successful),
         ("When was the Eiffel Tower finished?", "It was completed in 1889.", None, Category.successful),
+        # a short direct answer to a specific question is not "too generic"
+        ("What colour is the barn?", "The barn is red.", None, Category.successful),
+        ("How many dots?", "Six.", None, Category.successful),
+        ("What is this bird?", "A heron.", None, Category.successful),
+        ("What shape is it?", "A red circle.", None, Category.successful),
+        ("What is this bird?", "A bird.", None, Category.not_successful),
+        ("Tell me what this is?", "This is a tree.", None, Category.not_successful),
     ],
 )
 def test_rules(question, response, golden, expected):
@@ -72,6 +79,14 @@ def test_pairs_are_ranked_by_the_criteria_in_order():
     assert rank_pair(RUBRIC, item, 0, Category.missing, Category.successful) == (Preference.B, "category")
     assert rank_pair(RUBRIC, item, 0, Category.not_successful, Category.missing)[0] == Preference.B
     assert rank_pair(RUBRIC, item, 0, Category.missing, Category.irrelevant)[1] == "relevancy"
+
+
+@pytest.mark.parametrize("other,golden", [("A red circle.", None), ("It is a blue square.", "A red circle."),
+                                          ("Sorry, I couldn't find what shape that is.", None)])
+def test_an_error_string_never_outranks_an_answer_on_the_topic(other, golden):
+    for a, b, winner in (("I cannot answer that.", other, Preference.B), (other, "I cannot answer that.", Preference.A)):
+        j = ReferenceJudge().decide(RUBRIC, single("What shape is it?", a, golden=golden, response_b=b), 0)
+        assert j.preference == winner, (a, b, j)
 
 
 def test_conciseness_is_skipped_for_long_expression_tasks():

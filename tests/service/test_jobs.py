@@ -173,3 +173,50 @@ def test_a_judge_that_cannot_be_made_fails_its_items_not_the_worker(db, tmp_path
     assert all(r["record"] == "judge_error" and r["kind"] == "backend_error" for r in records)
     assert "cannot use model" in records[0]["message"]
 
+
+
+def test_idempotency_key_reused_for_another_request_is_refused(db):
+    settings, key, other, engine = db
+    with TestClient(create_app(settings(run_worker=False))) as client:
+        h = {**auth(key), "Idempotency-Key": "nightly-1"}
+        first = client.post("/v1/jobs", json=items(3), headers=h)
+        assert first.status_code == 202
+        assert client.post("/v1/jobs", json=items(3), headers=h).json()["id"] == first.json()["id"]
+        edited = items(3)
+        edited[1]["turns"][0]["response_a"] = "There are 9 people."
+        for body, query in ((edited, ""), (items(4), ""), (items(3), "?rubric=video-qa&n=4"), (items(3), "?priority=5")):
+            r = client.post(f"/v1/jobs{query}", json=body, headers=h)
+            assert r.status_code == 422 and r.json()["title"] == "Idempotency-Key reused", (query, r.text)
+            assert first.json()["id"] in r.json()["detail"]
+        # the same key name is another key's own
+        assert client.post("/v1/jobs", json=edited, headers={**auth(other), "Idempotency-Key": "nightly-1"}
+                           ).status_code == 202
+        # uploads: the same bytes under the same name are the same request; other bytes are not
+        from framejudge.examples.clips import countdown
+        from framejudge.examples.synth import cfr_times, write_video
+        from pathlib import Path
+        video = Path(settings().upload_dir).parent / "c.mp4"
+        write_video(video, countdown, cfr_times(1, 10))
+        row = json.dumps({**items(1)[0], "video": "c.mp4"})
+        hu = {**auth(key), "Idempotency-Key": "upload-1"}
+        def send(data: bytes):
+            return client.post("/v1/jobs", headers=hu, data={"items": row},
+                               files=[("video", ("c.mp4", data, "video/mp4"))])
+        a = send(video.read_bytes())
+        assert a.status_code == 202, a.text
+        uploads_before = sorted(p.name for p in Path(settings().upload_dir).rglob("*.video"))
+        assert send(video.read_bytes()).json()["id"] == a.json()["id"]
+        write_video(video, countdown, cfr_times(2, 10))
+        assert send(video.read_bytes()).status_code == 422
+        # neither retry left an upload behind
+        assert sorted(p.name for p in Path(settings().upload_dir).rglob("*.video")) == uploads_before
+
+
+def test_mcq_rubric_is_refused_by_grade_and_jobs(db):
+    settings, key, *_ = db
+    with TestClient(create_app(settings(run_worker=False))) as client:
+        r = client.post("/v1/jobs?rubric=mcq-letter", json=items(1), headers=auth(key))
+        assert r.status_code == 400 and "is a mcq rubric" in r.json()["detail"]
+        body = {"item": items(1)[0], "rubric": "mcq-letter"}
+        r = client.post("/v1/grade", json=body, headers=auth(key))
+        assert r.status_code == 400 and r.json()["title"] == "Wrong kind of rubric"

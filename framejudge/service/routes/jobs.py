@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from ...files import first_problem
 from ...schema import GradeOptions, Item
 from ..context import MAX_BODY, MAX_JOB_ITEMS, ServiceDep, authorized
-from ..jobs import JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status, parse_items_body
+from ..jobs import (IdempotencyMismatch, JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status,
+                    parse_items_body, request_hash)
 from ..limits import capped_stream
 from ..problems import ProblemError
 from ..store import ApiKey
@@ -53,11 +54,10 @@ async def submit_job(
     `options` part and video file parts that items name by their file name. The options are the
     same as `framejudge grade`'s (one model, GradeOptions)."""
     svc.judge_and_rubric(judge, rubric)
-    existing = idempotent_job(svc.engine, key.id, idempotency_key)
-    if existing is not None:  # answered before any upload or fetch is repeated
-        return job_status(svc.engine, existing)
     content_type = request.headers.get("content-type", "")
     uploaded: dict[str, str] = {}
+    contents: dict[str, str] = {}  # uploaded file name -> its content, for the request's fingerprint
+    fresh: list[Any] = []  # this request's uploads
     given: list[Any] = [] if options is None else [_json_option(options)]  # options, from wherever given
     if content_type.startswith("multipart/form-data"):
         form = await svc.multipart(request, key)
@@ -76,6 +76,8 @@ async def submit_job(
             raise ProblemError(422, "Invalid body", f"two uploaded videos are named {twice[0]!r}: items could "
                                                     "not say which they mean")
         uploaded = {upload.filename: UPLOAD_PREFIX + upload.id for _, upload, _ in form.files}
+        contents = {upload.filename: "sha256:" + upload.sha256 for _, upload, _ in form.files}
+        fresh = [upload for _, upload, _ in form.files]
     else:
         raw = b"".join([chunk async for chunk in capped_stream(request, MAX_BODY)])
     try:
@@ -93,6 +95,7 @@ async def submit_job(
     if not rows or len(rows) > MAX_JOB_ITEMS:
         raise ProblemError(422, "Invalid body", f"a job holds 1 to {MAX_JOB_ITEMS} items, got {len(rows)}")
     items = []
+    given_items: list[dict[str, Any]] = []
     seen: set[str] = set()
     for i, row in enumerate(rows):
         try:
@@ -102,12 +105,25 @@ async def submit_job(
         if item.id in seen:
             raise ProblemError(422, "Invalid item", f"item {i}: duplicate item id {item.id!r}")
         seen.add(item.id)
+        given_items.append(item.model_dump(mode="json") | ({"video": contents[item.video]}
+                                                           if item.video in contents else {}))
         if item.video in uploaded:
             item = item.model_copy(update={"video": uploaded[item.video]})
         items.append(item)
-    resolved, refs = await svc.resolved(items, key)
-    job_id, _ = create_job(svc.engine, key.id, resolved, judge, rubric, grade_options, idempotency_key, refs,
-                           priority=job_priority)
+    fingerprint = request_hash(judge, rubric, grade_options, job_priority, given_items)
+    try:
+        existing = idempotent_job(svc.engine, key.id, idempotency_key, fingerprint)
+        if existing is not None:  # a retry: answered before any fetch is repeated, its uploads not kept
+            for upload in fresh:
+                svc.store.forget(upload)
+            return job_status(svc.engine, existing)
+        resolved, refs = await svc.resolved(items, key)
+        job_id, _ = create_job(svc.engine, key.id, resolved, judge, rubric, grade_options, idempotency_key, refs,
+                               priority=job_priority, fingerprint=fingerprint)
+    except IdempotencyMismatch as exc:
+        for upload in fresh:
+            svc.store.forget(upload)
+        raise ProblemError(422, "Idempotency-Key reused", str(exc)) from None
     return job_status(svc.engine, job_id)
 
 
