@@ -26,8 +26,9 @@ from .uploads import UPLOAD_PREFIX, Upload, UploadStore
 MAX_REDIRECTS = 5
 
 
-def inside_media_root(path: str, root: Path | None) -> Path:
-    """A server-side video path, allowed only inside the media root (no '..', no symlink escape)."""
+def inside_media_root(path: str, root: Path | None, uploads: Path | None = None) -> Path:
+    """A server-side video path, allowed only inside the media root (no '..', no symlink escape)
+    and never inside the upload folder (uploads belong to their keys and are named 'upload:<id>')."""
     if root is None:
         raise ProblemError(403, "Server paths disabled",
                            "this server has no media root; upload the video or give an allowed URL")
@@ -38,6 +39,9 @@ def inside_media_root(path: str, root: Path | None) -> Path:
     resolved = full.resolve()
     if not resolved.is_relative_to(root.resolve()):
         raise ProblemError(403, "Outside the media root", f"{path} resolves outside the media root")
+    if uploads is not None and resolved.is_relative_to(uploads.resolve()):
+        raise ProblemError(403, "Not a media path", f"{path} lies in the upload folder; refer to an uploaded "
+                                                   "video as 'upload:<id>'")
     return resolved
 
 
@@ -130,7 +134,7 @@ class MediaResolver:
             if fetched is not None:
                 fetched.append(upload)
             return self.store.folder / upload.stored_as
-        return inside_media_root(ref, self.settings.media_root)
+        return inside_media_root(ref, self.settings.media_root, self.store.folder)
 
     async def resolve_many(self, refs: list[str], key_id: str,
                            fetched: list[Upload] | None = None) -> dict[str, Path]:

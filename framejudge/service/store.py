@@ -30,6 +30,7 @@ class CalibrationRun(Base):
     __tablename__ = "calibrations"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key_id: Mapped[str | None] = mapped_column(String(16), index=True, nullable=True)  # the key that ran it
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     result_json: Mapped[str] = mapped_column(Text)
 
@@ -40,19 +41,23 @@ def generated_id(value: str) -> bool:
     return 0 < len(value) <= 64 and all(c in "0123456789abcdef" for c in value)
 
 
-def save_calibration(engine: Engine, result_json: str) -> str:
+def save_calibration(engine: Engine, key_id: str, result_json: str) -> str:
     run_id = secrets.token_hex(8)
     with Session(engine) as s, s.begin():
-        s.add(CalibrationRun(id=run_id, created_at=datetime.now(timezone.utc), result_json=result_json))
+        s.add(CalibrationRun(id=run_id, key_id=key_id, created_at=datetime.now(timezone.utc), result_json=result_json))
     return run_id
 
 
-def load_calibration(engine: Engine, run_id: str) -> str | None:
+def load_calibration(engine: Engine, run_id: str, key: ApiKey) -> str | None:
+    """The stored result, for the key that ran it (or an admin key); None for anyone else, as for
+    an id that does not exist."""
     if not generated_id(run_id):
         return None
     with Session(engine) as s:
         run = s.get(CalibrationRun, run_id)
-        return None if run is None else run.result_json
+        if run is None or (run.key_id != key.id and "admin" not in key.scopes.split(",")):
+            return None
+        return run.result_json
 
 
 def _digest(secret: str) -> str:

@@ -219,3 +219,22 @@ def test_keys_cli_list_and_revoke(tmp_path):
     assert "revoked" in keys("list").stdout
     missing = keys("revoke", "0123456789ab")
     assert missing.returncode == 2 and "no API key" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_calibrations_are_visible_only_to_their_key(env):
+    client, keys, tmp_path, _ = env
+    engine = engine_for(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    other, admin = create_key(engine, ["calibrate"]), create_key(engine, ["admin"])
+    graded = client.post("/v1/grade", json={"item": ITEM}, headers=auth(keys["grade"])).json()["records"]
+    labels = [{"item_id": "a", "annotator": "x", "category_a": "Successful", "preference": "A"}]
+    r = client.post("/v1/calibrate", json={"labels": labels, "verdicts": graded, "replicates": 20},
+                    headers=auth(keys["calibrate"]))
+    assert r.status_code == 200, r.text
+    run_id = r.json()["id"]
+    assert client.get(f"/v1/calibrate/{run_id}/report", headers=auth(keys["calibrate"])).status_code == 200
+    mine = client.get(f"/v1/calibrate/{run_id}/report", headers=auth(other))
+    missing = client.get("/v1/calibrate/0123456789abcdef/report", headers=auth(other))
+    assert mine.status_code == 404 and mine.headers["content-type"] == "application/problem+json"
+    assert mine.json()["title"] == missing.json()["title"] == "No such calibration"  # nothing tells them apart
+    assert client.get(f"/v1/calibrate/{run_id}/report", headers=auth(admin)).status_code == 200
+

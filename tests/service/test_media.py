@@ -361,3 +361,17 @@ def test_pruning_old_uploads_keeps_those_unfinished_jobs_name(tmp_path, clip):
     assert ids[1].removeprefix("upload:") + ".video" not in left  # old and unused: gone
     assert ids[0].removeprefix("upload:") + ".video" in left  # old, but a pending job names it
     assert ids[2].removeprefix("upload:") + ".video" in left  # new
+
+
+def test_uploads_are_not_reachable_as_media_root_paths(tmp_path, clip):
+    media = tmp_path / "media"
+    media.mkdir()
+    app, settings, key, other = make(tmp_path, run_worker=False, media_root=media, upload_dir=media / "uploads")
+    with TestClient(app) as client:
+        r = client.post("/v1/videos", files={"file": ("clip.mp4", clip.read_bytes(), "video/mp4")}, headers=auth(key))
+        stored = r.json()["videos"][0]["id"].removeprefix("upload:") + ".video"
+        for path in (f"uploads/{stored}", str(media / "uploads" / stored), "uploads/nothing.video"):
+            r = client.post("/v1/frames", json={"video": path}, headers=auth(other))
+            assert r.status_code == 403 and r.json()["title"] == "Not a media path", r.text
+            r = client.post("/v1/jobs", json=[{"id": "s", "video": path, "turns": [TURN]}], headers=auth(other))
+            assert r.status_code == 403 and "upload:" in r.json()["detail"]
