@@ -12,6 +12,7 @@ The body goes through the upload store: the same size limit, sniffing and probin
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import socket
 from pathlib import Path, PurePosixPath
@@ -36,7 +37,11 @@ def inside_media_root(path: str, root: Path | None, uploads: Path | None = None)
     if ".." in candidate.parts:
         raise ProblemError(400, "Bad video path", "'..' is not allowed in video paths")
     full = (root / candidate) if not candidate.is_absolute() else candidate
-    resolved = full.resolve()
+    try:
+        resolved = full.resolve()
+    except (RuntimeError, OSError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        loop = isinstance(exc, RuntimeError) or exc.errno == errno.ELOOP
+        raise ProblemError(400, "Bad video path", f"{path}: {'symbolic link loop' if loop else exc.strerror}") from None
     if not resolved.is_relative_to(root.resolve()):
         raise ProblemError(403, "Outside the media root", f"{path} resolves outside the media root")
     if uploads is not None and resolved.is_relative_to(uploads.resolve()):

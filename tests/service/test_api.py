@@ -238,3 +238,15 @@ def test_calibrations_are_visible_only_to_their_key(env):
     assert mine.json()["title"] == missing.json()["title"] == "No such calibration"  # nothing tells them apart
     assert client.get(f"/v1/calibrate/{run_id}/report", headers=auth(admin)).status_code == 200
 
+
+@pytest.mark.parametrize("video", ["loop.mp4", "sub/loop.mp4", "loop.mp4/inner.mp4"])
+def test_symlink_loops_in_the_media_root_are_clear_4xx(env, video):
+    client, keys, _, media = env
+    (media / "loop.mp4").symlink_to(media / "loop.mp4")
+    (media / "sub").symlink_to(media / "sub")
+    calls = [("/v1/frames", {"video": video}), ("/v1/grade", {"item": {**ITEM, "video": video}}),
+             ("/v1/jobs", [{**ITEM, "video": video}])]
+    for route, body in calls:
+        r = client.post(route, json=body, headers=auth(keys["grade"]))
+        assert r.status_code == 400 and r.headers["content-type"] == "application/problem+json", (route, r.text)
+        assert "symbolic link loop" in r.json()["detail"] and video in r.json()["detail"]
