@@ -173,3 +173,17 @@ def test_a_judge_that_cannot_be_made_fails_its_items_not_the_worker(db, tmp_path
     assert all(r["record"] == "judge_error" and r["kind"] == "backend_error" for r in records)
     assert "cannot use model" in records[0]["message"]
 
+
+
+@pytest.mark.parametrize("query", ["offset=9223372036854775808", "offset=-1", "offset=1e3", "limit=0",
+                                   "limit=9223372036854775808"])
+def test_paging_numbers_out_of_range_are_422(db, query):
+    settings, key, _, _ = db
+    with TestClient(create_app(settings())) as client:
+        job = client.post("/v1/jobs", json=items(2), headers=auth(key)).json()["id"]
+        wait_done(client, job, key)
+        r = client.get(f"/v1/jobs/{job}/verdicts?{query}", headers=auth(key))
+        assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json", r.text
+        assert r.json()["detail"].startswith(f"query.{query.split('=')[0]}:")
+        last = client.get(f"/v1/jobs/{job}/verdicts?offset=1", headers=auth(key)).json()
+        assert [rec["item_id"] for rec in last["records"]] == ["i1"]
