@@ -3,8 +3,8 @@ enabled) a URL on an allow-listed host.
 
 URL fetching is off unless hosts are listed. When on, every hop is checked: http(s) only, the
 host on the allow-list, every address it resolves to public (no loopback, private, link-local,
-shared or reserved ranges, IPv4-mapped forms included), and the connection pinned to the address
-that was checked, so a DNS answer that changes between the check and the connect cannot reach
+shared or reserved ranges, nor IPv6 forms carrying such an IPv4 address), and the connection
+pinned to the address that was checked, so a DNS answer that changes between the check and the connect cannot reach
 an internal address. Redirects are followed only to allow-listed hosts, re-checked the same way.
 The body goes through the upload store: the same size limit, sniffing and probing as an upload.
 """
@@ -60,11 +60,40 @@ def host_allowed(host: str, allowed: list[str]) -> bool:
     return False
 
 
+GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix: the last 32 bits are an IPv4 address
+TEREDO = ipaddress.ip_network("2001::/32")  # the client's IPv4 address is carried, obscured
+NOT_GLOBAL = [ipaddress.ip_network(n) for n in ("3fff::/20",)]  # documentation (newer than some Pythons know)
+
+
 def public_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    """Whether an address is plainly public. An IPv6 address that carries an IPv4 address
+    (IPv4-mapped, NAT64, 6to4, ISATAP) is public only if that IPv4 address is; other forms that
+    carry one (IPv4-compatible, IPv4-translated, Teredo, local-use NAT64) and anything outside
+    global unicast space are refused."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv4Address):
+        return _public_ipv4(ip)
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF)
+    if ip.ipv4_mapped is not None or ip in NAT64:  # the IPv4 address is where it goes
+        return _public_ipv4(low32)
+    if (ip not in GLOBAL_UNICAST or ip in TEREDO or any(ip in n for n in NOT_GLOBAL)
+            or not ip.is_global or ip.is_multicast or ip.is_site_local):
+        return False
+    embedded = ip.sixtofour or (low32 if _isatap(ip) else None)
+    return embedded is None or _public_ipv4(embedded)
+
+
+def _public_ipv4(ip: ipaddress.IPv4Address) -> bool:
     return ip.is_global and not ip.is_multicast
+
+
+def _isatap(ip: ipaddress.IPv6Address) -> bool:
+    """An ISATAP interface identifier (RFC 5214): ...:0000:5efe:a.b.c.d or ...:0200:5efe:a.b.c.d."""
+    return (int(ip) >> 32) & 0xFDFF_FFFF == 0x0000_5EFE
 
 
 async def checked_address(host: str, port: int, allow_private: bool) -> str:

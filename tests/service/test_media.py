@@ -318,10 +318,31 @@ def test_url_over_the_size_limit_is_413(tmp_path, server, clip):
     ("127.0.0.1", False), ("10.1.2.3", False), ("172.16.0.1", False), ("192.168.1.1", False),
     ("169.254.169.254", False), ("100.64.0.1", False), ("0.0.0.0", False), ("224.0.0.1", False),
     ("::1", False), ("fd00::1", False), ("fe80::1%eth0", False), ("::ffff:127.0.0.1", False),
-    ("::ffff:10.0.0.1", False),
+    ("::ffff:10.0.0.1", False), ("::ffff:8.8.8.8", True),
+    # IPv4 carried inside IPv6: IPv4-compatible, IPv4-translated, NAT64, 6to4, Teredo, ISATAP
+    ("::127.0.0.1", False), ("::8.8.8.8", False), ("::ffff:0:7f00:1", False), ("::ffff:0:808:808", False),
+    ("64:ff9b::7f00:1", False), ("64:ff9b::a9fe:a9fe", False), ("64:ff9b::a00:1", False),
+    ("64:ff9b::808:808", True), ("64:ff9b:1::a9fe:a9fe", False), ("64:ff9b:1::808:808", False),
+    ("2002:7f00:1::1", False), ("2002:a9fe:a9fe::1", False), ("2002:a00:1::1", False), ("2002:808:808::1", True),
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False), ("2001:0:808:808:0:f7f7:80ff:fffe", False),
+    ("2001:4860:4860::5efe:7f00:1", False), ("2001:4860:4860:0:200:5efe:a9fe:a9fe", False),
+    ("2001:4860:4860::5efe:808:808", True), ("fe80::5efe:808:808", False),
+    # not global unicast, or not plainly so
+    ("fec0::1", False), ("ff0e::1", False), ("100::1", False), ("2001:db8::1", False), ("::", False),
+    ("5f00::1", False), ("3fff::1", False), ("not an address", False), ("", False),
 ])
 def test_public_address_rule(address, public):
     assert public_address(address) is public
+
+
+def test_ipv6_literals_carrying_loopback_are_refused_before_connecting(tmp_path, server):
+    hosts = ["::127.0.0.1", "::ffff:0:7f00:1", "64:ff9b::7f00:1", "2002:7f00:1::1"]
+    app, _, key, _ = make(tmp_path, url_hosts=hosts)
+    with TestClient(app) as client:
+        for host in hosts:
+            r = grade_url(client, key, f"http://[{host}]:{server.port}/clip.mp4")
+            assert r.status_code == 403 and r.json()["title"] == "Address not allowed", r.text
+    assert server.hosts == []
 
 
 def test_container_sniffing(clip, tmp_path):
