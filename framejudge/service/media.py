@@ -15,6 +15,7 @@ import asyncio
 import errno
 import ipaddress
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
 from urllib.parse import urljoin
 
@@ -102,6 +103,8 @@ async def checked_address(host: str, port: int, allow_private: bool) -> str:
         infos = await asyncio.to_thread(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise ProblemError(422, "Video URL failed", f"cannot resolve {host}: {exc.strerror}") from None
+    except UnicodeError:  # a label empty or over 63 characters
+        raise ProblemError(400, "Bad video URL", f"{host[:200]} is not a valid host name") from None
     addresses = list(dict.fromkeys(info[4][0] for info in infos))
     if not allow_private:
         blocked = [a for a in addresses if not public_address(a)]
@@ -112,26 +115,36 @@ async def checked_address(host: str, port: int, allow_private: bool) -> str:
 
 
 async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: str) -> Upload:
-    """Download a video from an allow-listed URL into the upload store."""
+    """Download a video from an allow-listed URL into the upload store, all of it (every hop and
+    the body) within the fetch deadline."""
     if not settings.url_hosts:
         raise ProblemError(400, "URL inputs disabled", "this server does not fetch video URLs; upload the video")
+    deadline = asyncio.get_running_loop().time() + settings.url_deadline_s
     current = url
     async with httpx.AsyncClient(timeout=httpx.Timeout(settings.url_timeout_s), follow_redirects=False,
                                  trust_env=False) as client:
         for hop in range(MAX_REDIRECTS + 1):
-            target = httpx.URL(current)
+            try:
+                target = httpx.URL(current)
+                _ = target.host  # a malformed IDNA label fails here, not later
+            except (httpx.InvalidURL, ValueError) as exc:  # IDNA errors are ValueErrors
+                raise ProblemError(400, "Bad video URL", f"{current[:200]!r}: {exc}"[:300]) from None
             if target.scheme not in ("http", "https") or not target.host:
                 raise ProblemError(400, "Bad video URL", f"only http and https URLs are fetched, not {current[:200]!r}")
             if not host_allowed(target.host, settings.url_hosts):
                 what = "redirect to" if hop else "host"
                 raise ProblemError(403, "Host not allowed", f"{what} {target.host} is not on this server's allow-list")
             port = target.port or (443 if target.scheme == "https" else 80)
-            address = await checked_address(target.host, port, settings.url_allow_private)
-            pinned = target.copy_with(host=address)
-            headers = {"Host": target.netloc.decode("ascii"), "Accept": "video/*, */*;q=0.1"}
-            extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
             try:
-                async with client.stream("GET", pinned, headers=headers, extensions=extensions) as response:
+                async with asyncio.timeout_at(deadline):
+                    address = await checked_address(target.host, port, settings.url_allow_private)
+                pinned = target.copy_with(host=address)
+                headers = {"Host": target.netloc.decode("ascii"), "Accept": "video/*, */*;q=0.1"}
+                extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+                async with asyncio.timeout_at(deadline):
+                    response = await client.send(client.build_request("GET", pinned, headers=headers,
+                                                                      extensions=extensions), stream=True)
+                try:
                     if response.is_redirect:
                         current = urljoin(current, response.headers.get("location", ""))
                         continue
@@ -143,11 +156,29 @@ async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: st
                                            f"{target.host} declares {int(declared) / 1024**2:.0f} MiB; the limit is "
                                            f"{store.max_bytes / 1024**2:.0f} MiB")
                     name = PurePosixPath(target.path).name or target.host
-                    upload, _ = await store.save(response.aiter_bytes(), name, key_id)
+                    # the deadline covers the download, not the probe of the finished file
+                    upload, _ = await store.save(_until(deadline, response.aiter_bytes()), name, key_id)
                     return upload
+                finally:
+                    await response.aclose()
             except httpx.HTTPError as exc:
                 raise ProblemError(422, "Video URL failed", f"{target.host}: {type(exc).__name__} {exc}"[:300]) from None
+            except TimeoutError:
+                raise ProblemError(422, "Video URL too slow", f"{target.host}: the download did not finish within "
+                                   f"{settings.url_deadline_s:g} s (FRAMEJUDGE_URL_DEADLINE)") from None
     raise ProblemError(422, "Video URL failed", f"more than {MAX_REDIRECTS} redirects")
+
+
+async def _until(deadline: float, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The chunks of a body, each awaited no later than `deadline` (then TimeoutError)."""
+    iterator = aiter(chunks)
+    while True:
+        async with asyncio.timeout_at(deadline):
+            try:
+                chunk = await anext(iterator)
+            except StopAsyncIteration:
+                return
+        yield chunk
 
 
 class MediaResolver:

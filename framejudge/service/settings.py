@@ -37,7 +37,9 @@ class Settings(BaseModel):
                                              "empty: URL inputs are off")
     url_allow_private: bool = Field(False, description="allow allow-listed hosts on private addresses "
                                                        "(an internal media server); off by default")
-    url_timeout_s: float = Field(30.0, gt=0)
+    url_timeout_s: float = Field(30.0, gt=0, description="per connect or read of a URL fetch")
+    url_deadline_s: float = Field(300.0, gt=0, le=86_400, allow_inf_nan=False,
+                                  description="a whole URL fetch (DNS, redirects and body) must finish within this")
     decode_workers: int = Field(2, ge=1, description="processes that decode videos (killable, memory-capped)")
     decode_timeout_s: float = Field(120.0, gt=0, description="per video sampling, in a decoding process")
     decode_memory_mb: int = Field(4096, ge=256, description="resident-memory cap per decoding process")
@@ -95,5 +97,6 @@ ENV = {
     "FRAMEJUDGE_SERVICE_WORKER": "run_worker", "FRAMEJUDGE_JUDGES_FILE": "judges_file",
     "FRAMEJUDGE_API_BASE": "api_base", "FRAMEJUDGE_LEASE_SECONDS": "lease_s",
     "FRAMEJUDGE_WORKER_IN_FLIGHT": "worker_max_in_flight", "FRAMEJUDGE_RATE_LIMIT": "requests_per_minute",
+    "FRAMEJUDGE_URL_DEADLINE": "url_deadline_s",
 }
 LISTS = {"judges", "cors_origins", "url_hosts"}  # comma-separated

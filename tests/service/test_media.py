@@ -7,6 +7,7 @@ import hashlib
 import json
 from datetime import datetime, timedelta, timezone
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -217,6 +218,8 @@ class VideoServer:
                     self._redirect(f"http://localhost:{served.port}/clip.mp4")
                 elif self.path == "/loop":
                     self._redirect("/loop")
+                elif self.path == "/drip.mp4":
+                    self._drip(video, "video/mp4")
                 else:
                     self._send(404, b"missing", "text/plain")
 
@@ -226,6 +229,21 @@ class VideoServer:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            def _drip(self, body: bytes, kind: str) -> None:
+                """The whole body, slowly: one fortieth every 0.2 s, each well within a read timeout."""
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                step = len(body) // 40 + 1
+                try:
+                    for start in range(0, len(body), step):
+                        self.wfile.write(body[start:start + step])
+                        self.wfile.flush()
+                        time.sleep(0.2)
+                except OSError:  # the client gave up
+                    pass
 
             def _redirect(self, where: str) -> None:
                 self.send_response(302)
@@ -302,6 +320,30 @@ def test_allow_listed_fetch_redirects_and_refusals(tmp_path, server):
         r = grade_url(client, key, server.url("/loop"))
         assert r.status_code == 422 and "redirects" in r.json()["detail"]
     assert leftovers(settings) == []  # a video fetched for one request is not kept
+
+
+@pytest.mark.parametrize("url", ["http://xn--/clip.mp4", "http://a..example.com/clip.mp4",
+                                 f"http://{'a' * 64}.example.com/clip.mp4", "http://\x01.example.com/"])
+def test_malformed_host_names_are_400(tmp_path, url):
+    app, _, key, _ = make(tmp_path, url_hosts=["*.example.com", "xn--"])
+    with TestClient(app) as client:
+        r = grade_url(client, key, url)
+        assert r.status_code == 400 and r.json()["title"] == "Bad video URL", r.text
+
+
+def test_a_slow_url_fetch_stops_at_its_deadline(tmp_path, server, clip):
+    app, settings, key, _ = make(tmp_path, url_hosts=["127.0.0.1"], url_allow_private=True, url_deadline_s=1)
+    with TestClient(app) as client:
+        r = grade_url(client, key, server.url("/drip.mp4"))
+        assert r.status_code == 422 and r.json()["title"] == "Video URL too slow", r.text
+        assert r.json()["detail"] == ("127.0.0.1: the download did not finish within 1 s "
+                                      "(FRAMEJUDGE_URL_DEADLINE)")
+        r = client.post("/v1/frames", json={"video": server.url("/drip.mp4")}, headers=auth(key))
+        assert r.status_code == 422 and r.json()["title"] == "Video URL too slow"
+        r = client.post("/v1/jobs", json=[{"id": "d", "video": server.url("/drip.mp4"), "turns": [TURN]}],
+                        headers=auth(key))
+        assert r.status_code == 422 and r.json()["title"] == "Video URL too slow"
+    assert leftovers(settings) == []  # the partial download is gone
 
 
 def test_url_over_the_size_limit_is_413(tmp_path, server, clip):
