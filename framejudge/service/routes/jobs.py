@@ -13,7 +13,7 @@ from ...files import first_problem
 from ...schema import MAX_TURNS, GradeOptions, Item
 from ..context import MAX_BODY, MAX_JOB_ITEMS, ServiceDep, authorized
 from ..jobs import JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status, parse_items_body
-from ..limits import capped_stream
+from ..limits import capped_stream, check_frame_pixels
 from ..problems import ProblemError
 from ..store import ApiKey
 from ..uploads import UPLOAD_PREFIX
@@ -86,6 +86,7 @@ async def submit_job(
     if "options" in extra:
         given.append(extra["options"])
     grade_options = _options(given, n, lookback)
+    check_frame_pixels(grade_options.sampler, svc.settings.max_frame_megapixels)
     if "priority" in extra and priority is not None:
         raise ProblemError(422, "Invalid body", "give priority once: in the body or as a query parameter")
     job_priority = extra.get("priority", priority if priority is not None else 0)
