@@ -96,11 +96,22 @@ def list_keys(engine: Engine) -> list[ApiKey]:
         return keys
 
 
-def revoke_key(engine: Engine, key_id: str) -> bool:
-    """Revoke by the key's id (the part after 'fj_'); False if there is no such key."""
+def revoke_key(engine: Engine, given: str) -> str | None:
+    """Revoke a key given by its id ('<id>' or 'fj_<id>') or in full ('fj_<id>_<secret>', whose
+    secret must be that key's: a mistyped key revokes nothing). The key's id, or None if there is
+    no such key; WrongSecret if the secret is not its."""
+    parts = given.split("_", 2) if given.startswith("fj_") else ["fj", given]
+    key_id, secret = parts[1], (parts[2] if len(parts) == 3 else None)
     with Session(engine) as s, s.begin():
         key = s.get(ApiKey, key_id) if generated_id(key_id) else None
         if key is None:
-            return False
+            return None
+        if secret is not None and not secrets.compare_digest(key.secret_sha256, _digest(secret)):
+            raise WrongSecret(f"that is not the secret of key {key_id}; nothing revoked (to revoke key "
+                              f"{key_id}, give its id alone)")
         key.revoked = True
-        return True
+        return key_id
+
+
+class WrongSecret(ValueError):
+    """A whole key was given whose secret is not the stored key's."""

@@ -212,6 +212,11 @@ def test_keys_cli_list_and_revoke(tmp_path):
     assert key_id in listed and "team-a" in listed and "active" in listed and secret not in listed
     client = TestClient(create_app(Settings(database_url=db)))
     assert client.get("/v1/rubrics", headers=auth(key)).status_code == 200
+    for typo in (f"fj_{key_id}_{secret[:-1]}{'y' if secret.endswith('x') else 'x'}", f"fj_{key_id}_", f"fj_{key_id}_nope"):  # a mistyped key
+        wrong = keys("revoke", typo)
+        assert wrong.returncode == 2 and "Traceback" not in wrong.stderr, wrong.stderr
+        assert wrong.stderr.startswith(f"error: that is not the secret of key {key_id}; nothing revoked")
+        assert client.get("/v1/rubrics", headers=auth(key)).status_code == 200
     done = keys("revoke", key)
     assert done.returncode == 0 and key_id in done.stdout
     r = client.get("/v1/rubrics", headers=auth(key))
@@ -219,6 +224,9 @@ def test_keys_cli_list_and_revoke(tmp_path):
     assert "revoked" in keys("list").stdout
     missing = keys("revoke", "0123456789ab")
     assert missing.returncode == 2 and "no API key" in missing.stderr and "Traceback" not in missing.stderr
+    second = keys("create", "--scope", "grade").stdout.strip()
+    by_id = keys("revoke", f"fj_{second.split('_', 2)[1]}")  # the id alone, with or without its prefix
+    assert by_id.returncode == 0 and client.get("/v1/rubrics", headers=auth(second)).status_code == 401
 
 
 def test_calibrations_are_visible_only_to_their_key(env):
