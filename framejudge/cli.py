@@ -425,15 +425,18 @@ def keys_list() -> None:
 
 
 @keys_app.command("revoke")
-def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id, as `keys list` shows it, or the whole key")]) -> None:
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id, as `keys list` shows it, or the whole key "
+                                                              "(its secret must match)")]) -> None:
     """Revoke an API key: requests with it are refused (401) from then on."""
-    from .service.store import engine_for, revoke_key
+    from .service.store import WrongSecret, engine_for, revoke_key
 
-    parts = key_id.split("_")
-    key_id = parts[1] if len(parts) >= 3 and parts[0] == "fj" else key_id
-    if not revoke_key(engine_for(service_settings().database_url), key_id):
-        fail(f"no API key with id {key_id!r}")
-    print(f"revoked {key_id}")
+    try:
+        revoked = revoke_key(engine_for(service_settings().database_url), key_id)
+    except WrongSecret as exc:
+        fail(str(exc))
+    if revoked is None:
+        fail(f"no API key with id {key_id.split('_', 2)[1] if key_id.startswith('fj_') else key_id!r}")
+    print(f"revoked {revoked}")
 
 
 uploads_app = typer.Typer(help="Videos uploaded to (or fetched by) the HTTP service.", no_args_is_help=True)

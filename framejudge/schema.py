@@ -153,6 +153,7 @@ class TaskType(str, Enum):
 
 
 MAX_TEXT = 20_000
+MAX_TURNS = 200
 
 
 class Turn(BaseModel):
@@ -175,7 +176,7 @@ class Item(BaseModel):
     id: str = Field(min_length=1, max_length=200)
     video: str | None = Field(None, max_length=4096, description="path (or URL where allowed)")
     task_type: TaskType = TaskType.single_turn
-    turns: list[Turn] = Field(min_length=1, max_length=200)
+    turns: list[Turn] = Field(min_length=1, max_length=MAX_TURNS)
     domain: str | None = Field(None, max_length=200)
     expression: Literal["none", "meme_or_caption", "other"] = Field(
         "none", description="creative (expression) task: memes/captions keep conciseness, others skip it"

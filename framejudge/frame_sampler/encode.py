@@ -35,6 +35,13 @@ def format_timestamp(seconds: float) -> str:
     return f"{minutes:02d}:{secs:06.3f}"
 
 
+def sheet_size(count: int, cell: int = 320, columns: int | None = None) -> tuple[int, int]:
+    """The largest (width, height) a contact sheet of `count` frames can have."""
+    cols = columns or math.ceil(math.sqrt(count))
+    rows = math.ceil(count / cols)
+    return cols * cell, rows * (cell + max(12, cell // 14) + 8)
+
+
 def contact_sheet(
     images: Sequence[np.ndarray],
     timestamps: Sequence[float],

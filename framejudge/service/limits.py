@@ -1,4 +1,5 @@
-"""Request limits: per-key rate limits, and body sizes checked before (or while) a body is read."""
+"""Request limits: per-key rate limits, body sizes checked before (or while) a body is read, and
+the pixels and bytes of frames a request may ask for, checked before anything is decoded."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from typing import Any
 
 from fastapi import Request
 
+from ..frame_sampler.encode import sheet_size
+from ..schema import SamplerParams
 from .problems import ProblemError, problem
+
+# JPEG bytes per pixel of real video frames by quality: the most seen over real clips, rounded up
+# (noise takes more; the encoder's running total catches what the estimate misses)
+JPEG_QUALITIES = (1, 50, 85, 95, 100)
+JPEG_BYTES_PER_PIXEL = (0.05, 0.12, 0.2, 0.33, 0.65)
+DATA_URL_OVERHEAD = 4 / 3  # base64
 
 
 class RateLimiter:
@@ -87,3 +96,34 @@ async def capped_stream(request: Request, limit: int) -> AsyncIterator[bytes]:
         if total > limit:
             raise too_large
         yield chunk
+
+
+def check_frame_pixels(params: SamplerParams, max_megapixels: float, contact_sheet: bool = False) -> int:
+    """422 unless the frames `params` ask for (each counted as max_side x max_side, the largest a
+    frame can be) fit in the per-request pixel limit; returns the pixels of the images that would
+    be encoded (the frames, or the contact sheet)."""
+    decoded = params.n * params.max_side**2
+    sheet = sheet_size(params.n)[0] * sheet_size(params.n)[1] if contact_sheet else 0
+    if decoded + sheet > max_megapixels * 1e6:
+        raise ProblemError(422, "Too many pixels",
+                           f"{params.n} frames of up to {params.max_side}x{params.max_side} pixels"
+                           f"{' and their contact sheet' if sheet else ''} are {(decoded + sheet) / 1e6:.0f} "
+                           f"megapixels; this server decodes at most {max_megapixels:g} per request "
+                           "(FRAMEJUDGE_MAX_FRAME_MEGAPIXELS): ask for fewer frames (sampler.n) or a smaller "
+                           "sampler.max_side")
+    return sheet or decoded
+
+
+def check_frames_response(pixels: int, quality: int, max_mb: float) -> None:
+    """422 if images of `pixels` in all, as JPEG data URLs at `quality`, would likely pass `max_mb`."""
+    import numpy as np
+
+    estimate = pixels * float(np.interp(quality, JPEG_QUALITIES, JPEG_BYTES_PER_PIXEL)) * DATA_URL_OVERHEAD
+    if estimate > max_mb * 1024**2:
+        raise ProblemError(422, "Response too large", too_large(f"about {estimate / 1024**2:.0f} MiB", quality, max_mb))
+
+
+def too_large(size: str, quality: int, max_mb: float) -> str:
+    return (f"these frames would be {size} of JPEG at quality {quality}; this server answers with at most "
+            f"{max_mb:g} MiB (FRAMEJUDGE_MAX_FRAMES_RESPONSE_MB): ask for fewer frames, a smaller max_side, a "
+            "lower quality or a contact sheet")

@@ -3,8 +3,8 @@ enabled) a URL on an allow-listed host.
 
 URL fetching is off unless hosts are listed. When on, every hop is checked: http(s) only, the
 host on the allow-list, every address it resolves to public (no loopback, private, link-local,
-shared or reserved ranges, IPv4-mapped forms included), and the connection pinned to the address
-that was checked, so a DNS answer that changes between the check and the connect cannot reach
+shared or reserved ranges, nor IPv6 forms carrying such an IPv4 address), and the connection
+pinned to the address that was checked, so a DNS answer that changes between the check and the connect cannot reach
 an internal address. Redirects are followed only to allow-listed hosts, re-checked the same way.
 The body goes through the upload store: the same size limit, sniffing and probing as an upload.
 """
@@ -12,8 +12,10 @@ The body goes through the upload store: the same size limit, sniffing and probin
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
 from urllib.parse import urljoin
 
@@ -26,8 +28,9 @@ from .uploads import UPLOAD_PREFIX, Upload, UploadStore
 MAX_REDIRECTS = 5
 
 
-def inside_media_root(path: str, root: Path | None) -> Path:
-    """A server-side video path, allowed only inside the media root (no '..', no symlink escape)."""
+def inside_media_root(path: str, root: Path | None, uploads: Path | None = None) -> Path:
+    """A server-side video path, allowed only inside the media root (no '..', no symlink escape)
+    and never inside the upload folder (uploads belong to their keys and are named 'upload:<id>')."""
     if root is None:
         raise ProblemError(403, "Server paths disabled",
                            "this server has no media root; upload the video or give an allowed URL")
@@ -35,9 +38,16 @@ def inside_media_root(path: str, root: Path | None) -> Path:
     if ".." in candidate.parts:
         raise ProblemError(400, "Bad video path", "'..' is not allowed in video paths")
     full = (root / candidate) if not candidate.is_absolute() else candidate
-    resolved = full.resolve()
+    try:
+        resolved = full.resolve()
+    except (RuntimeError, OSError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        loop = isinstance(exc, RuntimeError) or exc.errno == errno.ELOOP
+        raise ProblemError(400, "Bad video path", f"{path}: {'symbolic link loop' if loop else exc.strerror}") from None
     if not resolved.is_relative_to(root.resolve()):
         raise ProblemError(403, "Outside the media root", f"{path} resolves outside the media root")
+    if uploads is not None and resolved.is_relative_to(uploads.resolve()):
+        raise ProblemError(403, "Not a media path", f"{path} lies in the upload folder; refer to an uploaded "
+                                                   "video as 'upload:<id>'")
     return resolved
 
 
@@ -51,11 +61,40 @@ def host_allowed(host: str, allowed: list[str]) -> bool:
     return False
 
 
+GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix: the last 32 bits are an IPv4 address
+TEREDO = ipaddress.ip_network("2001::/32")  # the client's IPv4 address is carried, obscured
+NOT_GLOBAL = [ipaddress.ip_network(n) for n in ("3fff::/20",)]  # documentation (newer than some Pythons know)
+
+
 def public_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    """Whether an address is plainly public. An IPv6 address that carries an IPv4 address
+    (IPv4-mapped, NAT64, 6to4, ISATAP) is public only if that IPv4 address is; other forms that
+    carry one (IPv4-compatible, IPv4-translated, Teredo, local-use NAT64) and anything outside
+    global unicast space are refused."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv4Address):
+        return _public_ipv4(ip)
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF)
+    if ip.ipv4_mapped is not None or ip in NAT64:  # the IPv4 address is where it goes
+        return _public_ipv4(low32)
+    if (ip not in GLOBAL_UNICAST or ip in TEREDO or any(ip in n for n in NOT_GLOBAL)
+            or not ip.is_global or ip.is_multicast or ip.is_site_local):
+        return False
+    embedded = ip.sixtofour or (low32 if _isatap(ip) else None)
+    return embedded is None or _public_ipv4(embedded)
+
+
+def _public_ipv4(ip: ipaddress.IPv4Address) -> bool:
     return ip.is_global and not ip.is_multicast
+
+
+def _isatap(ip: ipaddress.IPv6Address) -> bool:
+    """An ISATAP interface identifier (RFC 5214): ...:0000:5efe:a.b.c.d or ...:0200:5efe:a.b.c.d."""
+    return (int(ip) >> 32) & 0xFDFF_FFFF == 0x0000_5EFE
 
 
 async def checked_address(host: str, port: int, allow_private: bool) -> str:
@@ -64,6 +103,8 @@ async def checked_address(host: str, port: int, allow_private: bool) -> str:
         infos = await asyncio.to_thread(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise ProblemError(422, "Video URL failed", f"cannot resolve {host}: {exc.strerror}") from None
+    except UnicodeError:  # a label empty or over 63 characters
+        raise ProblemError(400, "Bad video URL", f"{host[:200]} is not a valid host name") from None
     addresses = list(dict.fromkeys(info[4][0] for info in infos))
     if not allow_private:
         blocked = [a for a in addresses if not public_address(a)]
@@ -74,26 +115,36 @@ async def checked_address(host: str, port: int, allow_private: bool) -> str:
 
 
 async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: str) -> Upload:
-    """Download a video from an allow-listed URL into the upload store."""
+    """Download a video from an allow-listed URL into the upload store, all of it (every hop and
+    the body) within the fetch deadline."""
     if not settings.url_hosts:
         raise ProblemError(400, "URL inputs disabled", "this server does not fetch video URLs; upload the video")
+    deadline = asyncio.get_running_loop().time() + settings.url_deadline_s
     current = url
     async with httpx.AsyncClient(timeout=httpx.Timeout(settings.url_timeout_s), follow_redirects=False,
                                  trust_env=False) as client:
         for hop in range(MAX_REDIRECTS + 1):
-            target = httpx.URL(current)
+            try:
+                target = httpx.URL(current)
+                _ = target.host  # a malformed IDNA label fails here, not later
+            except (httpx.InvalidURL, ValueError) as exc:  # IDNA errors are ValueErrors
+                raise ProblemError(400, "Bad video URL", f"{current[:200]!r}: {exc}"[:300]) from None
             if target.scheme not in ("http", "https") or not target.host:
                 raise ProblemError(400, "Bad video URL", f"only http and https URLs are fetched, not {current[:200]!r}")
             if not host_allowed(target.host, settings.url_hosts):
                 what = "redirect to" if hop else "host"
                 raise ProblemError(403, "Host not allowed", f"{what} {target.host} is not on this server's allow-list")
             port = target.port or (443 if target.scheme == "https" else 80)
-            address = await checked_address(target.host, port, settings.url_allow_private)
-            pinned = target.copy_with(host=address)
-            headers = {"Host": target.netloc.decode("ascii"), "Accept": "video/*, */*;q=0.1"}
-            extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
             try:
-                async with client.stream("GET", pinned, headers=headers, extensions=extensions) as response:
+                async with asyncio.timeout_at(deadline):
+                    address = await checked_address(target.host, port, settings.url_allow_private)
+                pinned = target.copy_with(host=address)
+                headers = {"Host": target.netloc.decode("ascii"), "Accept": "video/*, */*;q=0.1"}
+                extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+                async with asyncio.timeout_at(deadline):
+                    response = await client.send(client.build_request("GET", pinned, headers=headers,
+                                                                      extensions=extensions), stream=True)
+                try:
                     if response.is_redirect:
                         current = urljoin(current, response.headers.get("location", ""))
                         continue
@@ -105,11 +156,29 @@ async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: st
                                            f"{target.host} declares {int(declared) / 1024**2:.0f} MiB; the limit is "
                                            f"{store.max_bytes / 1024**2:.0f} MiB")
                     name = PurePosixPath(target.path).name or target.host
-                    upload, _ = await store.save(response.aiter_bytes(), name, key_id)
+                    # the deadline covers the download, not the probe of the finished file
+                    upload, _ = await store.save(_until(deadline, response.aiter_bytes()), name, key_id)
                     return upload
+                finally:
+                    await response.aclose()
             except httpx.HTTPError as exc:
                 raise ProblemError(422, "Video URL failed", f"{target.host}: {type(exc).__name__} {exc}"[:300]) from None
+            except TimeoutError:
+                raise ProblemError(422, "Video URL too slow", f"{target.host}: the download did not finish within "
+                                   f"{settings.url_deadline_s:g} s (FRAMEJUDGE_URL_DEADLINE)") from None
     raise ProblemError(422, "Video URL failed", f"more than {MAX_REDIRECTS} redirects")
+
+
+async def _until(deadline: float, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The chunks of a body, each awaited no later than `deadline` (then TimeoutError)."""
+    iterator = aiter(chunks)
+    while True:
+        async with asyncio.timeout_at(deadline):
+            try:
+                chunk = await anext(iterator)
+            except StopAsyncIteration:
+                return
+        yield chunk
 
 
 class MediaResolver:
@@ -130,7 +199,7 @@ class MediaResolver:
             if fetched is not None:
                 fetched.append(upload)
             return self.store.folder / upload.stored_as
-        return inside_media_root(ref, self.settings.media_root)
+        return inside_media_root(ref, self.settings.media_root, self.store.folder)
 
     async def resolve_many(self, refs: list[str], key_id: str,
                            fetched: list[Upload] | None = None) -> dict[str, Path]:

@@ -37,11 +37,19 @@ class Settings(BaseModel):
                                              "empty: URL inputs are off")
     url_allow_private: bool = Field(False, description="allow allow-listed hosts on private addresses "
                                                        "(an internal media server); off by default")
-    url_timeout_s: float = Field(30.0, gt=0)
+    url_timeout_s: float = Field(30.0, gt=0, description="per connect or read of a URL fetch")
+    url_deadline_s: float = Field(300.0, gt=0, le=86_400, allow_inf_nan=False,
+                                  description="a whole URL fetch (DNS, redirects and body) must finish within this")
     decode_workers: int = Field(2, ge=1, description="processes that decode videos (killable, memory-capped)")
     decode_timeout_s: float = Field(120.0, gt=0, description="per video sampling, in a decoding process")
     decode_memory_mb: int = Field(4096, ge=256, description="resident-memory cap per decoding process")
     max_urls_per_request: int = Field(100, ge=1)
+    max_frame_megapixels: float = Field(64.0, gt=0, le=100_000, allow_inf_nan=False,
+                                        description="pixels one request may have decoded: frames x max_side x "
+                                                    "max_side (and a contact sheet's own), for previews and grading")
+    max_frames_response_mb: float = Field(64.0, gt=0, le=100_000, allow_inf_nan=False,
+                                          description="the most a /v1/frames answer may hold, estimated before "
+                                                      "decoding from frames x pixels x quality")
     judges_file: Path | None = Field(None, description="judges file (YAML): each judge's endpoint, key variable, "
                                                        "concurrency, rate limits, timeout, price")
     api_base: str | None = Field(None, description="OpenAI-compatible server for litellm judges without an entry")
@@ -95,5 +103,7 @@ ENV = {
     "FRAMEJUDGE_SERVICE_WORKER": "run_worker", "FRAMEJUDGE_JUDGES_FILE": "judges_file",
     "FRAMEJUDGE_API_BASE": "api_base", "FRAMEJUDGE_LEASE_SECONDS": "lease_s",
     "FRAMEJUDGE_WORKER_IN_FLIGHT": "worker_max_in_flight", "FRAMEJUDGE_RATE_LIMIT": "requests_per_minute",
+    "FRAMEJUDGE_URL_DEADLINE": "url_deadline_s", "FRAMEJUDGE_MAX_FRAME_MEGAPIXELS": "max_frame_megapixels",
+    "FRAMEJUDGE_MAX_FRAMES_RESPONSE_MB": "max_frames_response_mb",
 }
 LISTS = {"judges", "cors_origins", "url_hosts"}  # comma-separated

@@ -30,6 +30,7 @@ class CalibrationRun(Base):
     __tablename__ = "calibrations"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key_id: Mapped[str | None] = mapped_column(String(16), index=True, nullable=True)  # the key that ran it
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     result_json: Mapped[str] = mapped_column(Text)
 
@@ -40,19 +41,23 @@ def generated_id(value: str) -> bool:
     return 0 < len(value) <= 64 and all(c in "0123456789abcdef" for c in value)
 
 
-def save_calibration(engine: Engine, result_json: str) -> str:
+def save_calibration(engine: Engine, key_id: str, result_json: str) -> str:
     run_id = secrets.token_hex(8)
     with Session(engine) as s, s.begin():
-        s.add(CalibrationRun(id=run_id, created_at=datetime.now(timezone.utc), result_json=result_json))
+        s.add(CalibrationRun(id=run_id, key_id=key_id, created_at=datetime.now(timezone.utc), result_json=result_json))
     return run_id
 
 
-def load_calibration(engine: Engine, run_id: str) -> str | None:
+def load_calibration(engine: Engine, run_id: str, key: ApiKey) -> str | None:
+    """The stored result, for the key that ran it (or an admin key); None for anyone else, as for
+    an id that does not exist."""
     if not generated_id(run_id):
         return None
     with Session(engine) as s:
         run = s.get(CalibrationRun, run_id)
-        return None if run is None else run.result_json
+        if run is None or (run.key_id != key.id and "admin" not in key.scopes.split(",")):
+            return None
+        return run.result_json
 
 
 def _digest(secret: str) -> str:
@@ -91,11 +96,22 @@ def list_keys(engine: Engine) -> list[ApiKey]:
         return keys
 
 
-def revoke_key(engine: Engine, key_id: str) -> bool:
-    """Revoke by the key's id (the part after 'fj_'); False if there is no such key."""
+def revoke_key(engine: Engine, given: str) -> str | None:
+    """Revoke a key given by its id ('<id>' or 'fj_<id>') or in full ('fj_<id>_<secret>', whose
+    secret must be that key's: a mistyped key revokes nothing). The key's id, or None if there is
+    no such key; WrongSecret if the secret is not its."""
+    parts = given.split("_", 2) if given.startswith("fj_") else ["fj", given]
+    key_id, secret = parts[1], (parts[2] if len(parts) == 3 else None)
     with Session(engine) as s, s.begin():
         key = s.get(ApiKey, key_id) if generated_id(key_id) else None
         if key is None:
-            return False
+            return None
+        if secret is not None and not secrets.compare_digest(key.secret_sha256, _digest(secret)):
+            raise WrongSecret(f"that is not the secret of key {key_id}; nothing revoked (to revoke key "
+                              f"{key_id}, give its id alone)")
         key.revoked = True
-        return True
+        return key_id
+
+
+class WrongSecret(ValueError):
+    """A whole key was given whose secret is not the stored key's."""

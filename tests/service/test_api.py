@@ -212,6 +212,11 @@ def test_keys_cli_list_and_revoke(tmp_path):
     assert key_id in listed and "team-a" in listed and "active" in listed and secret not in listed
     client = TestClient(create_app(Settings(database_url=db)))
     assert client.get("/v1/rubrics", headers=auth(key)).status_code == 200
+    for typo in (f"fj_{key_id}_{secret[:-1]}{'y' if secret.endswith('x') else 'x'}", f"fj_{key_id}_", f"fj_{key_id}_nope"):  # a mistyped key
+        wrong = keys("revoke", typo)
+        assert wrong.returncode == 2 and "Traceback" not in wrong.stderr, wrong.stderr
+        assert wrong.stderr.startswith(f"error: that is not the secret of key {key_id}; nothing revoked")
+        assert client.get("/v1/rubrics", headers=auth(key)).status_code == 200
     done = keys("revoke", key)
     assert done.returncode == 0 and key_id in done.stdout
     r = client.get("/v1/rubrics", headers=auth(key))
@@ -219,3 +224,37 @@ def test_keys_cli_list_and_revoke(tmp_path):
     assert "revoked" in keys("list").stdout
     missing = keys("revoke", "0123456789ab")
     assert missing.returncode == 2 and "no API key" in missing.stderr and "Traceback" not in missing.stderr
+    second = keys("create", "--scope", "grade").stdout.strip()
+    by_id = keys("revoke", f"fj_{second.split('_', 2)[1]}")  # the id alone, with or without its prefix
+    assert by_id.returncode == 0 and client.get("/v1/rubrics", headers=auth(second)).status_code == 401
+
+
+def test_calibrations_are_visible_only_to_their_key(env):
+    client, keys, tmp_path, _ = env
+    engine = engine_for(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    other, admin = create_key(engine, ["calibrate"]), create_key(engine, ["admin"])
+    graded = client.post("/v1/grade", json={"item": ITEM}, headers=auth(keys["grade"])).json()["records"]
+    labels = [{"item_id": "a", "annotator": "x", "category_a": "Successful", "preference": "A"}]
+    r = client.post("/v1/calibrate", json={"labels": labels, "verdicts": graded, "replicates": 20},
+                    headers=auth(keys["calibrate"]))
+    assert r.status_code == 200, r.text
+    run_id = r.json()["id"]
+    assert client.get(f"/v1/calibrate/{run_id}/report", headers=auth(keys["calibrate"])).status_code == 200
+    mine = client.get(f"/v1/calibrate/{run_id}/report", headers=auth(other))
+    missing = client.get("/v1/calibrate/0123456789abcdef/report", headers=auth(other))
+    assert mine.status_code == 404 and mine.headers["content-type"] == "application/problem+json"
+    assert mine.json()["title"] == missing.json()["title"] == "No such calibration"  # nothing tells them apart
+    assert client.get(f"/v1/calibrate/{run_id}/report", headers=auth(admin)).status_code == 200
+
+
+@pytest.mark.parametrize("video", ["loop.mp4", "sub/loop.mp4", "loop.mp4/inner.mp4"])
+def test_symlink_loops_in_the_media_root_are_clear_4xx(env, video):
+    client, keys, _, media = env
+    (media / "loop.mp4").symlink_to(media / "loop.mp4")
+    (media / "sub").symlink_to(media / "sub")
+    calls = [("/v1/frames", {"video": video}), ("/v1/grade", {"item": {**ITEM, "video": video}}),
+             ("/v1/jobs", [{**ITEM, "video": video}])]
+    for route, body in calls:
+        r = client.post(route, json=body, headers=auth(keys["grade"]))
+        assert r.status_code == 400 and r.headers["content-type"] == "application/problem+json", (route, r.text)
+        assert "symbolic link loop" in r.json()["detail"] and video in r.json()["detail"]

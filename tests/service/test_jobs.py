@@ -220,3 +220,17 @@ def test_mcq_rubric_is_refused_by_grade_and_jobs(db):
         body = {"item": items(1)[0], "rubric": "mcq-letter"}
         r = client.post("/v1/grade", json=body, headers=auth(key))
         assert r.status_code == 400 and r.json()["title"] == "Wrong kind of rubric"
+
+
+@pytest.mark.parametrize("query", ["offset=9223372036854775808", "offset=-1", "offset=1e3", "limit=0",
+                                   "limit=9223372036854775808"])
+def test_paging_numbers_out_of_range_are_422(db, query):
+    settings, key, _, _ = db
+    with TestClient(create_app(settings())) as client:
+        job = client.post("/v1/jobs", json=items(2), headers=auth(key)).json()["id"]
+        wait_done(client, job, key)
+        r = client.get(f"/v1/jobs/{job}/verdicts?{query}", headers=auth(key))
+        assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json", r.text
+        assert r.json()["detail"].startswith(f"query.{query.split('=')[0]}:")
+        last = client.get(f"/v1/jobs/{job}/verdicts?offset=1", headers=auth(key)).json()
+        assert [rec["item_id"] for rec in last["records"]] == ["i1"]

@@ -7,6 +7,7 @@ import hashlib
 import json
 from datetime import datetime, timedelta, timezone
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -217,6 +218,8 @@ class VideoServer:
                     self._redirect(f"http://localhost:{served.port}/clip.mp4")
                 elif self.path == "/loop":
                     self._redirect("/loop")
+                elif self.path == "/drip.mp4":
+                    self._drip(video, "video/mp4")
                 else:
                     self._send(404, b"missing", "text/plain")
 
@@ -226,6 +229,21 @@ class VideoServer:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            def _drip(self, body: bytes, kind: str) -> None:
+                """The whole body, slowly: one fortieth every 0.2 s, each well within a read timeout."""
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                step = len(body) // 40 + 1
+                try:
+                    for start in range(0, len(body), step):
+                        self.wfile.write(body[start:start + step])
+                        self.wfile.flush()
+                        time.sleep(0.2)
+                except OSError:  # the client gave up
+                    pass
 
             def _redirect(self, where: str) -> None:
                 self.send_response(302)
@@ -304,6 +322,30 @@ def test_allow_listed_fetch_redirects_and_refusals(tmp_path, server):
     assert leftovers(settings) == []  # a video fetched for one request is not kept
 
 
+@pytest.mark.parametrize("url", ["http://xn--/clip.mp4", "http://a..example.com/clip.mp4",
+                                 f"http://{'a' * 64}.example.com/clip.mp4", "http://\x01.example.com/"])
+def test_malformed_host_names_are_400(tmp_path, url):
+    app, _, key, _ = make(tmp_path, url_hosts=["*.example.com", "xn--"])
+    with TestClient(app) as client:
+        r = grade_url(client, key, url)
+        assert r.status_code == 400 and r.json()["title"] == "Bad video URL", r.text
+
+
+def test_a_slow_url_fetch_stops_at_its_deadline(tmp_path, server, clip):
+    app, settings, key, _ = make(tmp_path, url_hosts=["127.0.0.1"], url_allow_private=True, url_deadline_s=1)
+    with TestClient(app) as client:
+        r = grade_url(client, key, server.url("/drip.mp4"))
+        assert r.status_code == 422 and r.json()["title"] == "Video URL too slow", r.text
+        assert r.json()["detail"] == ("127.0.0.1: the download did not finish within 1 s "
+                                      "(FRAMEJUDGE_URL_DEADLINE)")
+        r = client.post("/v1/frames", json={"video": server.url("/drip.mp4")}, headers=auth(key))
+        assert r.status_code == 422 and r.json()["title"] == "Video URL too slow"
+        r = client.post("/v1/jobs", json=[{"id": "d", "video": server.url("/drip.mp4"), "turns": [TURN]}],
+                        headers=auth(key))
+        assert r.status_code == 422 and r.json()["title"] == "Video URL too slow"
+    assert leftovers(settings) == []  # the partial download is gone
+
+
 def test_url_over_the_size_limit_is_413(tmp_path, server, clip):
     app, settings, key, _ = make(tmp_path, url_hosts=["127.0.0.1"], url_allow_private=True,
                                  max_upload_bytes=clip.stat().st_size // 2)
@@ -318,10 +360,31 @@ def test_url_over_the_size_limit_is_413(tmp_path, server, clip):
     ("127.0.0.1", False), ("10.1.2.3", False), ("172.16.0.1", False), ("192.168.1.1", False),
     ("169.254.169.254", False), ("100.64.0.1", False), ("0.0.0.0", False), ("224.0.0.1", False),
     ("::1", False), ("fd00::1", False), ("fe80::1%eth0", False), ("::ffff:127.0.0.1", False),
-    ("::ffff:10.0.0.1", False),
+    ("::ffff:10.0.0.1", False), ("::ffff:8.8.8.8", True),
+    # IPv4 carried inside IPv6: IPv4-compatible, IPv4-translated, NAT64, 6to4, Teredo, ISATAP
+    ("::127.0.0.1", False), ("::8.8.8.8", False), ("::ffff:0:7f00:1", False), ("::ffff:0:808:808", False),
+    ("64:ff9b::7f00:1", False), ("64:ff9b::a9fe:a9fe", False), ("64:ff9b::a00:1", False),
+    ("64:ff9b::808:808", True), ("64:ff9b:1::a9fe:a9fe", False), ("64:ff9b:1::808:808", False),
+    ("2002:7f00:1::1", False), ("2002:a9fe:a9fe::1", False), ("2002:a00:1::1", False), ("2002:808:808::1", True),
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False), ("2001:0:808:808:0:f7f7:80ff:fffe", False),
+    ("2001:4860:4860::5efe:7f00:1", False), ("2001:4860:4860:0:200:5efe:a9fe:a9fe", False),
+    ("2001:4860:4860::5efe:808:808", True), ("fe80::5efe:808:808", False),
+    # not global unicast, or not plainly so
+    ("fec0::1", False), ("ff0e::1", False), ("100::1", False), ("2001:db8::1", False), ("::", False),
+    ("5f00::1", False), ("3fff::1", False), ("not an address", False), ("", False),
 ])
 def test_public_address_rule(address, public):
     assert public_address(address) is public
+
+
+def test_ipv6_literals_carrying_loopback_are_refused_before_connecting(tmp_path, server):
+    hosts = ["::127.0.0.1", "::ffff:0:7f00:1", "64:ff9b::7f00:1", "2002:7f00:1::1"]
+    app, _, key, _ = make(tmp_path, url_hosts=hosts)
+    with TestClient(app) as client:
+        for host in hosts:
+            r = grade_url(client, key, f"http://[{host}]:{server.port}/clip.mp4")
+            assert r.status_code == 403 and r.json()["title"] == "Address not allowed", r.text
+    assert server.hosts == []
 
 
 def test_container_sniffing(clip, tmp_path):
@@ -361,3 +424,17 @@ def test_pruning_old_uploads_keeps_those_unfinished_jobs_name(tmp_path, clip):
     assert ids[1].removeprefix("upload:") + ".video" not in left  # old and unused: gone
     assert ids[0].removeprefix("upload:") + ".video" in left  # old, but a pending job names it
     assert ids[2].removeprefix("upload:") + ".video" in left  # new
+
+
+def test_uploads_are_not_reachable_as_media_root_paths(tmp_path, clip):
+    media = tmp_path / "media"
+    media.mkdir()
+    app, settings, key, other = make(tmp_path, run_worker=False, media_root=media, upload_dir=media / "uploads")
+    with TestClient(app) as client:
+        r = client.post("/v1/videos", files={"file": ("clip.mp4", clip.read_bytes(), "video/mp4")}, headers=auth(key))
+        stored = r.json()["videos"][0]["id"].removeprefix("upload:") + ".video"
+        for path in (f"uploads/{stored}", str(media / "uploads" / stored), "uploads/nothing.video"):
+            r = client.post("/v1/frames", json={"video": path}, headers=auth(other))
+            assert r.status_code == 403 and r.json()["title"] == "Not a media path", r.text
+            r = client.post("/v1/jobs", json=[{"id": "s", "video": path, "turns": [TURN]}], headers=auth(other))
+            assert r.status_code == 403 and "upload:" in r.json()["detail"]

@@ -37,15 +37,15 @@ async def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) 
     result = await asyncio.to_thread(audit, human_rows(body.labels), rows_j, video_qa_fields(), errors,
                                      body.replicates, body.seed)
     result.swap_consistency = swap_consistency(records)
-    run_id = save_calibration(svc.engine, result.model_dump_json())
+    run_id = save_calibration(svc.engine, key.id, result.model_dump_json())
     return CalibrateResponse(id=run_id, result=result)
 
 
 @router.get("/v1/calibrate/{run_id}/report", tags=["calibration"], response_class=HTMLResponse)
-def calibration_report(run_id: str, svc: ServiceDep, _: CalibrateKey) -> HTMLResponse:
+def calibration_report(run_id: str, svc: ServiceDep, key: CalibrateKey) -> HTMLResponse:
     from ...calibration.report import render_html
 
-    stored = load_calibration(svc.engine, run_id)
+    stored = load_calibration(svc.engine, run_id, key)
     if stored is None:
         raise ProblemError(404, "No such calibration", f"no calibration with id {run_id!r}")
     return HTMLResponse(render_html(AuditResult.model_validate_json(stored), title=f"framejudge calibration {run_id}"))

@@ -7,9 +7,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
-from ...frame_sampler import FrameSamplerError, NotARegularFile, VideoNotFound, contact_sheet, to_data_url
+from ...frame_sampler import (FrameSamplerError, NotARegularFile, SampleResult, VideoNotFound, contact_sheet,
+                              to_data_url)
 from ...runner.worker import show_video_ref
 from ..context import ServiceDep, authorized
+from ..limits import check_frame_pixels, check_frames_response, too_large
 from ..models import (FramePayload, FramesRequest, FramesResponse, GradeRequest, GradeResponse, UploadedVideo,
                       UploadResponse)
 from ..problems import ProblemError
@@ -23,6 +25,7 @@ GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
 @router.post("/v1/grade", tags=["grading"], response_model=GradeResponse)
 async def grade(body: GradeRequest, svc: ServiceDep, key: GradeKey) -> GradeResponse:
     rubric = svc.judge_and_rubric(body.judge, body.rubric)
+    check_frame_pixels(body.grade_options().sampler, svc.settings.max_frame_megapixels)
     fetched: list[Upload] = []  # videos fetched from URLs for this request only
     try:
         [item], [ref] = await svc.resolved([body.item], key, fetched)
@@ -38,6 +41,10 @@ async def grade(body: GradeRequest, svc: ServiceDep, key: GradeKey) -> GradeResp
 
 @router.post("/v1/frames", tags=["frames"], response_model=FramesResponse)
 async def frames(body: FramesRequest, svc: ServiceDep, key: GradeKey) -> FramesResponse:
+    """Frames as JPEG data URLs, or one contact sheet. What a request may ask for is bounded before
+    anything is decoded: the pixels (frames x max_side x max_side) and the answer's estimated size."""
+    pixels = check_frame_pixels(body.sampler, svc.settings.max_frame_megapixels, body.contact_sheet)
+    check_frames_response(pixels, body.quality, svc.settings.max_frames_response_mb)
     fetched: list[Upload] = []
     try:
         path = await svc.media.resolve(body.video, key.id, fetched)
@@ -49,15 +56,28 @@ async def frames(body: FramesRequest, svc: ServiceDep, key: GradeKey) -> FramesR
     finally:
         for upload in fetched:
             svc.store.forget(upload)
-    sheet = None
-    payloads = []
-    if body.contact_sheet:
-        sheet = to_data_url(contact_sheet([f.image for f in result.frames], result.timestamps), body.quality)
-    else:
-        payloads = [FramePayload(info=f.info, data_url=to_data_url(f.image, body.quality)) for f in result.frames]
+    sheet, payloads = await asyncio.to_thread(_encode, result, body, svc.settings.max_frames_response_mb)
     video = result.video.model_copy(update={"path": body.video})
     return FramesResponse(video=video, window=result.window, frames=payloads, contact_sheet=sheet,
                           warnings=result.warnings)
+
+
+def _encode(result: SampleResult, body: FramesRequest, max_mb: float) -> tuple[str | None, list[FramePayload]]:
+    """The contact sheet or the frames as data URLs; 422 as soon as they pass `max_mb` (frames
+    that compress worse than the estimate)."""
+    limit = max_mb * 1024**2
+    if body.contact_sheet:
+        sheet = to_data_url(contact_sheet([f.image for f in result.frames], result.timestamps), body.quality)
+        if len(sheet) > limit:
+            raise ProblemError(422, "Response too large", too_large(f"over {max_mb:g} MiB", body.quality, max_mb))
+        return sheet, []
+    payloads, total = [], 0
+    for f in result.frames:
+        payloads.append(FramePayload(info=f.info, data_url=to_data_url(f.image, body.quality)))
+        total += len(payloads[-1].data_url)
+        if total > limit:
+            raise ProblemError(422, "Response too large", too_large(f"over {max_mb:g} MiB", body.quality, max_mb))
+    return None, payloads
 
 
 @router.post("/v1/videos", tags=["videos"], status_code=201, response_model=UploadResponse,

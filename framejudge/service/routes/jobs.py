@@ -10,17 +10,18 @@ from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from ...files import first_problem
-from ...schema import GradeOptions, Item
+from ...schema import MAX_TURNS, GradeOptions, Item
 from ..context import MAX_BODY, MAX_JOB_ITEMS, ServiceDep, authorized
 from ..jobs import (IdempotencyMismatch, JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status,
                     parse_items_body, request_hash)
-from ..limits import capped_stream
+from ..limits import capped_stream, check_frame_pixels
 from ..problems import ProblemError
 from ..store import ApiKey
 from ..uploads import UPLOAD_PREFIX
 
 router = APIRouter()
 GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
+MAX_RECORDS = MAX_JOB_ITEMS * MAX_TURNS  # the most records a job holds
 
 ITEMS_SCHEMA = {"type": "array", "minItems": 1, "maxItems": MAX_JOB_ITEMS, "items": {"$ref": "#/components/schemas/Item"}}
 PRIORITY = {"type": "integer", "minimum": -100, "maximum": 100, "default": 0}
@@ -87,6 +88,7 @@ async def submit_job(
     if "options" in extra:
         given.append(extra["options"])
     grade_options = _options(given, n, lookback)
+    check_frame_pixels(grade_options.sampler, svc.settings.max_frame_megapixels)
     if "priority" in extra and priority is not None:
         raise ProblemError(422, "Invalid body", "give priority once: in the body or as a query parameter")
     job_priority = extra.get("priority", priority if priority is not None else 0)
@@ -158,7 +160,7 @@ def get_job(job_id: str, svc: ServiceDep, key: GradeKey) -> Any:
 
 @router.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"])
 def get_job_verdicts(job_id: str, svc: ServiceDep, key: GradeKey, request: Request,
-                     offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000)) -> Any:
+                     offset: int = Query(0, ge=0, le=MAX_RECORDS), limit: int = Query(100, ge=1, le=1000)) -> Any:
     """Verdicts and judge errors in item order: a page of JSON, or all of it as JSONL
     with `Accept: application/x-ndjson`."""
     svc.own_job(job_id, key)
