@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
@@ -24,6 +24,21 @@ from .settings import Settings
 log = logging.getLogger("framejudge.service")
 
 
+def known_query(request: Request) -> None:
+    """A query parameter the operation does not take is an error (as an unknown option is for the
+    CLI), not silently the default: the operation's parameters are those its OpenAPI schema lists."""
+    route = request.scope.get("route")
+    path = getattr(route, "path", None)
+    operation = request.app.openapi().get("paths", {}).get(path, {}).get(request.method.lower())
+    if operation is None:
+        return
+    known = [p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"]
+    unknown = [name for name in request.query_params if name not in known]
+    if unknown:
+        takes = f"takes {', '.join(known)}" if known else "takes no query parameters"
+        raise ProblemError(422, "Invalid request", f"query.{unknown[0]}: unknown parameter (this operation {takes})")
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     service = Service(settings or Settings.from_env())
 
@@ -34,7 +49,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await service.close()
 
     app = FastAPI(title="framejudge", version="0.1.0", lifespan=lifespan,
-                  description="LLM-as-judge grading for video question answering.")
+                  description="LLM-as-judge grading for video question answering.",
+                  dependencies=[Depends(known_query)])
     app.state.service = service
     for module in (info, grading, jobs, calibration):
         app.include_router(module.router)

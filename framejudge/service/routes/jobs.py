@@ -10,7 +10,8 @@ from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from ...files import first_problem
-from ...schema import GradeOptions, Item
+from ...judge.batch import checked_items
+from ...schema import GradeOptions
 from ..context import MAX_BODY, MAX_JOB_ITEMS, ServiceDep, authorized
 from ..jobs import JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status, parse_items_body
 from ..limits import capped_stream
@@ -92,19 +93,11 @@ async def submit_job(
         raise ProblemError(422, "Invalid body", "priority is a whole number from -100 to 100")
     if not rows or len(rows) > MAX_JOB_ITEMS:
         raise ProblemError(422, "Invalid body", f"a job holds 1 to {MAX_JOB_ITEMS} items, got {len(rows)}")
-    items = []
-    seen: set[str] = set()
-    for i, row in enumerate(rows):
-        try:
-            item = Item.model_validate(row)
-        except ValidationError as exc:
-            raise ProblemError(422, "Invalid item", f"item {i}: {first_problem(exc, 'item')}") from None
-        if item.id in seen:
-            raise ProblemError(422, "Invalid item", f"item {i}: duplicate item id {item.id!r}")
-        seen.add(item.id)
-        if item.video in uploaded:
-            item = item.model_copy(update={"video": uploaded[item.video]})
-        items.append(item)
+    try:
+        items = checked_items(((f"item {i}", row) for i, row in enumerate(rows)), ValueError)
+    except ValueError as exc:
+        raise ProblemError(422, "Invalid item", str(exc)) from None
+    items = [it.model_copy(update={"video": uploaded[it.video]}) if it.video in uploaded else it for it in items]
     resolved, refs = await svc.resolved(items, key)
     job_id, _ = create_job(svc.engine, key.id, resolved, judge, rubric, grade_options, idempotency_key, refs,
                            priority=job_priority)
