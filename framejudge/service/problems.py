@@ -37,6 +37,7 @@ ERRORS = {
     "401": "No API key, or an unknown or revoked one",
     "403": "The key lacks the scope, or the video lies outside what this server reads",
     "404": "No such resource (or not this key's)",
+    "409": "In use: an upload a job still to grade names, or a cancelled job whose items are still being graded",
     "413": "Body, upload or fetched video over its limit",
     "415": "Not a video, or not the expected media type",
     "422": "The request is well formed but invalid",
