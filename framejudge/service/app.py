@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -15,9 +15,10 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..schema import RECORD_KINDS
 from .context import MAX_BODY, Service
 from .limits import BodyLimit
-from .problems import ProblemError, document_problems, problem
+from .problems import ProblemError, document_problems, not_utf8, problem
 from .routes import calibration, grading, info, jobs
 from .settings import Settings
 
@@ -37,6 +38,27 @@ def known_query(request: Request) -> None:
     if unknown:
         takes = f"takes {', '.join(known)}" if known else "takes no query parameters"
         raise ProblemError(422, "Invalid request", f"query.{unknown[0]}: unknown parameter (this operation {takes})")
+
+
+def validation_detail(errors: Sequence[Any]) -> str:
+    """'where: why' for the first of a request's validation errors, in the request's own terms:
+    the field path without pydantic's internal steps (validator functions, union tags), and a
+    JSON syntax error with its reason and place."""
+    first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+    loc = list(first.get("loc", []))
+    if first.get("type") == "json_invalid":
+        at = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+        return f"body: not JSON ({(first.get('ctx') or {}).get('error', 'invalid JSON')}{at})"
+    parts: list[str] = []
+    for i, part in enumerate(loc):
+        if isinstance(part, str) and (part.startswith("function-") or
+                                      (part in RECORD_KINDS and i and isinstance(loc[i - 1], int))):
+            continue
+        if part == "body" and i == 0:
+            continue
+        parts.append(str(part))
+    msg = str(first.get("msg", "")).removeprefix("Value error, ")
+    return f"{'.'.join(parts) or 'body'}: {msg}"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -84,14 +106,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's "error parsing the body"
+            return problem(422, "Invalid request", f"body: {not_utf8(exc.__cause__)}")
         titles = {404: "Not found", 405: "Method not allowed"}
         return problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail), exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {"loc": [], "msg": "invalid request"}
-        where = ".".join(str(p) for p in first.get("loc", []) if p != "body") or "body"
-        return problem(422, "Invalid request", f"{where}: {str(first.get('msg', '')).removeprefix('Value error, ')}")
+        return problem(422, "Invalid request", validation_detail(exc.errors()))
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

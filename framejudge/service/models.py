@@ -7,7 +7,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..calibration.audit import AuditResult
 from ..calibration.inputs import unique_labels
-from ..schema import FrameInfo, GradeOptions, HumanLabel, Item, JudgeError, SamplerParams, Verdict, VideoInfo
+from ..schema import (FrameInfo, GradeOptions, HumanLabel, Item, JudgeError, RecordIn, SamplerParams, Verdict,
+                      VideoInfo)
 
 
 class GradeRequest(BaseModel):
@@ -64,7 +65,7 @@ class CalibrateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     labels: list[HumanLabel] = Field(min_length=1, max_length=200_000)
-    verdicts: list[Verdict | JudgeError] | None = Field(None, min_length=1, max_length=100_000)
+    verdicts: list[RecordIn] | None = Field(None, min_length=1, max_length=100_000)
     job_id: str | None = Field(None, max_length=32, description="use this job's verdicts instead of `verdicts`")
     replicates: int = Field(1000, ge=1, le=5000)
     seed: int = Field(0, ge=0, le=2**32 - 1)

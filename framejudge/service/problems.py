@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -30,6 +31,14 @@ class ProblemError(Exception):
 def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
     body = Problem(title=title, status=status, detail=detail).model_dump()
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+
+
+def not_json(exc: json.JSONDecodeError) -> str:
+    return f"not JSON ({exc.msg} at character {exc.pos})"
 
 
 ERRORS = {

@@ -101,3 +101,50 @@ def test_job_items_keep_unique_ids_on_every_body_form(api):
     for form in forms:
         r = api.post("/v1/jobs", **form)
         assert r.status_code == 422 and r.json()["detail"] == "item 1: duplicate item id 'a'", (form, r.text[:300])
+
+
+SAMPLER_ERRORS = [
+    ({"n": 0}, "sampler: frame budget must be at least 1, got 0"),
+    ({"lookback": -1}, "sampler: lookback must be a positive number of seconds, got -1.0"),
+    ({"start": 5, "end": 1}, "sampler: window end 1.0 s must be after its start 5.0 s"),
+    ({"strategy": "bogus"}, "sampler.strategy: Input should be 'uniform', 'fps', 'keyframes' or 'scene'"),
+]
+
+
+@pytest.mark.parametrize("form, sampler, reason", [
+    (form, sampler, reason) for form in ("body", "query", "multipart", "shorthand") for sampler, reason in SAMPLER_ERRORS
+    if form != "shorthand" or set(sampler) <= {"n", "lookback"}  # only n and lookback have shorthands
+])
+def test_sampler_errors_say_why_on_jobs_as_on_grade(api, form, sampler, reason):
+    options = json.dumps({"sampler": sampler})
+    if form == "body":
+        r = api.post("/v1/jobs", json={"items": [ITEM], "options": {"sampler": sampler}})
+    elif form == "query":
+        r = api.post("/v1/jobs", params={"options": options}, json=[ITEM])
+    elif form == "multipart":
+        r = api.post("/v1/jobs", files=[("items", (None, json.dumps([ITEM]))), ("options", (None, options))])
+    else:
+        r = api.post("/v1/jobs", params=sampler, json=[ITEM])
+    assert r.status_code == 422 and r.json()["detail"] == reason, r.text[:300]
+    r = api.post("/v1/grade", json={"item": ITEM, "options": {"sampler": sampler}})
+    assert r.status_code == 422 and r.json()["detail"] == f"options.{reason}", r.text[:300]
+
+
+@pytest.mark.parametrize("path", ["/v1/grade", "/v1/frames", "/v1/calibrate", "/v1/jobs"])
+def test_unreadable_bodies_say_what_is_wrong(api, path):
+    r = api.post(path, content=b'{"item": ', headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json"
+    assert r.json()["detail"] == "body: not JSON (Expecting value at character 9)", r.json()
+    r = api.post(path, content=b'\xff{}', headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json"
+    assert r.json()["detail"] == "body: not UTF-8 text (invalid start byte at byte 0)", r.json()
+
+
+def test_record_problems_name_the_field_not_pydantic_internals(api):
+    [verdict] = graded(api)
+    del verdict["response_a"]
+    r = api.post("/v1/calibrate", json={"labels": [LABEL], "verdicts": [verdict], "replicates": 10})
+    assert r.status_code == 422 and r.json()["detail"] == "verdicts.0.response_a: Field required", r.text[:300]
+    error = {"record": "judge_error", "item_id": "a", "turn": 0, "kind": "no_such_kind", "message": "x"}
+    r = api.post("/v1/calibrate", json={"labels": [LABEL], "verdicts": [error], "replicates": 10})
+    assert r.status_code == 422 and r.json()["detail"].startswith("verdicts.0.kind: Input should be"), r.text[:300]

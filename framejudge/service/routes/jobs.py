@@ -16,7 +16,7 @@ from ..context import MAX_BODY, MAX_JOB_ITEMS, Service, ServiceDep, authorized
 from ..jobs import (JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status, parse_items_body,
                     remove_job)
 from ..limits import capped_stream
-from ..problems import ProblemError
+from ..problems import ProblemError, not_json, not_utf8
 from ..store import ApiKey
 from ..uploads import UPLOAD_PREFIX, Form, Upload
 
@@ -74,7 +74,11 @@ async def submit_job(
                 given.append(_json_option(form.fields["options"]))
         try:
             rows, extra = parse_items_body(raw, content_type)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:
+            raise ProblemError(422, "Invalid body", f"body: {not_utf8(exc)}") from None
+        except json.JSONDecodeError as exc:
+            raise ProblemError(422, "Invalid body", f"{'items' if form is not None else 'body'}: {not_json(exc)}") from None
+        except ValueError as exc:
             raise ProblemError(422, "Invalid body", str(exc)[:300]) from None
         if "options" in extra:
             given.append(extra["options"])
