@@ -23,6 +23,7 @@ from .routes import calibration, grading, info, jobs
 from .settings import Settings
 
 log = logging.getLogger("framejudge.service")
+DOCS_ASSETS = "/docs/assets"
 
 
 def known_query(request: Request) -> None:
@@ -61,6 +62,31 @@ def validation_detail(errors: Sequence[Any]) -> str:
     return f"{'.'.join(parts) or 'body'}: {msg}"
 
 
+def serve_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs from the files the swagger-ui-bundle package ships (no CDN: the page
+    works offline and loads nothing from elsewhere)."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.responses import HTMLResponse
+    from fastapi.staticfiles import StaticFiles
+
+    try:
+        from swagger_ui_bundle import swagger_ui_path
+    except ImportError:  # a dependency; without it the API works and /docs says what is missing
+        swagger_ui_path = None
+    else:
+        app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def _docs() -> HTMLResponse:
+        if swagger_ui_path is None:
+            raise ProblemError(503, "Docs unavailable", "Swagger UI's files are not installed "
+                                                        "(pip install swagger-ui-bundle-v2); /openapi.json is served")
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} API",
+                                   swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+                                   swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png")
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     service = Service(settings or Settings.from_env())
 
@@ -72,7 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="framejudge", version="0.1.0", lifespan=lifespan,
                   description="LLM-as-judge grading for video question answering.",
-                  dependencies=[Depends(known_query)])
+                  dependencies=[Depends(known_query)], docs_url=None, redoc_url=None)
     app.state.service = service
     for module in (info, grading, jobs, calibration):
         app.include_router(module.router)
@@ -84,6 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    serve_docs(app)
     app.add_middleware(BodyLimit, limit=MAX_BODY, own_limits=("/v1/videos", "/v1/jobs"))
     if service.settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=service.settings.cors_origins,
