@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, model_validator
 
 
 class Strategy(str, Enum):
@@ -435,3 +435,17 @@ class JudgesFile(BaseModel):
                 raise ValueError(f"judge {judge.spec!r} is listed twice")
             seen.add(judge.spec)
         return self
+
+
+RECORD_KINDS = ("verdict", "judge_error")
+
+
+def _record_kind(value: Any) -> str:
+    kind = value.get("record") if isinstance(value, dict) else getattr(value, "record", None)
+    return "judge_error" if kind == "judge_error" else "verdict"
+
+
+# A verdict or a judge error read back (a file, a request), told apart by its `record` field as
+# `read_records` does (a verdict when it has none), so that a problem is reported for that kind.
+RecordIn = Annotated[Union[Annotated[Verdict, Tag("verdict")], Annotated[JudgeError, Tag("judge_error")]],
+                     Discriminator(_record_kind)]

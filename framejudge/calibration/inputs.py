@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -107,21 +108,30 @@ def load_human_labels(path: str | os.PathLike[str]) -> list[HumanLabel]:
             rows.append((n, row))
     else:
         rows = jsonl_objects(p, text, LabelsError)
-    labels: list[HumanLabel] = []
-    seen: set[tuple[str, int, str]] = set()
+    labels: list[tuple[str, HumanLabel]] = []
     for n, row in rows:
         try:
-            label = HumanLabel.model_validate(row)
+            labels.append((f"{p}:{n}", HumanLabel.model_validate(row)))
         except ValidationError as exc:
             raise LabelsError(f"{p}:{n}: {first_problem(exc)}") from None
-        key = (label.item_id, label.turn, label.annotator)
-        if key in seen:
-            raise LabelsError(f"{p}:{n}: {label.annotator} labelled item {label.item_id} turn {label.turn} twice")
-        seen.add(key)
-        labels.append(label)
     if not labels:
         raise LabelsError(f"{p}: no labels")
-    return labels
+    return unique_labels(labels, LabelsError)
+
+
+def unique_labels(labels: Iterable[tuple[str, HumanLabel]], error: type[ValueError]) -> list[HumanLabel]:
+    """The labels of (where, label) pairs, refusing a second label by one annotator for one turn
+    of one item (whatever its values): 'where: h1 labelled item x turn 0 twice'. The CLI and the
+    API both check labels here."""
+    out: list[HumanLabel] = []
+    seen: set[tuple[str, int, str]] = set()
+    for where, label in labels:
+        key = (label.item_id, label.turn, label.annotator)
+        if key in seen:
+            raise error(f"{where}: {label.annotator} labelled item {label.item_id} turn {label.turn} twice")
+        seen.add(key)
+        out.append(label)
+    return out
 
 
 def relabel_rows(disagreements: list[Any], reviewer: str = "reviewer") -> list[HumanLabel]:

@@ -6,7 +6,9 @@ import json
 import math
 import os
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -21,21 +23,30 @@ class ItemsError(ValueError):
 
 def load_items(path: str | os.PathLike[str]) -> list[Item]:
     p = Path(path)
+    rows = [(f"{p}:{n}", row) for n, row in jsonl_objects(p, read_text(p, "items", ItemsError), ItemsError)]
+    items = checked_items(rows, ItemsError)
+    for (where, _), item in zip(rows, items):
+        if item.video and "://" in item.video:
+            raise ItemsError(f"{where}: video URLs are not fetched; give a local path ({item.video})")
+    if not items:
+        raise ItemsError(f"{p}: no items")
+    return items
+
+
+def checked_items(rows: Iterable[tuple[str, Any]], error: type[ValueError]) -> list[Item]:
+    """Items from (where, row) pairs, each validated and every id once; a problem is
+    'where: reason'. The CLI and the API both read items through here."""
     items: list[Item] = []
     seen: set[str] = set()
-    for n, row in jsonl_objects(p, read_text(p, "items", ItemsError), ItemsError):
+    for where, row in rows:
         try:
             item = Item.model_validate(row)
         except ValidationError as exc:
-            raise ItemsError(f"{p}:{n}: {first_problem(exc, 'item')}") from None
+            raise error(f"{where}: {first_problem(exc, 'item')}") from None
         if item.id in seen:
-            raise ItemsError(f"{p}:{n}: duplicate item id {item.id!r}")
-        if item.video and "://" in item.video:
-            raise ItemsError(f"{p}:{n}: video URLs are not fetched; give a local path ({item.video})")
+            raise error(f"{where}: duplicate item id {item.id!r}")
         seen.add(item.id)
         items.append(item)
-    if not items:
-        raise ItemsError(f"{p}: no items")
     return items
 
 

@@ -4,24 +4,87 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..schema import RECORD_KINDS
 from .context import MAX_BODY, Service
 from .limits import BodyLimit
-from .problems import ProblemError, document_problems, problem
+from .problems import ProblemError, document_problems, not_utf8, problem
 from .routes import calibration, grading, info, jobs
 from .settings import Settings
 
 log = logging.getLogger("framejudge.service")
+DOCS_ASSETS = "/docs/assets"
+
+
+def known_query(request: Request) -> None:
+    """A query parameter the operation does not take is an error (as an unknown option is for the
+    CLI), not silently the default: the operation's parameters are those its OpenAPI schema lists."""
+    route = request.scope.get("route")
+    path = getattr(route, "path", None)
+    operation = request.app.openapi().get("paths", {}).get(path, {}).get(request.method.lower())
+    if operation is None:
+        return
+    known = [p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"]
+    unknown = [name for name in request.query_params if name not in known]
+    if unknown:
+        takes = f"takes {', '.join(known)}" if known else "takes no query parameters"
+        raise ProblemError(422, "Invalid request", f"query.{unknown[0]}: unknown parameter (this operation {takes})")
+
+
+def validation_detail(errors: Sequence[Any]) -> str:
+    """'where: why' for the first of a request's validation errors, in the request's own terms:
+    the field path without pydantic's internal steps (validator functions, union tags), and a
+    JSON syntax error with its reason and place."""
+    first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+    loc = list(first.get("loc", []))
+    if first.get("type") == "json_invalid":
+        at = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+        return f"body: not JSON ({(first.get('ctx') or {}).get('error', 'invalid JSON')}{at})"
+    parts: list[str] = []
+    for i, part in enumerate(loc):
+        if isinstance(part, str) and (part.startswith("function-") or
+                                      (part in RECORD_KINDS and i and isinstance(loc[i - 1], int))):
+            continue
+        if part == "body" and i == 0:
+            continue
+        parts.append(str(part))
+    msg = str(first.get("msg", "")).removeprefix("Value error, ")
+    return f"{'.'.join(parts) or 'body'}: {msg}"
+
+
+def serve_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs from the files the swagger-ui-bundle package ships (no CDN: the page
+    works offline and loads nothing from elsewhere)."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.responses import HTMLResponse
+    from fastapi.staticfiles import StaticFiles
+
+    try:
+        from swagger_ui_bundle import swagger_ui_path
+    except ImportError:  # a dependency; without it the API works and /docs says what is missing
+        swagger_ui_path = None
+    else:
+        app.mount(DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def _docs() -> HTMLResponse:
+        if swagger_ui_path is None:
+            raise ProblemError(503, "Docs unavailable", "Swagger UI's files are not installed "
+                                                        "(pip install swagger-ui-bundle-v2); /openapi.json is served")
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} API",
+                                   swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+                                   swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -34,7 +97,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await service.close()
 
     app = FastAPI(title="framejudge", version="0.1.0", lifespan=lifespan,
-                  description="LLM-as-judge grading for video question answering.")
+                  description="LLM-as-judge grading for video question answering.",
+                  dependencies=[Depends(known_query)], docs_url=None, redoc_url=None)
     app.state.service = service
     for module in (info, grading, jobs, calibration):
         app.include_router(module.router)
@@ -46,6 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    serve_docs(app)
     app.add_middleware(BodyLimit, limit=MAX_BODY, own_limits=("/v1/videos", "/v1/jobs"))
     if service.settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=service.settings.cors_origins,
@@ -68,14 +133,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's "error parsing the body"
+            return problem(422, "Invalid request", f"body: {not_utf8(exc.__cause__)}")
         titles = {404: "Not found", 405: "Method not allowed"}
         return problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail), exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {"loc": [], "msg": "invalid request"}
-        where = ".".join(str(p) for p in first.get("loc", []) if p != "body") or "body"
-        return problem(422, "Invalid request", f"{where}: {str(first.get('msg', '')).removeprefix('Value error, ')}")
+        return problem(422, "Invalid request", validation_detail(exc.errors()))
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

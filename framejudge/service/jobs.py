@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -153,6 +153,20 @@ def cancel_job(engine: Engine, job_id: str) -> bool:
             return False
         job.cancelled = 1
         s.execute(update(JobItem).where(JobItem.job_id == job_id, JobItem.status == "pending").values(status="cancelled"))
+        return True
+
+
+def remove_job(engine: Engine, job_id: str) -> bool:
+    """Delete a finished job with its items and records; False (nothing deleted) while any of its
+    items is still pending or being graded."""
+    with Session(engine) as s, s.begin():
+        busy = s.scalar(select(func.count()).select_from(JobItem).where(
+            JobItem.job_id == job_id, JobItem.status.in_(("pending", "running"))))
+        if busy:
+            return False
+        s.execute(delete(JobRecord).where(JobRecord.job_id == job_id))
+        s.execute(delete(JobItem).where(JobItem.job_id == job_id))
+        s.execute(delete(Job).where(Job.id == job_id))
         return True
 
 

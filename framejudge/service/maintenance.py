@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -20,9 +20,7 @@ def prune_uploads(engine: Engine, folder: Path, older_than: timedelta, now: date
     deleted = []
     with Session(engine) as s, s.begin():
         for upload in s.scalars(select(Upload).where(Upload.created_at < cutoff)).all():
-            in_use = s.scalar(select(func.count()).select_from(JobItem).where(
-                JobItem.status.in_(("pending", "running")), JobItem.item_json.contains(upload.stored_as)))
-            if in_use:
+            if waiting_jobs(s, upload):
                 continue
             s.delete(upload)
             deleted.append(upload)
@@ -30,3 +28,10 @@ def prune_uploads(engine: Engine, folder: Path, older_than: timedelta, now: date
     for upload in deleted:
         (folder / upload.stored_as).unlink(missing_ok=True)
     return deleted
+
+
+def waiting_jobs(s: Session, upload: Upload) -> list[str]:
+    """The jobs with items still to grade (pending or running) that name this upload."""
+    return list(s.scalars(select(JobItem.job_id).distinct().where(
+        JobItem.status.in_(("pending", "running")), JobItem.item_json.contains(upload.stored_as))
+        .order_by(JobItem.job_id)))

@@ -3,10 +3,12 @@ Verdict, JudgeError, HumanLabel, VideoInfo, AuditResult); none of those is copie
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..calibration.audit import AuditResult
-from ..schema import FrameInfo, GradeOptions, HumanLabel, Item, JudgeError, SamplerParams, Verdict, VideoInfo
+from ..calibration.inputs import unique_labels
+from ..schema import (FrameInfo, GradeOptions, HumanLabel, Item, JudgeError, RecordIn, SamplerParams, Verdict,
+                      VideoInfo)
 
 
 class GradeRequest(BaseModel):
@@ -36,6 +38,8 @@ class GradeResponse(BaseModel):
 
 
 class FramesRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     video: str = Field(max_length=4096, description="'upload:<id>', a path inside the media root, or an allowed URL")
     sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8))
     contact_sheet: bool = Field(False, description="one grid image with timestamps instead of one image per frame")
@@ -58,11 +62,18 @@ class FramesResponse(BaseModel):
 class CalibrateRequest(BaseModel):
     """Human labels against verdicts given in the body, or against the records of a job."""
 
+    model_config = ConfigDict(extra="forbid")
+
     labels: list[HumanLabel] = Field(min_length=1, max_length=200_000)
-    verdicts: list[Verdict | JudgeError] | None = Field(None, min_length=1, max_length=100_000)
+    verdicts: list[RecordIn] | None = Field(None, min_length=1, max_length=100_000)
     job_id: str | None = Field(None, max_length=32, description="use this job's verdicts instead of `verdicts`")
     replicates: int = Field(1000, ge=1, le=5000)
     seed: int = Field(0, ge=0, le=2**32 - 1)
+
+    @field_validator("labels")
+    @classmethod
+    def _unique(cls, labels: list[HumanLabel]) -> list[HumanLabel]:
+        return unique_labels(((f"label {i}", label) for i, label in enumerate(labels)), ValueError)
 
     @model_validator(mode="after")
     def _one_source(self) -> CalibrateRequest:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -32,11 +33,20 @@ def problem(status: int, title: str, detail: str, headers: dict[str, str] | None
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+
+
+def not_json(exc: json.JSONDecodeError) -> str:
+    return f"not JSON ({exc.msg} at character {exc.pos})"
+
+
 ERRORS = {
     "400": "Bad request (a bad path, URL or multipart body; a judge or rubric this server does not offer)",
     "401": "No API key, or an unknown or revoked one",
     "403": "The key lacks the scope, or the video lies outside what this server reads",
     "404": "No such resource (or not this key's)",
+    "409": "In use: an upload a job still to grade names, or a cancelled job whose items are still being graded",
     "413": "Body, upload or fetched video over its limit",
     "415": "Not a video, or not the expected media type",
     "422": "The request is well formed but invalid",

@@ -262,6 +262,8 @@ class _Parts:
         if self.incoming is not None:
             self.done.append((self.name, self.incoming))
         elif self.text is not None:
+            if self.name in self.fields:
+                raise ProblemError(422, "Invalid body", f"form field {self.name!r} is given twice")
             try:
                 self.fields[self.name] = bytes(self.text).decode("utf-8")
             except UnicodeDecodeError:

@@ -74,17 +74,19 @@ def test_upload_then_grade_and_preview_by_id(tmp_path, clip):
         r = client.post("/v1/grade", json={"item": item}, headers=auth(other))
         assert r.status_code == 404 and r.json()["title"] == "No such upload"
         assert client.delete(f"/v1/videos/{video['id']}", headers=auth(other)).status_code == 404
-        # a job naming it, graded after the upload is deleted (the reference judge reads no frames)
+        # a job naming it: the upload stays until the job has graded it
         r = client.post("/v1/jobs", json=[item], headers=auth(key))
         job = r.json()["id"]
-        assert client.delete(f"/v1/videos/{video['id']}", headers=auth(key)).status_code == 204
-        assert leftovers(settings) == []
-        r = client.post("/v1/grade", json={"item": item}, headers=auth(key))
-        assert r.status_code == 404
+        assert client.delete(f"/v1/videos/{video['id']}", headers=auth(key)).status_code == 409
+        assert leftovers(settings) == stored
     with TestClient(create_app(settings.model_copy(update={"run_worker": True}))) as client:  # now the worker runs
         wait_done(client, job, key)
         [verdict] = client.get(f"/v1/jobs/{job}/verdicts", headers=auth(key)).json()["records"]
         assert verdict["provenance"]["video"] == video["id"]
+        assert client.delete(f"/v1/videos/{video['id']}", headers=auth(key)).status_code == 204
+        assert leftovers(settings) == []
+        r = client.post("/v1/grade", json={"item": item}, headers=auth(key))
+        assert r.status_code == 404
 
 
 def test_records_never_show_server_paths():
@@ -187,13 +189,13 @@ def test_multipart_job_with_uploaded_videos_then_calibrate_from_the_job(tmp_path
         r = client.post("/v1/calibrate", json={"labels": labels}, headers=auth(key))
         assert r.status_code == 422 and "exactly one" in r.json()["detail"]
 
-        # an items part is required, and a name no upload matches is a server path (none here)
+        # an items part is required, and a name no upload matches is refused, naming it
         r = client.post("/v1/jobs", data={"x": "1"}, files=[("video", ("clip.mp4", clip.read_bytes(), "video/mp4"))],
                         headers=auth(key))
         assert r.status_code == 422 and "items" in r.json()["detail"]
         r = client.post("/v1/jobs", data={"items": json.dumps([{"id": "z", "video": "missing.mp4", "turns": [TURN]}])},
                         files=[("video", ("clip.mp4", clip.read_bytes(), "video/mp4"))], headers=auth(key))
-        assert r.status_code == 403 and r.json()["title"] == "Server paths disabled"
+        assert r.status_code == 422 and "names video 'missing.mp4'" in r.json()["detail"]
 
 
 # ----------------------------------------------------------------------------- URL inputs

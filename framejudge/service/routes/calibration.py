@@ -11,7 +11,7 @@ from pydantic import TypeAdapter
 
 from ...calibration.audit import AuditResult, audit
 from ...calibration.inputs import human_rows, judge_rows, swap_consistency, video_qa_fields
-from ...schema import JudgeError, Verdict
+from ...schema import JudgeError, RecordIn, Verdict
 from ..context import ServiceDep, authorized
 from ..jobs import job_records
 from ..models import CalibrateRequest, CalibrateResponse
@@ -20,7 +20,7 @@ from ..store import ApiKey, load_calibration, save_calibration
 
 router = APIRouter()
 CalibrateKey = Annotated[ApiKey, Depends(authorized("calibrate"))]
-RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(Verdict | JudgeError)
+RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(RecordIn)
 
 
 @router.post("/v1/calibrate", tags=["calibration"], response_model=CalibrateResponse)

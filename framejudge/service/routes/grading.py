@@ -95,10 +95,21 @@ async def upload_videos(request: Request, svc: ServiceDep, key: GradeKey) -> Upl
 
 @router.delete("/v1/videos/{upload_id}", tags=["videos"], status_code=204)
 def delete_video(upload_id: str, svc: ServiceDep, key: GradeKey) -> None:
-    """Delete one of this key's uploads. The reference judge never reads a video; jobs not yet
-    graded by a judge that does will record a judge error for it."""
+    """Delete one of this key's uploads; 409 while a job that names it has items still to grade
+    (cancel the job, or wait for it, first)."""
+    from sqlalchemy.orm import Session
+
+    from ..maintenance import waiting_jobs
+
     ref = upload_id if upload_id.startswith(UPLOAD_PREFIX) else UPLOAD_PREFIX + upload_id
-    svc.store.forget(svc.store.find(ref, key.id))
+    upload = svc.store.find(ref, key.id)
+    with Session(svc.engine) as s:
+        jobs = waiting_jobs(s, upload)
+    if jobs:
+        more = f" (and {len(jobs) - 1} more)" if len(jobs) > 1 else ""
+        raise ProblemError(409, "Upload in use", f"{ref} is needed by job {jobs[0]}{more}, which has not finished; "
+                                                 "cancel the job (DELETE /v1/jobs/{id}) or wait for it")
+    svc.store.forget(upload)
 
 
 def _uploaded(upload: Upload, info: Any) -> UploadedVideo:

@@ -6,18 +6,19 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
 from ...files import first_problem
+from ...judge.batch import checked_items
 from ...schema import MAX_TURNS, GradeOptions, Item
-from ..context import MAX_BODY, MAX_JOB_ITEMS, ServiceDep, authorized
+from ..context import MAX_BODY, MAX_JOB_ITEMS, Service, ServiceDep, authorized
 from ..jobs import (IdempotencyMismatch, JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status,
-                    parse_items_body, request_hash)
+                    parse_items_body, remove_job, request_hash)
 from ..limits import capped_stream, check_frame_pixels
-from ..problems import ProblemError
+from ..problems import ProblemError, not_json, not_utf8
 from ..store import ApiKey
-from ..uploads import UPLOAD_PREFIX
+from ..uploads import UPLOAD_PREFIX, Form, Upload
 
 router = APIRouter()
 GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
@@ -56,77 +57,111 @@ async def submit_job(
     same as `framejudge grade`'s (one model, GradeOptions)."""
     svc.judge_and_rubric(judge, rubric)
     content_type = request.headers.get("content-type", "")
-    uploaded: dict[str, str] = {}
-    contents: dict[str, str] = {}  # uploaded file name -> its content, for the request's fingerprint
-    fresh: list[Any] = []  # this request's uploads
     given: list[Any] = [] if options is None else [_json_option(options)]  # options, from wherever given
+    form = None
     if content_type.startswith("multipart/form-data"):
         form = await svc.multipart(request, key)
-        if "items" not in form.fields:
-            raise ProblemError(422, "Invalid body", "the multipart body needs an 'items' part (JSON or JSONL)")
-        raw, content_type = form.fields["items"].encode(), ""
-        unknown = sorted(set(form.fields) - {"items", "options"})
-        if unknown:
-            raise ProblemError(422, "Invalid body", f"unknown multipart part(s): {', '.join(unknown)} "
-                                                    "(items, options, and video files)")
-        if "options" in form.fields:
-            given.append(_json_option(form.fields["options"]))
-        names = [upload.filename for _, upload, _ in form.files]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            raise ProblemError(422, "Invalid body", f"two uploaded videos are named {twice[0]!r}: items could "
-                                                    "not say which they mean")
-        uploaded = {upload.filename: UPLOAD_PREFIX + upload.id for _, upload, _ in form.files}
-        contents = {upload.filename: "sha256:" + upload.sha256 for _, upload, _ in form.files}
-        fresh = [upload for _, upload, _ in form.files]
+        raw = b""
     else:
         raw = b"".join([chunk async for chunk in capped_stream(request, MAX_BODY)])
-    try:
-        rows, extra = parse_items_body(raw, content_type)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ProblemError(422, "Invalid body", str(exc)[:300]) from None
-    if "options" in extra:
-        given.append(extra["options"])
-    grade_options = _options(given, n, lookback)
-    check_frame_pixels(grade_options.sampler, svc.settings.max_frame_megapixels)
-    if "priority" in extra and priority is not None:
-        raise ProblemError(422, "Invalid body", "give priority once: in the body or as a query parameter")
-    job_priority = extra.get("priority", priority if priority is not None else 0)
-    if not isinstance(job_priority, int) or isinstance(job_priority, bool) or not -100 <= job_priority <= 100:
-        raise ProblemError(422, "Invalid body", "priority is a whole number from -100 to 100")
-    if not rows or len(rows) > MAX_JOB_ITEMS:
-        raise ProblemError(422, "Invalid body", f"a job holds 1 to {MAX_JOB_ITEMS} items, got {len(rows)}")
-    items = []
-    given_items: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for i, row in enumerate(rows):
+    fetched: list[Upload] = []  # videos fetched from URLs for this job
+    try:  # all or nothing: a refused job keeps none of the videos its request uploaded or fetched
+        if form is not None:
+            raw, content_type = _multipart_items(form), ""
+            if "options" in form.fields:
+                given.append(_json_option(form.fields["options"]))
         try:
-            item = Item.model_validate(row)
-        except ValidationError as exc:
-            raise ProblemError(422, "Invalid item", f"item {i}: {first_problem(exc, 'item')}") from None
-        if item.id in seen:
-            raise ProblemError(422, "Invalid item", f"item {i}: duplicate item id {item.id!r}")
-        seen.add(item.id)
-        given_items.append(item.model_dump(mode="json") | ({"video": contents[item.video]}
-                                                           if item.video in contents else {}))
-        if item.video in uploaded:
-            item = item.model_copy(update={"video": uploaded[item.video]})
-        items.append(item)
-    fingerprint = request_hash(judge, rubric, grade_options, job_priority, given_items)
-    try:
-        existing = idempotent_job(svc.engine, key.id, idempotency_key, fingerprint)
-        if existing is not None:  # a retry: answered before any fetch is repeated, its uploads not kept
-            for upload in fresh:
-                svc.store.forget(upload)
-            return job_status(svc.engine, existing)
-        resolved, refs = await svc.resolved(items, key)
-        job_id, _ = create_job(svc.engine, key.id, resolved, judge, rubric, grade_options, idempotency_key, refs,
-                               priority=job_priority, fingerprint=fingerprint)
-    except IdempotencyMismatch as exc:
-        for upload in fresh:
-            svc.store.forget(upload)
-        raise ProblemError(422, "Idempotency-Key reused", str(exc)) from None
+            rows, extra = parse_items_body(raw, content_type)
+        except UnicodeDecodeError as exc:
+            raise ProblemError(422, "Invalid body", f"body: {not_utf8(exc)}") from None
+        except json.JSONDecodeError as exc:
+            raise ProblemError(422, "Invalid body", f"{'items' if form is not None else 'body'}: {not_json(exc)}") from None
+        except ValueError as exc:
+            raise ProblemError(422, "Invalid body", str(exc)[:300]) from None
+        if "options" in extra:
+            given.append(extra["options"])
+        grade_options = _options(given, n, lookback)
+        check_frame_pixels(grade_options.sampler, svc.settings.max_frame_megapixels)
+        if "priority" in extra and priority is not None:
+            raise ProblemError(422, "Invalid body", "give priority once: in the body or as a query parameter")
+        job_priority = extra.get("priority", priority if priority is not None else 0)
+        if not isinstance(job_priority, int) or isinstance(job_priority, bool) or not -100 <= job_priority <= 100:
+            raise ProblemError(422, "Invalid body", "priority is a whole number from -100 to 100")
+        if not rows or len(rows) > MAX_JOB_ITEMS:
+            raise ProblemError(422, "Invalid body", f"a job holds 1 to {MAX_JOB_ITEMS} items, got {len(rows)}")
+        try:
+            items = checked_items(((f"item {i}", row) for i, row in enumerate(rows)), ValueError)
+        except ValueError as exc:
+            raise ProblemError(422, "Invalid item", str(exc)) from None
+        fingerprint = request_hash(judge, rubric, grade_options, job_priority, _as_given(items, form))
+        if form is not None:
+            items = _with_uploads(items, form)
+        try:
+            existing = idempotent_job(svc.engine, key.id, idempotency_key, fingerprint)
+            if existing is None:
+                resolved, refs = await svc.resolved(items, key, fetched)
+                job_id, created = create_job(svc.engine, key.id, resolved, judge, rubric, grade_options,
+                                             idempotency_key, refs, priority=job_priority, fingerprint=fingerprint)
+        except IdempotencyMismatch as exc:
+            raise ProblemError(422, "Idempotency-Key reused", str(exc)) from None
+    except BaseException:
+        _forget(svc, form, fetched)
+        raise
+    if existing is not None:  # a retry: answered before any fetch is repeated, its uploads not kept
+        _forget(svc, form, fetched)
+        return job_status(svc.engine, existing)
+    if not created:  # the same Idempotency-Key won a race: that job has its own videos
+        _forget(svc, form, fetched)
     return job_status(svc.engine, job_id)
+
+
+def _forget(svc: Service, form: Form | None, fetched: list[Upload]) -> None:
+    for upload in [*(upload for _, upload, _ in (form.files if form is not None else [])), *fetched]:
+        svc.store.forget(upload)
+
+
+def _multipart_items(form: Form) -> bytes:
+    """The items part of a multipart job, once the parts are known to be what a job takes."""
+    if "items" not in form.fields:
+        raise ProblemError(422, "Invalid body", "the multipart body needs an 'items' part (JSON or JSONL)")
+    unknown = sorted((set(form.fields) - {"items", "options"}) | ({name for name, _, _ in form.files} - {"video"}))
+    if unknown:
+        raise ProblemError(422, "Invalid body", f"unknown multipart part(s): {', '.join(unknown)} "
+                                                "(items, options, and video files)")
+    names = [upload.filename for _, upload, _ in form.files]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ProblemError(422, "Invalid body", f"two uploaded videos are named {twice[0]!r}: items could "
+                                                "not say which they mean")
+    return form.fields["items"].encode()
+
+
+def _as_given(items: list[Item], form: Form | None) -> list[dict[str, Any]]:
+    """The items as the client gave them, uploaded videos by their content: what a retry under
+    the same Idempotency-Key must repeat."""
+    contents = {upload.filename: "sha256:" + upload.sha256 for _, upload, _ in form.files} if form else {}
+    return [it.model_dump(mode="json") | ({"video": contents[it.video]} if it.video in contents else {})
+            for it in items]
+
+
+def _with_uploads(items: list[Item], form: Form) -> list[Item]:
+    """Items of a multipart job with the videos they name by file name as those uploads. In such
+    a job a plain name is an uploaded file's, never a server path; every file is some item's."""
+    uploaded = {upload.filename: UPLOAD_PREFIX + upload.id for _, upload, _ in form.files}
+    out = []
+    for i, item in enumerate(items):
+        if item.video and not item.video.startswith(UPLOAD_PREFIX) and "://" not in item.video:
+            if item.video not in uploaded:
+                files = ", ".join(sorted(uploaded)) or "none"
+                raise ProblemError(422, "Invalid item", f"item {i} names video {item.video!r}, which is not among "
+                                                        f"the uploaded files ({files})")
+            item = item.model_copy(update={"video": uploaded[item.video]})
+        out.append(item)
+    named = {it.video for it in items}
+    spare = sorted(name for name in uploaded if name not in named)
+    if spare:
+        raise ProblemError(422, "Invalid body", f"uploaded video {spare[0]!r} is named by no item")
+    return out
 
 
 def _json_option(text: str) -> Any:
@@ -180,8 +215,17 @@ def get_job_verdicts(job_id: str, svc: ServiceDep, key: GradeKey, request: Reque
     return {"offset": offset, "limit": limit, "records": [json.loads(r) for r in page]}
 
 
-@router.delete("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus)
+@router.delete("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus,
+               responses={204: {"description": "The job had finished: it is deleted with its records"}})
 def delete_job(job_id: str, svc: ServiceDep, key: GradeKey) -> Any:
-    svc.own_job(job_id, key)
-    cancel_job(svc.engine, job_id)
-    return job_status(svc.engine, job_id)
+    """A job with items still to grade is cancelled: the answer is its status, and the records of
+    the items already graded stay readable. A finished job (done, or cancelled with nothing still
+    being graded) is deleted with its items and records: 204, and its id is 404 from then on."""
+    status = svc.own_job(job_id, key)
+    if status.state in ("queued", "running"):
+        cancel_job(svc.engine, job_id)
+        return job_status(svc.engine, job_id)
+    if not remove_job(svc.engine, job_id):
+        raise ProblemError(409, "Job still being graded", f"job {job_id} is cancelled, but {status.running} "
+                                                          "item(s) are still being graded; delete it once they finish")
+    return Response(status_code=204)
