@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from framejudge.judge import Grader, ItemsError, ReferenceJudge, load_items, rea
 from framejudge.runner import run_batch
 from framejudge.judge.batch import summarize, wilson
 from framejudge.rubrics import get_rubric
-from framejudge.schema import Verdict
+from framejudge.schema import JudgeError, Verdict
 
 RUBRIC = get_rubric("video-qa")
 EXAMPLES = Path(__file__).parents[2] / "examples" / "items.jsonl"
@@ -93,6 +94,10 @@ def test_items_file_errors_name_the_line(tmp_path):
     bad.write_text('{"id": "a", "video": "https://x/y.mp4", "turns": [{"question": "q", "response_a": "x"}]}\n')
     with pytest.raises(ItemsError, match="video URLs are not fetched"):
         load_items(bad)
+    bad.write_text('{"id": "a", "turns": [{"question": "q", "response_a": "x"}]}\n'
+                   '{"id": "b", "video": "", "turns": [{"question": "q", "response_a": "x"}]}\n')
+    with pytest.raises(ItemsError, match=r"bad.jsonl:2: video: .*video is empty"):
+        load_items(bad)
     bad.write_text('{"id": "a", "turns": [{"question": "q", "response_a": "x"}]}\n' * 2)
     with pytest.raises(ItemsError, match="duplicate item id 'a'"):
         load_items(bad)
@@ -114,8 +119,18 @@ def test_summary_counts_and_interval(tmp_path):
 
 
 def test_grade_command_on_the_bundled_examples(tmp_path):
+    items = tmp_path / "items.jsonl"
+    shutil.copy(EXAMPLES, items)
+    # Without the clips (made by `framejudge examples make`) every turn is a bad_input error.
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out",
+                           str(tmp_path / "none.jsonl")], capture_output=True, text=True, timeout=120)
+    records = read_records(tmp_path / "none.jsonl")
+    assert len(records) == 11 and all(isinstance(r, JudgeError) and r.kind == "bad_input" for r in records)
+    assert all("file not found" in r.message for r in records)
+    subprocess.run([sys.executable, "-m", "framejudge.cli", "examples", "make", str(tmp_path / "videos")],
+                   check=True, capture_output=True, timeout=120)
     out = tmp_path / "v.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(EXAMPLES), "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out", str(out),
                            "--summary-json", str(tmp_path / "s.json")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)

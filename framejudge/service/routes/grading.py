@@ -75,8 +75,8 @@ async def upload_videos(request: Request, svc: ServiceDep, key: GradeKey) -> Upl
 
 @router.delete("/v1/videos/{upload_id}", tags=["videos"], status_code=204)
 def delete_video(upload_id: str, svc: ServiceDep, key: GradeKey) -> None:
-    """Delete one of this key's uploads. The reference judge never reads a video; jobs not yet
-    graded by a judge that does will record a judge error for it."""
+    """Delete one of this key's uploads. Turns of jobs not yet graded that name it will record
+    a bad_input judge error for it, whatever the judge."""
     ref = upload_id if upload_id.startswith(UPLOAD_PREFIX) else UPLOAD_PREFIX + upload_id
     svc.store.forget(svc.store.find(ref, key.id))
 
