@@ -86,6 +86,26 @@ def test_sigkill_mid_batch_then_rerun_loses_and_repeats_nothing(tmp_path):
     assert all(after[r.item_id] == r for r in partial)
 
 
+def test_ctrl_c_mid_batch_says_what_it_stops_and_a_rerun_finishes(tmp_path):
+    items_path = make_items(tmp_path / "items.jsonl", 5000)
+    out = tmp_path / "v.jsonl"
+    cmd = [sys.executable, "-m", "framejudge.cli", "grade", str(items_path), "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not out.exists() or out.stat().st_size < 50_000):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted: stopping the" in stderr and "stopped:" in stderr and "Traceback" not in stderr
+    partial = read_records(out)
+    assert 0 < len(partial) < 5000, "the batch should have been interrupted mid-run"
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    records = read_records(out)
+    assert sorted(r.item_id for r in records) == sorted(f"item-{i}" for i in range(5000))
+    assert records[: len(partial)] == partial
+
+
 def test_items_file_errors_name_the_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "turns": [{"question": "q", "response_a": "x"}]}\n{"id": "b", "turns": []}\n')
