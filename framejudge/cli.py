@@ -190,6 +190,7 @@ def grade(
 ) -> None:
     """Grade ITEMS and append verdicts to --out as they finish, then print a summary."""
     import asyncio
+    import threading
 
     from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -201,7 +202,7 @@ def grade(
     from .runner import RunProgress, run_batch
     from .runner.decode import SharedDecodes
     from .runner.judges import Judges, JudgesFileError
-    from .runner.local import planned_calls
+    from .runner.local import INTERRUPTED_EXIT, Interrupted, interruptible, planned_calls
     from .runner.resume import ResumeConflict, plan_resume, superseded_path
     from .schema import GradeOptions
 
@@ -255,10 +256,27 @@ def grade(
         grader.sample = SharedDecodes(decoder.sample)
     progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False)
+    run_state = {"now": RunProgress()}  # the run's own RunProgress once it reports: always current
+
+    def interrupted() -> None:
+        now, stop = run_state["now"], getattr(the_judge, "stop", None)
+        err.print(f"interrupted: stopping the {now.in_flight} item(s) in hand"
+                  f"{' (the model stops at its next token)' if stop else ''}; the {now.done} record(s) this run "
+                  f"finished are in {out_path}; press Ctrl-C again to exit at once", highlight=False)
+        if stop is not None:
+            stop()
+        if decoder is not None:  # decodes in flight end now, not after their time limit
+            threading.Thread(target=decoder.close, daemon=True).start()
+
+    def interrupted_again() -> None:
+        progress.stop()
+        err.print(f"interrupted again: exiting now; finished records are in {out_path}", highlight=False)
+
     with progress:
         task = progress.add_task("grade", total=todo, state="")
 
         def show(state: RunProgress) -> None:
+            run_state["now"] = state
             speed = progress.tasks[0].speed
             parts = [f"{state.in_flight} items in hand"]
             if state.limit is not None:
@@ -271,8 +289,15 @@ def grade(
             progress.update(task, completed=state.done, state=", ".join(parts))
 
         try:
-            summary = asyncio.run(run_batch(grader, the_items, out_path, concurrency=concurrency or 4,
-                                            on_progress=show, prefetch=(decoder.workers if decoder else 0) + 2, plan=plan))
+            summary = asyncio.run(interruptible(
+                run_batch(grader, the_items, out_path, concurrency=concurrency or 4, on_progress=show,
+                          prefetch=(decoder.workers if decoder else 0) + 2, plan=plan),
+                interrupted, interrupted_again))
+        except Interrupted:
+            progress.stop()
+            err.print(f"stopped: {run_state['now'].done} turn(s) graded by this run are in {out_path}; the same command "
+                      "grades the rest", highlight=False)
+            raise typer.Exit(INTERRUPTED_EXIT) from None
         finally:
             if decoder is not None:
                 decoder.close()

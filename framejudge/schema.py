@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 
 class Strategy(str, Enum):
@@ -182,6 +182,13 @@ class Item(BaseModel):
         "none", description="creative (expression) task: memes/captions keep conciseness, others skip it"
     )
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("video")
+    @classmethod
+    def _named(cls, video: str | None) -> str | None:
+        if video is not None and not video.strip():
+            raise ValueError("video is empty: name the video file, or leave video out (or null) for an item without one")
+        return video
 
     @model_validator(mode="after")
     def _shape(self) -> Item:

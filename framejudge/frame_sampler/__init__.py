@@ -22,7 +22,7 @@ from .errors import (
     WindowOutOfRange,
 )
 from .isolate import IsolatedSampler
-from .probe import Limits
+from .probe import Limits, check_file
 from .sampler import SampledFrame, SampleResult, SamplingWarning, make_params, sample_frames
 
 __all__ = [
@@ -30,6 +30,6 @@ __all__ = [
     "FrameSamplerError", "InvalidRequest", "IsolatedSampler", "Limits", "NoFrames", "NoVideoStream",
     "NotARegularFile", "NotAVideo", "SampleResult", "SampledFrame", "SamplerParams",
     "SamplingWarning", "StreamNotFound", "Strategy", "UnsupportedCodec", "VideoInfo",
-    "VideoNotFound", "WindowOutOfRange", "contact_sheet", "format_timestamp", "make_params",
+    "VideoNotFound", "WindowOutOfRange", "check_file", "contact_sheet", "format_timestamp", "make_params",
     "sample_frames", "to_data_url", "to_jpeg",
 ]

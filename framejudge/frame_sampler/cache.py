@@ -18,7 +18,7 @@ import platformdirs
 
 from ..schema import SamplerParams
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # raised whenever the same parameters pick other frames
 DEFAULT_SIZE_LIMIT = 2 * 1024**3
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import resource
+import signal
 import sys
 import threading
 import time
@@ -54,9 +55,17 @@ def _watch(limit: int) -> None:
         time.sleep(0.02)
 
 
+def _start_worker(max_bytes: int | None) -> None:
+    """Worker initializer: Ctrl-C is the caller's to handle (a terminal sends it to the whole
+    process group; a worker dying of it would turn the decode in hand into an error record), and
+    the memory cap."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _cap_memory(max_bytes)
+
+
 def _cap_memory(max_bytes: int | None) -> None:
-    """Worker initializer: a watchdog on resident memory, and an address-space limit (generous:
-    decoders reserve far more than they touch) so that even a faster runaway fails here."""
+    """A watchdog on resident memory, and an address-space limit (generous: decoders reserve far
+    more than they touch) so that even a faster runaway fails here."""
     if max_bytes:
         backstop = max(4 * max_bytes, max_bytes + 2 * 1024**3)
         resource.setrlimit(resource.RLIMIT_AS, (backstop, backstop))
@@ -110,7 +119,7 @@ class IsolatedSampler:
         with self._lock:
             if self._pool is None or not self._pool.active:
                 cap = self.max_memory_mb * 1024**2 if self.max_memory_mb else None
-                self._pool = pebble.ProcessPool(max_workers=self.workers, initializer=_cap_memory, initargs=(cap,),
+                self._pool = pebble.ProcessPool(max_workers=self.workers, initializer=_start_worker, initargs=(cap,),
                                                 context=multiprocessing.get_context("spawn"))
             return self._pool
 

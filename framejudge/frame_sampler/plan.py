@@ -17,6 +17,8 @@ from .index import FrameIndex
 
 # A question asked this long after the last frame still counts as asked "at the end".
 END_TOLERANCE = 1.0
+# Rounds of re-spreading a budget that collapsed onto held frames before filling by position.
+SPREAD_ROUNDS = 16
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,62 @@ def _picks_for_times(index: FrameIndex, times: np.ndarray) -> list[int]:
     return sorted({index.frame_at(float(t)) for t in times})
 
 
+def _on_screen_ticks(index: FrameIndex, in_window: np.ndarray, window: Window) -> np.ndarray:
+    """How long each frame of the window is on screen inside it, in ticks (exact integers)."""
+    tb = float(index.time_base)
+    lo = int(np.floor(window.start / tb + 1e-6))
+    hi = int(np.floor(window.end / tb + 1e-6))
+    starts = index.ticks[in_window]
+    ends = np.append(index.ticks[1:], index.end_ticks)[in_window]
+    return np.maximum(np.minimum(ends, hi) - np.maximum(starts, lo), 0)
+
+
+def _spend_budget(index: FrameIndex, in_window: np.ndarray, window: Window, n: int) -> list[int]:
+    """n distinct frames spread over the window's time (the window holds more than n).
+
+    The first targets are the usual ones: bin centres, or evenly up to end_at. A frame
+    held on screen for long (a freeze, sparse timestamps) takes several of them; it is
+    kept once, and the rest of the budget is spread again, the same way, over the time
+    the other frames are on screen, until no two targets share a frame. A freeze costs
+    one frame of the budget, not the budget.
+    """
+    hits, counts = np.unique(
+        [index.frame_at(float(t)) for t in _targets(window, n)], return_counts=True
+    )
+    if len(hits) >= n:
+        return [int(i) for i in hits]
+    held = set(int(i) for i in hits[counts > 1])
+    if window.end_at is not None:
+        held.add(index.frame_at(window.end))
+    shown = _on_screen_ticks(index, in_window, window)
+    picks = held | set(int(i) for i in hits)
+    for _ in range(SPREAD_ROUNDS):
+        k = n - len(held)
+        taken = np.isin(in_window, list(held))
+        free = np.where(taken, 0, shown)
+        total = int(free.sum())
+        if k <= 0 or total <= 0:
+            picks = held
+            break
+        # Targets over the free time, in exact integers: bin centres total * (2j + 1) / 2k,
+        # or for end_at the left edges total * j / k (end_at itself is held). Each lands on
+        # the free frame whose share of the free time holds it; ties go to the later frame.
+        j = np.arange(k)
+        if window.end_at is not None:
+            where = np.searchsorted(np.cumsum(free) * k, total * j, side="right")
+        else:
+            where = np.searchsorted(np.cumsum(free) * (2 * k), total * (2 * j + 1), side="right")
+        hits, counts = np.unique(in_window[where], return_counts=True)
+        picks = held | set(int(i) for i in hits)
+        if len(hits) == k:
+            break
+        held |= set(int(i) for i in hits[counts > 1])
+    if len(picks) < n:
+        rest = in_window[~np.isin(in_window, list(picks))]
+        picks |= set(int(i) for i in _thin(rest, n - len(picks)))
+    return sorted(picks)
+
+
 def plan(params: SamplerParams, index: FrameIndex, path: str) -> Plan:
     window, warnings = resolve_window(params, index, path)
     in_window = _in_window(index, window)
@@ -107,7 +165,7 @@ def plan(params: SamplerParams, index: FrameIndex, path: str) -> Plan:
         if len(in_window) <= n:
             picks = [int(i) for i in in_window]
         else:
-            picks = _picks_for_times(index, _targets(window, n))
+            picks = _spend_budget(index, in_window, window, n)
         label = "uniform"
     elif strategy is Strategy.fps:
         assert params.fps is not None

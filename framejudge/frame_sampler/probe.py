@@ -36,6 +36,20 @@ class Limits:
 def check_path(path: str | os.PathLike[str], limits: Limits) -> Path:
     """Stat the path (never open it blindly: a FIFO would block forever)."""
     p = Path(path)
+    size = check_file(p)
+    if size > limits.max_file_bytes:
+        raise FileTooLarge(
+            f"file is {size / 1024**3:.1f} GiB, above the limit of "
+            f"{limits.max_file_bytes / 1024**3:.1f} GiB",
+            str(p),
+        )
+    return p
+
+
+def check_file(path: str | os.PathLike[str]) -> int:
+    """That the path is a readable, non-empty regular file, from a stat alone (nothing is
+    opened, so a FIFO cannot block); returns its size in bytes."""
+    p = Path(path)
     try:
         st = os.stat(p)
     except FileNotFoundError:
@@ -51,15 +65,9 @@ def check_path(path: str | os.PathLike[str], limits: Limits) -> Path:
         raise NotARegularFile(f"is a {kind}, not a regular file", str(p))
     if st.st_size == 0:
         raise EmptyFile("file is empty (0 bytes)", str(p))
-    if st.st_size > limits.max_file_bytes:
-        raise FileTooLarge(
-            f"file is {st.st_size / 1024**3:.1f} GiB, above the limit of "
-            f"{limits.max_file_bytes / 1024**3:.1f} GiB",
-            str(p),
-        )
     if not os.access(p, os.R_OK):
         raise VideoNotFound("permission denied", str(p))
-    return p
+    return st.st_size
 
 
 def open_container(path: Path) -> av.container.InputContainer:

@@ -9,7 +9,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from ..schema import JudgeConfig
-from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult
+from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult, JudgeStopped
 from .batch import GradeSummary, ItemsError, load_items, read_records, summarize
 from .pipeline import GradeOptions, Grader
 from .reference import ReferenceJudge
@@ -63,6 +63,6 @@ def make_judge(spec: str = "reference", api_base: str | None = None, config: Jud
 
 __all__ = [
     "GradeOptions", "GradeSummary", "Grader", "ItemsError", "Judge", "JudgeFailure", "JudgeRequest",
-    "JudgeResult", "JudgeSpecError", "ReferenceJudge", "load_items", "make_judge", "read_records",
+    "JudgeResult", "JudgeSpecError", "JudgeStopped", "ReferenceJudge", "load_items", "make_judge", "read_records",
     "summarize",
 ]

@@ -42,6 +42,11 @@ class JudgeFailure(Exception):
         self.usage = usage
 
 
+class JudgeStopped(Exception):
+    """The judge was told to stop (`stop()`) while a call was in flight or before it began: the
+    turn has no result and no record; a later run grades it."""
+
+
 @runtime_checkable
 class Judge(Protocol):
     backend: str  # "reference", "litellm", "transformers"
@@ -56,3 +61,6 @@ class Judge(Protocol):
 
     # Optional: judges that call a server also define `async def ready(self) -> str | None`
     # (None when they can be called, else why not); the service's /readyz asks it.
+    # Optional: judges whose calls run in threads of this process (a local model) define
+    # `def stop(self) -> None`: calls in flight end soon (a model between two tokens) and raise
+    # JudgeStopped, as do later calls. Cancelling the awaiting task cannot stop a thread.

@@ -13,7 +13,7 @@ from typing import Any
 
 import diskcache
 
-from ..frame_sampler import FrameSamplerError, SampleResult, sample_frames, to_data_url
+from ..frame_sampler import FrameSamplerError, SampleResult, check_file, sample_frames, to_data_url
 from ..frame_sampler.cache import default_cache_dir
 from ..rubrics.loader import require_kind
 from ..rubrics.model import Rubric
@@ -235,6 +235,15 @@ class Grader:
     async def _grade_turn(self, item: Item, turn: int) -> Record:
         t = item.turns[turn]
         started = datetime.now(timezone.utc)
+        path = self._video_path(item)
+        if path is not None:
+            # A named video must exist and be readable for every judge, including those that
+            # never decode it and turns the error-string rules decide: a stat, nothing opened.
+            try:
+                await asyncio.to_thread(check_file, path)
+            except FrameSamplerError as exc:
+                return JudgeError(item_id=item.id, turn=turn, kind=JudgeErrorKind.bad_input, message=str(exc),
+                                  provenance=self._provenance(started, None, [], None, None, []))
         ruled = self._by_rules(item, turn)
         if ruled is not None:
             return Verdict(**ruled.model_dump(), item_id=item.id, turn=turn, decided_by="rules",

@@ -28,7 +28,7 @@ from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame, render_prompt
 from ..rubrics.rules import error_message_match
 from ..schema import Category, Item, Judgement, JudgeErrorKind, Preference, Usage
-from .base import JudgeFailure, JudgeRequest, JudgeResult
+from .base import JudgeFailure, JudgeRequest, JudgeResult, JudgeStopped
 
 RATIONALE_CHARS = 120
 # Every constrained reply fits: two grades of at most ~150 tokens each plus the structure.
@@ -134,6 +134,18 @@ def _image(url: str) -> Any:
     return Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB")
 
 
+def _stopping(event: threading.Event) -> Any:
+    """Stopping criteria that end generation at the next token once `event` is set."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class OnEvent(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            return torch.full((input_ids.shape[0],), event.is_set(), dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([OnEvent()])
+
+
 class TransformersJudge:
     backend = "transformers"
     needs_frames = True
@@ -153,8 +165,14 @@ class TransformersJudge:
         config = AutoConfig.from_pretrained(self.folder, gguf_file=self.gguf) if self.gguf else AutoConfig.from_pretrained(self.folder)
         self.sees_images = getattr(config, "vision_config", None) is not None
         self._lock = threading.Lock()
+        self._stop = threading.Event()
         self._loaded: tuple[Any, Any, Any] | None = None  # (model, tokenizer, processor)
         self._compiler: Any = None
+
+    def stop(self) -> None:
+        """End the generation in flight at its next token and refuse later calls (JudgeStopped):
+        generation runs in a thread, which cancelling the awaiting task cannot stop."""
+        self._stop.set()
 
     # ------------------------------------------------------------------ loading
     def _load(self) -> tuple[Any, Any, Any]:
@@ -189,6 +207,8 @@ class TransformersJudge:
         import torch
         import xgrammar as xgr
 
+        if self._stop.is_set():
+            raise JudgeStopped("the judge was stopped")
         model, tokenizer, processor = self._load()
         # Compact JSON only: with free whitespace a weak model can pad forever.
         grammar = self._compiler.compile_json_schema(json.dumps(schema), any_whitespace=False)
@@ -202,7 +222,10 @@ class TransformersJudge:
         with torch.no_grad():
             out = model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False,
                                  logits_processor=[xgr.contrib.hf.LogitsProcessor(grammar)],
+                                 stopping_criteria=_stopping(self._stop),
                                  pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
+        if self._stop.is_set():  # cut short: a partial reply is no reply
+            raise JudgeStopped("the judge was stopped during generation")
         new = out[0][prompt_len:]
         return tokenizer.decode(new, skip_special_tokens=True), prompt_len, int(new.shape[0])
 

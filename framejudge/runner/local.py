@@ -10,10 +10,14 @@ Judges without an endpoint (the reference judge, a local model) run `concurrency
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import os
+import signal
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
+from ..judge.base import JudgeStopped
 from ..judge.batch import GradeSummary, read_records, summarize
 from ..judge.pipeline import Grader, Record
 from ..schema import Item, JudgeError
@@ -90,12 +94,18 @@ async def run_batch(
     with open(out, "a", encoding="utf-8") as f:
 
         async def one(item: Item, skip: set[int]) -> None:
-            records = await grader.grade(item, skip)
-            for r in records:  # one event loop: no other task writes between these lines
+            records: list[Record] = []
+            for turn in range(len(item.turns)):
+                if turn in skip:
+                    continue
+                r = await grader.grade_turn(item, turn)
+                # each turn's line as it finishes (an interrupted conversation keeps its graded
+                # turns); one event loop: no other task writes in the middle of a line
                 f.write(r.model_dump_json() + "\n")
-            f.flush()
-            progress.done += len(records)
-            progress.errors += sum(isinstance(r, JudgeError) for r in records)
+                f.flush()
+                records.append(r)
+                progress.done += 1
+                progress.errors += isinstance(r, JudgeError)
             if on_done:
                 on_done(item, records)
 
@@ -124,3 +134,45 @@ async def run_batch(
                 await asyncio.gather(*running, return_exceptions=True)
     keys = {(it.id, t) for it in items for t in range(len(it.turns))}
     return summarize([r for r in read_records(out) if (r.item_id, r.turn) in keys], len(items))
+
+
+T = TypeVar("T")
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, as shells report a command ended by Ctrl-C
+
+
+class Interrupted(Exception):
+    """A run stopped by Ctrl-C (SIGINT): the records finished before it are written."""
+
+
+async def interruptible(work: Coroutine[Any, Any, T], on_interrupt: Callable[[], None],
+                        on_second: Callable[[], None]) -> T:
+    """Await `work` (run_batch) so that Ctrl-C stops it within moments and loses nothing.
+
+    The first SIGINT calls `on_interrupt` (say what is being stopped; stop judges and decoders
+    whose work runs in threads or processes, which cancelling cannot reach) and cancels the work:
+    items in hand are dropped (their finished turns are already written, the rest is graded by
+    the next run) and Interrupted is raised. A second SIGINT calls `on_second` and ends the
+    process at once: every finished record was flushed when it was written, and a torn last line
+    is dropped by the next run. The handler stays until the loop closes, so the second Ctrl-C also
+    works while the loop waits for its threads.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work)
+    hits = 0
+
+    def on_sigint() -> None:
+        nonlocal hits
+        hits += 1
+        if hits > 1:
+            on_second()
+            os._exit(INTERRUPTED_EXIT)
+        task.cancel()  # first: no item in hand writes anything after this
+        on_interrupt()
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    try:
+        return await task
+    except (asyncio.CancelledError, JudgeStopped):
+        if hits:
+            raise Interrupted from None
+        raise

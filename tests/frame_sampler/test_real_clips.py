@@ -159,3 +159,6 @@ def test_hostile_specifics(hostile):
     assert (r.video.width, r.video.height) == (640, 360)
     r = sample(out / "truncated_faststart.mp4", n=8)
     assert r.video.duration < 6 and any("damaged after" in w for w in r.warnings)
+    for n in (2, 4):  # an 8 s freeze costs one frame of the budget; the last second is shown
+        r = sample(out / "vfr_freeze.mp4", n=n)
+        assert len(set(r.timestamps)) == n and max(r.timestamps) >= 9.0

@@ -199,3 +199,75 @@ def test_deterministic(clips):
     b = sample(clips["vfr"], n=12, strategy="scene")
     assert a.timestamps == b.timestamps
     assert all(np.array_equal(x.image, y.image) for x, y in zip(a.frames, b.frames))
+
+
+# 30 fps for a second, one frame held for 8 s, 30 fps for the last second.
+FREEZE_SCHEDULE = [k / 30 for k in range(30)] + [1.0] + [9.0 + k / 30 for k in range(30)]
+
+
+@pytest.fixture(scope="module")
+def freeze_clip(tmp_path_factory):
+    from framejudge.examples.synth import write_video
+    from tests.conftest import barcode_frame
+
+    path = tmp_path_factory.mktemp("freeze") / "freeze.mp4"
+    return write_video(path, barcode_frame(320, 180), FREEZE_SCHEDULE, size=(320, 180), gop=30)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8, 16])
+def test_uniform_budget_is_spent_around_a_long_freeze(freeze_clip, n):
+    r = sample(freeze_clip, n=n)
+    assert_true_frames(r, FREEZE_SCHEDULE)
+    ts = r.timestamps
+    assert len(ts) == n and len(set(ts)) == n and ts == sorted(ts)
+    assert 1.0 in ts  # the held frame is on screen for most of the clip
+    assert max(ts) >= 9.0  # the last second is shown
+    if n >= 3:
+        assert min(ts) < 1.0  # and so is the first
+
+
+@pytest.mark.parametrize("end_at,n", [(5.0, 4), (8.9, 6), (9.5, 6), (9.5, 2), (10.0, 8)])
+def test_end_at_window_around_a_freeze_uses_the_whole_budget(freeze_clip, end_at, n):
+    r = sample(freeze_clip, n=n, end_at=end_at, lookback=30)
+    assert_true_frames(r, FREEZE_SCHEDULE)
+    ts = r.timestamps
+    assert len(ts) == n and len(set(ts)) == n
+    assert all(t <= end_at for t in ts)
+    on_screen = max(t for t in FREEZE_SCHEDULE if t <= end_at)
+    assert ts[-1] == pytest.approx(on_screen, abs=1e-3) and "end_at" in r.frames[-1].info.reason
+
+
+def test_explicit_window_over_a_freeze_uses_the_whole_budget(freeze_clip):
+    r = sample(freeze_clip, n=4, start=0.5, end=9.5)
+    ts = r.timestamps
+    assert len(ts) == 4 and len(set(ts)) == 4
+    assert all(0.5 - 1 / 30 <= t < 9.5 for t in ts)
+    assert 1.0 in ts and max(ts) >= 9.0
+
+
+def test_sparse_timestamps_use_the_whole_budget(tmp_path):
+    from framejudge.examples.synth import write_video
+    from tests.conftest import barcode_frame
+
+    schedule = [0.0, 0.04, 0.08, 5.0, 9.9, 9.94]
+    clip = write_video(tmp_path / "sparse.mp4", barcode_frame(320, 180), schedule, size=(320, 180))
+    for n in (2, 3, 4, 5):
+        r = sample(clip, n=n)
+        assert_true_frames(r, schedule)
+        assert len(r.timestamps) == n and len(set(r.timestamps)) == n
+    r = sample(clip, n=3)
+    assert r.timestamps[0] < 1.0 and 5.0 in r.timestamps and r.timestamps[-1] > 9.0
+
+
+def test_duplicated_timestamps_around_a_freeze_use_the_whole_budget(tmp_path):
+    from framejudge.examples.synth import write_video
+    from tests.conftest import barcode_frame
+
+    doubled = sorted(FREEZE_SCHEDULE + FREEZE_SCHEDULE)  # every timestamp written twice
+    clip = write_video(
+        tmp_path / "doubled.mkv", barcode_frame(320, 180), doubled, size=(320, 180), fmt="matroska",
+        bframes=0,
+    )
+    r = sample(clip, n=6)
+    assert any("duplicate timestamps" in w for w in r.warnings)
+    assert len(set(r.timestamps)) == 6 and 1.0 in r.timestamps and max(r.timestamps) >= 9.0

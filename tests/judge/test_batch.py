@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from framejudge.judge import Grader, ItemsError, ReferenceJudge, load_items, rea
 from framejudge.runner import run_batch
 from framejudge.judge.batch import summarize, wilson
 from framejudge.rubrics import get_rubric
-from framejudge.schema import Verdict
+from framejudge.schema import JudgeError, Verdict
 
 RUBRIC = get_rubric("video-qa")
 EXAMPLES = Path(__file__).parents[2] / "examples" / "items.jsonl"
@@ -85,6 +86,26 @@ def test_sigkill_mid_batch_then_rerun_loses_and_repeats_nothing(tmp_path):
     assert all(after[r.item_id] == r for r in partial)
 
 
+def test_ctrl_c_mid_batch_says_what_it_stops_and_a_rerun_finishes(tmp_path):
+    items_path = make_items(tmp_path / "items.jsonl", 5000)
+    out = tmp_path / "v.jsonl"
+    cmd = [sys.executable, "-m", "framejudge.cli", "grade", str(items_path), "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not out.exists() or out.stat().st_size < 50_000):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted: stopping the" in stderr and "stopped:" in stderr and "Traceback" not in stderr
+    partial = read_records(out)
+    assert 0 < len(partial) < 5000, "the batch should have been interrupted mid-run"
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    records = read_records(out)
+    assert sorted(r.item_id for r in records) == sorted(f"item-{i}" for i in range(5000))
+    assert records[: len(partial)] == partial
+
+
 def test_items_file_errors_name_the_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "turns": [{"question": "q", "response_a": "x"}]}\n{"id": "b", "turns": []}\n')
@@ -92,6 +113,10 @@ def test_items_file_errors_name_the_line(tmp_path):
         load_items(bad)
     bad.write_text('{"id": "a", "video": "https://x/y.mp4", "turns": [{"question": "q", "response_a": "x"}]}\n')
     with pytest.raises(ItemsError, match="video URLs are not fetched"):
+        load_items(bad)
+    bad.write_text('{"id": "a", "turns": [{"question": "q", "response_a": "x"}]}\n'
+                   '{"id": "b", "video": "", "turns": [{"question": "q", "response_a": "x"}]}\n')
+    with pytest.raises(ItemsError, match=r"bad.jsonl:2: video: .*video is empty"):
         load_items(bad)
     bad.write_text('{"id": "a", "turns": [{"question": "q", "response_a": "x"}]}\n' * 2)
     with pytest.raises(ItemsError, match="duplicate item id 'a'"):
@@ -114,8 +139,18 @@ def test_summary_counts_and_interval(tmp_path):
 
 
 def test_grade_command_on_the_bundled_examples(tmp_path):
+    items = tmp_path / "items.jsonl"
+    shutil.copy(EXAMPLES, items)
+    # Without the clips (made by `framejudge examples make`) every turn is a bad_input error.
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out",
+                           str(tmp_path / "none.jsonl")], capture_output=True, text=True, timeout=120)
+    records = read_records(tmp_path / "none.jsonl")
+    assert len(records) == 11 and all(isinstance(r, JudgeError) and r.kind == "bad_input" for r in records)
+    assert all("file not found" in r.message for r in records)
+    subprocess.run([sys.executable, "-m", "framejudge.cli", "examples", "make", str(tmp_path / "videos")],
+                   check=True, capture_output=True, timeout=120)
     out = tmp_path / "v.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(EXAMPLES), "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out", str(out),
                            "--summary-json", str(tmp_path / "s.json")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)

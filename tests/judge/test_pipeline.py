@@ -7,9 +7,11 @@ with a real model quickly); everything around it is the real pipeline and sample
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 
 import pytest
+from pydantic import ValidationError
 
 from framejudge.examples.clips import countdown
 from framejudge.examples.synth import cfr_times, write_video
@@ -159,11 +161,57 @@ def test_verdict_cache_makes_repeats_free(clip, tmp_path):
     assert len(judge.seen) == 2
 
 
-def test_reference_judge_skips_frames_even_with_a_video(tmp_path):
-    missing = tmp_path / "not-there.mp4"
-    item = Item(id="r", video=str(missing), turns=[{"question": "q", "response_a": "I cannot answer that."}])
-    [v] = run(Grader(ReferenceJudge(), RUBRIC), item)
+def test_reference_judge_skips_frames_even_with_a_video(clip):
+    def no_decoding(path, params):
+        raise AssertionError("the reference judge decoded frames")
+
+    item = Item(id="r", video=str(clip), turns=[{"question": "q", "response_a": "I cannot answer that."}])
+    [v] = run(Grader(ReferenceJudge(), RUBRIC, sample=no_decoding), item)
     assert v.provenance.frame_timestamps == [] and v.provenance.judge_backend == "reference"
+
+
+def _unreadable_videos(tmp_path):
+    folder = tmp_path / "folder.mp4"
+    folder.mkdir()
+    fifo = tmp_path / "pipe.mp4"
+    os.mkfifo(fifo)  # opening it to read would wait for a writer forever
+    empty = tmp_path / "empty.mp4"
+    empty.write_bytes(b"")
+    loop = tmp_path / "loop.mp4"
+    loop.symlink_to(loop)
+    return [(tmp_path / "not-there.mp4", "file not found"), (folder, "is a directory"),
+            (fifo, "named pipe"), (empty, "file is empty"), (loop, "symbolic link loop")]
+
+
+@pytest.mark.parametrize("responses", [("It shows 10.",), ("It shows 10.", "I cannot answer that."),
+                                       ("I cannot answer that.",)])
+def test_a_named_video_that_cannot_be_read_is_bad_input_for_every_judge(tmp_path, responses):
+    scripted = ScriptedJudge(lambda r: {"response_a": g("Successful")})
+    turn = {"question": "What number?", "response_a": responses[0]}
+    if len(responses) > 1:
+        turn["response_b"] = responses[1]
+    for video, reason in _unreadable_videos(tmp_path):
+        item = Item(id="v", video=str(video), turns=[turn])
+        for judge in (ReferenceJudge(), scripted):  # the error-string rules do not skip the check either
+            [e] = run(Grader(judge, RUBRIC, GradeOptions(cache=False)), item)
+            assert isinstance(e, JudgeError), (judge.backend, video)
+            assert e.kind == "bad_input" and reason in e.message and str(video) in e.message
+            assert e.provenance.video == str(video)
+    assert scripted.seen == []
+
+
+def test_relative_videos_are_checked_under_the_media_root(clip, tmp_path):
+    item = Item(id="rel", video=clip.name, turns=[{"question": "q", "response_a": "It shows 10."}])
+    [v] = run(Grader(ReferenceJudge(), RUBRIC, media_root=clip.parent), item)
+    assert isinstance(v, Verdict)
+    [e] = run(Grader(ReferenceJudge(), RUBRIC, media_root=tmp_path), item)
+    assert isinstance(e, JudgeError) and e.kind == "bad_input" and str(tmp_path / clip.name) in e.message
+
+
+@pytest.mark.parametrize("video", ["", "   "])
+def test_an_empty_video_name_is_refused_not_graded_as_no_video(video):
+    with pytest.raises(ValidationError, match="video is empty"):
+        Item(id="e", video=video, turns=[{"question": "q", "response_a": "a"}])
 
 
 def test_item_metadata_passes_through():

