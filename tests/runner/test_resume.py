@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -184,8 +185,12 @@ def test_mcq_rubric_is_refused_before_anything_is_graded(tmp_path):
 
 
 def test_grade_command_refuses_a_changed_rubric_and_regrades_on_request(tmp_path):
+    items = tmp_path / "items.jsonl"
+    shutil.copy(EXAMPLES, items)
+    subprocess.run([sys.executable, "-m", "framejudge.cli", "examples", "make", str(tmp_path / "videos")],
+                   check=True, capture_output=True, timeout=120)
     out = tmp_path / "v.jsonl"
-    cmd = [sys.executable, "-m", "framejudge.cli", "grade", str(EXAMPLES), "--out", str(out)]
+    cmd = [sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out", str(out)]
     assert subprocess.run(cmd, capture_output=True, timeout=120).returncode == 0
     first = read_records(out)
     changed = [*cmd, "--rubric", str(other_rubric(tmp_path))]
@@ -197,4 +202,5 @@ def test_grade_command_refuses_a_changed_rubric_and_regrades_on_request(tmp_path
     assert "11 verdict(s) graded differently move to" in proc.stderr
     assert json.loads(proc.stdout)["turns_graded"] == 11
     assert {r.provenance.rubric_id for r in read_records(out)} == {"video-qa-edited"}
+    assert all(isinstance(r, Verdict) for r in read_records(out))
     assert read_records(superseded_path(out)) == first
