@@ -34,6 +34,8 @@ def jsonl_objects(path: str | os.PathLike[str], text: str, error: type[ValueErro
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise error(f"{path}:{n}: not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise error(f"{path}:{n}: nested too deeply to read") from None
         if not isinstance(row, dict):
             raise error(f"{path}:{n}: each line must be a JSON object")
         rows.append((n, row))
@@ -81,6 +83,8 @@ def parse_yaml_model(text: str, source: str, model: type[M], error: type[Excepti
         where = f"{source}:{mark.line + 1}" if mark is not None else source
         problem = getattr(exc, "problem", None) or str(exc)
         raise error(f"{where}: not valid YAML ({problem})") from None
+    except RecursionError:
+        raise error(f"{source}: nested too deeply to read") from None
     if not isinstance(data, dict):
         raise error(f"{source}:1: {what}")
     if check is not None:

@@ -133,7 +133,7 @@ def cancel_job(engine: Engine, job_id: str) -> bool:
 def parse_items_body(raw: bytes, content_type: str) -> tuple[list[dict], dict]:
     """The items of a JSON list, {"items": [...], "options": {...}, "priority": N} or JSONL
     (application/x-ndjson, or recognised by its lines), and the object form's other fields."""
-    text = raw.decode("utf-8")
+    text = raw.decode("utf-8-sig")  # a byte-order mark is what spreadsheet programs write
     if "ndjson" in content_type or "jsonl" in content_type:
         return _jsonl(text), {}
     try:
@@ -142,6 +142,8 @@ def parse_items_body(raw: bytes, content_type: str) -> tuple[list[dict], dict]:
         if "json" in content_type:
             raise
         return _jsonl(text), {}
+    except RecursionError:
+        raise ValueError("the body is nested too deeply to read") from None
     extra: dict = {}
     if isinstance(data, dict):
         if "items" in data:
@@ -165,4 +167,6 @@ def _jsonl(text: str) -> list[dict]:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise ValueError(f"JSONL line {number}: {exc.msg}") from None
+            except RecursionError:
+                raise ValueError(f"JSONL line {number}: nested too deeply to read") from None
     return rows
