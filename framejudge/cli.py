@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -62,10 +63,20 @@ def frames(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
 ) -> None:
     """Sample frames from VIDEO and print what was sampled."""
+    from .files import OutputError, check_output, check_output_folder, write_problem
     from .frame_sampler import FrameSamplerError, SamplingWarning, sample_frames
     from .frame_sampler import contact_sheet as make_sheet
     from .frame_sampler import to_jpeg
 
+    try:
+        if out_dir is not None:
+            check_output_folder(out_dir, "frames")
+        if contact_sheet is not None:
+            check_output(contact_sheet, "contact sheet", inputs=[video])
+            check_image_name(contact_sheet)
+    except OutputError as exc:
+        fail(str(exc))
+    writing = "frames"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SamplingWarning)
@@ -85,16 +96,15 @@ def frames(
             )
         jpegs = [to_jpeg(f.image, quality) for f in result.frames]
         if out_dir is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
             for f, data in zip(result.frames, jpegs):
                 (out_dir / f"{f.info.timestamp:010.3f}s.jpg").write_bytes(data)
         if contact_sheet is not None:
-            contact_sheet.parent.mkdir(parents=True, exist_ok=True)
+            writing = "contact sheet"
             make_sheet([f.image for f in result.frames], result.timestamps).save(contact_sheet)
     except FrameSamplerError as exc:
         fail(str(exc))
     except OSError as exc:
-        fail(f"cannot write output: {exc}")
+        fail(write_problem(out_dir if writing == "frames" else contact_sheet, writing, exc))
 
     for w in result.warnings:
         err.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
@@ -134,6 +144,19 @@ def frames(
     out.print(table)
 
 
+def check_image_name(path: Path) -> None:
+    """An image file name whose extension names a format that can be written (.png, .jpg, ...)."""
+    from PIL import Image
+
+    from .files import OutputError
+
+    Image.init()
+    formats = Image.registered_extensions()
+    if formats.get(path.suffix.lower()) not in Image.SAVE:
+        given = f" (not {path.suffix!r})" if path.suffix else ""
+        raise OutputError(f"{path}: an image file name ends in .jpg, .png or .webp{given}")
+
+
 @examples_app.command("make")
 def examples_make(
     directory: Annotated[Path, typer.Argument(help="where to write the clips")] = Path("examples/videos"),
@@ -141,11 +164,15 @@ def examples_make(
 ) -> None:
     """Generate the bundled example clips (moving shapes, text, a scene cut, a countdown)."""
     from .examples.clips import make_examples
+    from .files import OutputError, check_output_folder, write_problem
 
     try:
+        check_output_folder(directory, "examples")
         paths = make_examples(directory, overwrite=overwrite)
+    except OutputError as exc:
+        fail(str(exc))
     except OSError as exc:
-        fail(f"cannot write examples: {exc}")
+        fail(write_problem(directory, "examples", exc))
     for p in paths:
         out.print(str(p))
 
@@ -191,7 +218,7 @@ def grade(
     from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from .files import first_problem
+    from .files import OutputError, check_output, first_problem, write_problem
     from .frame_sampler import InvalidRequest, make_params
     from .judge import Grader, ItemsError, JudgeSpecError, load_items
     from .rubrics import RubricError, get_rubric
@@ -203,6 +230,9 @@ def grade(
 
     try:
         the_items = load_items(items)
+        check_output(out_path, "verdicts", inputs=[items], read_back=True)
+        if summary_json is not None and str(summary_json) != "-":
+            check_output(summary_json, "summary", inputs=[items, out_path])
         the_rubric = get_rubric(rubric)
         judges = Judges.from_env(judges_file)
         judges.api_base = api_base or judges.api_base
@@ -221,7 +251,7 @@ def grade(
             raise ItemsError("--decode-memory-mb must be at least 256 and --decode-workers at least 1")
         options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
         todo = pending_turns(the_items, out_path)
-    except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest) as exc:
+    except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest, OutputError) as exc:
         fail(str(exc))
     except ValidationError as exc:  # an option the shared models refuse, named as the model names it
         fail(first_problem(exc, "option"))
@@ -265,11 +295,17 @@ def grade(
         try:
             summary = asyncio.run(run_batch(grader, the_items, out_path, concurrency=concurrency or 4,
                                             on_progress=show, prefetch=(decoder.workers if decoder else 0) + 2))
+        except OSError as exc:  # the verdicts written so far stay; a rerun resumes from them
+            fail(write_problem(out_path, "verdicts", exc) + " (the verdicts written so far are kept)")
         finally:
             if decoder is not None:
                 decoder.close()
-    if summary_json is not None:
-        summary_json.write_text(summary.model_dump_json(indent=1))
+    if summary_json is not None and str(summary_json) != "-":
+        try:
+            summary_json.write_text(summary.model_dump_json(indent=1), encoding="utf-8")
+        except OSError as exc:
+            out.print_json(summary.model_dump_json())
+            fail(write_problem(summary_json, "summary", exc))
     out.print_json(summary.model_dump_json())
 
 
@@ -291,9 +327,12 @@ def calibrate(
     from .calibration.audit import audit, audit_slices, compare_runs
     from .calibration.inputs import (LabelsError, human_rows, judge_rows, load_human_labels, swap_consistency,
                                      video_qa_fields)
+    from .files import OutputError
     from .judge import ItemsError, read_records
 
     try:
+        check_outputs({"result": out_path, "report": report, "disagreements": disagreements},
+                      inputs=[human, judge_path, compare])
         labels = load_human_labels(human)
         if not judge_path.exists():
             raise LabelsError(f"{judge_path}: no such verdicts file")
@@ -303,7 +342,7 @@ def calibrate(
         second = read_records(compare) if compare is not None else None
         if replicates < 1:
             raise LabelsError("--replicates must be at least 1")
-    except (LabelsError, ItemsError) as exc:
+    except (LabelsError, ItemsError, OutputError) as exc:
         fail(str(exc))
     rows_j, errors = judge_rows(records)
     fields = video_qa_fields()
@@ -321,21 +360,22 @@ def calibrate(
     for key in by or []:
         result.slices[key] = audit_slices(rows_h, rows_j, fields, key, replicates=replicates, seed=seed)
     comparison = compare_runs(rows_h, rows_j, judge_rows(second)[0], fields, replicates, seed) if second is not None else None
+    problems = []  # an output that fails does not lose the others, nor the tables below
     if out_path is not None:
         payload = result.model_dump(mode="json")
         if comparison is not None:
             payload["comparison"] = [c.model_dump(mode="json") for c in comparison]
-        out_path.write_text(json.dumps(payload, indent=1))
+        problems.append(write_output(out_path, "result", json.dumps(payload, indent=1)))
     if report is not None:
         from .calibration.report import render_html
 
-        report.write_text(render_html(result, comparison, title=f"framejudge calibration: {judge_path.name}"), encoding="utf-8")
+        problems.append(write_output(report, "report", render_html(
+            result, comparison, title=f"framejudge calibration: {judge_path.name}")))
     if disagreements is not None:
         from .calibration.inputs import relabel_rows
 
-        with open(disagreements, "w", encoding="utf-8") as f:
-            for row in relabel_rows(result.disagreements):
-                f.write(row.model_dump_json(exclude_none=True) + "\n")
+        problems.append(write_output(disagreements, "disagreements", "".join(
+            row.model_dump_json(exclude_none=True) + "\n" for row in relabel_rows(result.disagreements))))
 
     def fmt(iv) -> str:
         if iv.estimate is None:
@@ -371,6 +411,39 @@ def calibrate(
         out.print(t)
     if result.swap_consistency is not None:
         out.print(f"swap consistency of the judge: {result.swap_consistency:.3f}")
+    report_problems(problems)
+
+
+def check_outputs(outputs: dict[str, Optional[Path]], inputs: list[Optional[Path]]) -> None:
+    """Each output path (what it holds -> path) writable, none an input or another output."""
+    from .files import OutputError, check_output
+
+    given = [(what, path) for what, path in outputs.items() if path is not None]
+    for i, (what, path) in enumerate(given):
+        for other_what, other in given[:i]:
+            if path.absolute() == other.absolute():
+                raise OutputError(f"{path}: given for both the {other_what} and the {what}")
+        check_output(path, what, inputs=inputs)
+
+
+def write_output(path: Path, what: str, text: str) -> Optional[str]:
+    """Write one output file; the problem, if it could not be written, for report_problems."""
+    from .files import write_problem
+
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        return write_problem(path, what, exc)
+    return None
+
+
+def report_problems(problems: list[Optional[str]]) -> None:
+    """The outputs that could not be written, each an error line; exit 2 if there are any."""
+    problems = [p for p in problems if p]
+    for p in problems[:-1]:
+        err.print(f"[bold red]error:[/] {p}", highlight=False, soft_wrap=True)
+    if problems:
+        fail(problems[-1])
 
 
 def service_settings():  # type: ignore[no-untyped-def]
@@ -572,17 +645,18 @@ def mcq_score(
     details: Annotated[Optional[Path], typer.Option(help="write per-row results (JSONL) here")] = None,
 ) -> None:
     """Accuracy of multiple-choice predictions, with unparseable replies counted apart."""
+    from .files import OutputError
     from .rubrics.mcq import MCQScoreError, score_files
 
     try:
+        check_outputs({"details": details}, inputs=[predictions, gold])
         report = score_files(predictions, gold, key, prediction_field, gold_field, options_field)
-    except MCQScoreError as exc:
+    except (MCQScoreError, OutputError) as exc:
         fail(str(exc))
-    if details is not None:
-        with open(details, "w", encoding="utf-8") as f:
-            for row in report.rows:
-                f.write(row.model_dump_json() + "\n")
     out.print_json(report.model_dump_json(exclude={"rows"}))
+    if details is not None:
+        report_problems([write_output(details, "details", "".join(row.model_dump_json() + "\n"
+                                                                    for row in report.rows))])
 
 
 def main() -> None:
@@ -591,6 +665,15 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except BrokenPipeError:  # the reader of stdout went away (`| head`): stop quietly, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more can go there
+        err.print(f"[bold red]error:[/] cannot write the output: {exc.strerror}", highlight=False)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

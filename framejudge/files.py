@@ -1,11 +1,12 @@
-"""Reading user files (items, labels, predictions) with errors that name the file and line."""
+"""Reading user files (items, labels, predictions) with errors that name the file and line, and
+checking where output files go before any work starts."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import yaml
@@ -105,3 +106,62 @@ def parse_yaml_model(text: str, source: str, model: type[M], error: type[Excepti
 def plain_problem(exc: ValidationError) -> str:
     """The first validation problem's message alone, in plain words."""
     return exc.errors()[0]["msg"].removeprefix("Value error, ")
+
+
+class OutputError(ValueError):
+    """An output path that cannot be written; the message names it and why."""
+
+
+def check_output(path: str | os.PathLike[str], what: str, inputs: Iterable[str | os.PathLike[str] | None] = (),
+                 read_back: bool = False) -> None:
+    """Refuse, before the work, an output path that cannot take the output: a folder, one of the
+    command's inputs, a file or folder that cannot be created or written. Missing parent folders
+    are created. Devices and pipes (/dev/stdout) are taken as they are, unless the file is also
+    `read_back` (appended to and read again on a rerun), which needs a regular file."""
+    p = Path(path)
+    if p.is_dir():
+        raise OutputError(f"{p}: is a folder, not a file for the {what}")
+    for other in inputs:
+        if other is not None and (p.absolute() == Path(other).absolute()
+                                  or (p.exists() and Path(other).exists() and p.samefile(other))):
+            raise OutputError(f"{p}: the {what} would overwrite an input of this command")
+    if p.exists() and not p.is_file():
+        if read_back:
+            raise OutputError(f"{p}: not a regular file (the {what} file is appended to and read back on a rerun)")
+        return
+    existed = p.exists()
+    try:
+        _make_folder(p.parent, what)
+        with open(p, "a", encoding="utf-8"):
+            pass
+        if not existed:
+            p.unlink()
+    except OSError as exc:
+        raise OutputError(write_problem(p, what, exc)) from None
+
+
+def check_output_folder(path: str | os.PathLike[str], what: str) -> None:
+    """Refuse, before the work, a folder for output files that cannot be created or written in."""
+    import tempfile
+
+    p = Path(path)
+    try:
+        _make_folder(p, what)
+        with tempfile.TemporaryFile(dir=p):
+            pass
+    except OSError as exc:
+        raise OutputError(write_problem(p, what, exc)) from None
+
+
+def _make_folder(folder: Path, what: str) -> None:
+    for existing in (folder, *folder.parents):
+        if existing.exists():
+            if not existing.is_dir():
+                raise OutputError(f"cannot write the {what} under {folder}: {existing} is not a folder")
+            break
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def write_problem(path: str | os.PathLike[str], what: str, exc: OSError) -> str:
+    """The message for an output that failed while it was written (a full disk, a quota)."""
+    return f"cannot write the {what} to {path}: {exc.strerror or exc}"
