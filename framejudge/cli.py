@@ -456,6 +456,18 @@ def service_settings():  # type: ignore[no-untyped-def]
         fail(str(exc))
 
 
+def service_database(url: str):  # type: ignore[no-untyped-def]
+    """The service's database, created or brought up to date; one that cannot be opened is an
+    error line naming FRAMEJUDGE_SERVICE_DB, exit 2."""
+    from .db import open_problem, shown_url
+    from .service.store import engine_for
+
+    try:
+        return engine_for(url)
+    except Exception as exc:  # noqa: BLE001 - a database that cannot be opened is a setup error
+        fail(f"FRAMEJUDGE_SERVICE_DB: cannot open the database {shown_url(url)}: {open_problem(exc)}")
+
+
 keys_app = typer.Typer(help="API keys for the HTTP service.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
@@ -466,10 +478,10 @@ def keys_create(
     name: Annotated[str, typer.Option(help="who or what the key is for")] = "",
 ) -> None:
     """Create an API key; it is printed once (only its hash is stored)."""
-    from .service.store import create_key, engine_for
+    from .service.store import create_key
 
     try:
-        key = create_key(engine_for(service_settings().database_url), scope, name)
+        key = create_key(service_database(service_settings().database_url), scope, name)
     except ValueError as exc:
         fail(str(exc))
     print(key)
@@ -478,12 +490,13 @@ def keys_create(
 @keys_app.command("list")
 def keys_list() -> None:
     """List API keys (ids, names, scopes; never secrets)."""
-    from .service.store import engine_for, list_keys
+    from .service.store import list_keys
 
+    engine = service_database(service_settings().database_url)
     table = Table()
     for col in ("id", "name", "scopes", "created", "state"):
         table.add_column(col)
-    for k in list_keys(engine_for(service_settings().database_url)):
+    for k in list_keys(engine):
         table.add_row(k.id, k.name, k.scopes, k.created_at.strftime("%Y-%m-%d %H:%M"),
                       "revoked" if k.revoked else "active")
     out.print(table)
@@ -492,11 +505,12 @@ def keys_list() -> None:
 @keys_app.command("revoke")
 def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id, as `keys list` shows it, or the whole key")]) -> None:
     """Revoke an API key: requests with it are refused (401) from then on."""
-    from .service.store import engine_for, revoke_key
+    from .service.store import revoke_key
 
+    engine = service_database(service_settings().database_url)
     parts = key_id.split("_")
     key_id = parts[1] if len(parts) >= 3 and parts[0] == "fj" else key_id
-    if not revoke_key(engine_for(service_settings().database_url), key_id):
+    if not revoke_key(engine, key_id):
         fail(f"no API key with id {key_id!r}")
     print(f"revoked {key_id}")
 
@@ -513,11 +527,11 @@ def uploads_prune(
     from datetime import timedelta
 
     from .service.maintenance import prune_uploads
-    from .service.store import engine_for
 
     settings = service_settings()
     assert settings.upload_dir is not None
-    deleted = prune_uploads(engine_for(settings.database_url), settings.upload_dir, timedelta(days=older_than_days))
+    engine = service_database(settings.database_url)
+    deleted = prune_uploads(engine, settings.upload_dir, timedelta(days=older_than_days))
     print(f"deleted {len(deleted)} upload(s), {sum(u.bytes for u in deleted) / 1024**2:.1f} MiB")
 
 
@@ -527,18 +541,27 @@ def serve(
     port: Annotated[int, typer.Option(help="port")] = 8000,
 ) -> None:
     """Run the HTTP API (settings from FRAMEJUDGE_SERVICE_DB, FRAMEJUDGE_MEDIA_ROOT, ...)."""
+    import socket
+
     import uvicorn
 
     from .runner.judges import JudgesFileError
     from .service.app import create_app
 
-    from .service.settings import SettingsError
-
+    if not 0 <= port <= 65535:
+        fail(f"--port: {port} is not a TCP port (0 to 65535)")
+    settings = service_settings()
+    service_database(settings.database_url)
     try:
-        app = create_app()
-    except (JudgesFileError, SettingsError) as exc:
+        app = create_app(settings)
+    except JudgesFileError as exc:
         fail(str(exc))
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    try:  # bound here, so an address in use or a bad host is an error line before anything starts
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.create_server((host, port), family=family)
+    except OSError as exc:
+        fail(f"--host/--port: cannot listen on {host} port {port}: {exc.strerror or exc}")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 @app.command()
@@ -558,17 +581,15 @@ def worker(
     from .runner.decode import SharedDecodes
     from .runner.graders import GraderCache
     from .runner.judges import Judges, JudgesFileError, load_judges_file
+    from .db import shown_url
     from .runner.worker import QueueWorker
-    from .service.store import engine_for
 
     settings = service_settings()
     try:
         configs = load_judges_file(settings.judges_file) if settings.judges_file else []
-        engine = engine_for(settings.database_url)
     except JudgesFileError as exc:
         fail(str(exc))
-    except Exception as exc:  # noqa: BLE001 - a database that cannot be reached is a setup error
-        fail(f"cannot open the database {settings.database_url.split('@')[-1]}: {type(exc).__name__}: {exc}")
+    engine = service_database(settings.database_url)
     if max_in_flight is not None and max_in_flight < 1:
         fail("--max-in-flight must be at least 1")
     decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,
@@ -582,7 +603,7 @@ def worker(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        err.print(f"worker {queue_worker.name} grading from {settings.database_url.split('@')[-1]}", highlight=False)
+        err.print(f"worker {queue_worker.name} grading from {shown_url(settings.database_url)}", highlight=False)
         await queue_worker.run(stop)
 
     try:
