@@ -49,13 +49,6 @@ class Settings(BaseModel):
                                                            "a heartbeat (a dead worker's items wait this long)")
     worker_max_in_flight: int = Field(256, ge=1, le=10_000, description="items one worker grades at once, at most")
 
-    @field_validator("media_root")
-    @classmethod
-    def _media_root(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_dir():
-            raise ValueError(f"{value} is not a folder" if value.exists() else f"{value}: no such folder")
-        return value
-
     @field_validator("upload_dir")
     @classmethod
     def _upload_folder(cls, value: Path | None) -> Path | None:
@@ -109,6 +102,10 @@ class Settings(BaseModel):
                 data["max_upload_bytes"] = int(float(env["FRAMEJUDGE_MAX_UPLOAD_MB"]) * 1024**2)
             except (ValueError, OverflowError):  # nan, inf
                 raise SettingsError("FRAMEJUDGE_MAX_UPLOAD_MB: not a number of megabytes") from None
+        root = env.get("FRAMEJUDGE_MEDIA_ROOT")
+        if root and not Path(root).is_dir():  # a server started on it would refuse every path
+            why = f"{root} is not a folder" if Path(root).exists() else f"{root}: no such folder"
+            raise SettingsError(f"FRAMEJUDGE_MEDIA_ROOT: {why}")
         try:
             return cls(**data)
         except ValidationError as exc:
