@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -277,7 +278,7 @@ def grade(
                     **({"sample": sample} if sample else {}))
     progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False)
-    with progress:
+    with progress, contextlib.redirect_stdout(sys.stderr):  # stdout holds the summary alone, whatever a library prints
         task = progress.add_task("grade", total=todo, state="")
 
         def show(state: RunProgress) -> None:
