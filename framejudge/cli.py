@@ -619,21 +619,27 @@ RubricDirs = Annotated[
 ]
 
 
+def check_rubric_dirs(dirs: Optional[list[Path]]) -> None:
+    for folder in dirs or []:
+        if not folder.is_dir():
+            fail(f"--dir {folder}: no such folder" if not folder.exists() else f"--dir {folder}: not a folder")
+
+
 @rubrics_app.command("list")
 def rubrics_list(dirs: RubricDirs = None) -> None:
-    """List the rubrics available (built in, FRAMEJUDGE_RUBRICS folders, --dir)."""
-    from .rubrics import RubricError, all_rubrics
+    """List the rubrics available (built in, FRAMEJUDGE_RUBRICS folders, --dir) and the file each
+    comes from; files that cannot be used are reported after the list (exit 2)."""
+    from .rubrics import scan_rubrics
 
-    try:
-        found = all_rubrics(dirs or [])
-    except RubricError as exc:
-        fail(str(exc))
+    check_rubric_dirs(dirs)
+    scan = scan_rubrics(dirs or [])
     table = Table()
-    for col in ("id", "kind", "version", "hash", "title"):
+    for col in ("id", "kind", "version", "hash", "title", "from"):
         table.add_column(col)
-    for r in found.values():
-        table.add_row(r.id, r.kind, r.version, r.content_hash, r.title)
+    for r in scan.rubrics.values():
+        table.add_row(r.id, r.kind, r.version, r.content_hash, r.title, scan.sources[r.id])
     out.print(table)
+    report_problems(scan.problems)
 
 
 @rubrics_app.command("show")
@@ -646,6 +652,7 @@ def rubrics_show(
     from .rubrics import RubricError, get_rubric
     from .rubrics.prompt import rubric_text
 
+    check_rubric_dirs(dirs)
     try:
         rubric = get_rubric(ref, dirs or [])
     except RubricError as exc:

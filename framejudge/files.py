@@ -72,6 +72,30 @@ def line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
+def repeated_key(root: yaml.Node | None) -> tuple[str, int, int] | None:
+    """(key, first line, repeated line) of the first mapping key given twice; YAML loaders keep
+    the last silently."""
+    stack = [root] if root is not None else []
+    seen_nodes: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:  # an alias: the same node again
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            lines: dict[str, int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    line = key.start_mark.line + 1
+                    if key.value in lines:
+                        return key.value, lines[key.value], line
+                    lines[key.value] = line
+                stack.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return None
+
+
 def parse_yaml_model(text: str, source: str, model: type[M], error: type[Exception], what: str,
                      check: Callable[[dict[str, Any], yaml.Node], None] | None = None) -> M:
     """A YAML mapping validated as `model`; every problem as 'source:line: field.path: message'.
@@ -88,6 +112,10 @@ def parse_yaml_model(text: str, source: str, model: type[M], error: type[Excepti
         raise error(f"{source}: nested too deeply to read") from None
     if not isinstance(data, dict):
         raise error(f"{source}:1: {what}")
+    twice = repeated_key(root)
+    if twice is not None:
+        key, first, line = twice
+        raise error(f"{source}:{line}: {key!r} is given twice (first on line {first}); give each key once")
     if check is not None:
         check(data, root)
     try:
