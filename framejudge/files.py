@@ -15,14 +15,36 @@ from pydantic import BaseModel, ValidationError
 M = TypeVar("M", bound=BaseModel)
 
 
-def read_text(path: str | os.PathLike[str], what: str, error: type[ValueError]) -> str:
+def read_text(path: str | os.PathLike[str], what: str, error: type[Exception]) -> str:
+    """A UTF-8 text file (with or without the byte-order mark spreadsheet programs write)."""
     p = Path(path)
     try:
-        return p.read_text(encoding="utf-8")
+        data = p.read_bytes()
     except FileNotFoundError:
         raise error(f"{p}: no such {what} file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"{p}: cannot read ({exc})") from None
+    except IsADirectoryError:
+        raise error(f"{p}: is a folder, not a {what} file") from None
+    except OSError as exc:
+        raise error(f"{p}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return utf8_text(data)
+    except UnicodeDecodeError as exc:
+        raise error(f"{p}:{text_line(exc.object, exc.start)}: {not_utf8(exc)}") from None
+
+
+def utf8_text(data: bytes) -> str:
+    """UTF-8 without a leading byte-order mark; a UnicodeDecodeError's offsets are after the mark."""
+    return data.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+
+
+def text_line(data: bytes, offset: int) -> int:
+    return data.count(b"\n", 0, offset) + 1
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    data, offset = exc.object, exc.start
+    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return f"not UTF-8 text (byte 0x{data[offset]:02x} at column {column}); save the file as UTF-8"
 
 
 def jsonl_objects(path: str | os.PathLike[str], text: str, error: type[ValueError]) -> list[tuple[int, dict[str, Any]]]:

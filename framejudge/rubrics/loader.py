@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..files import parse_yaml_model
+from ..files import parse_yaml_model, read_text
 from .model import Rubric
 
 
@@ -22,13 +22,7 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
 
 def load_rubric(path: str | os.PathLike[str]) -> Rubric:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RubricError(f"{p}: no such rubric file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RubricError(f"{p}: cannot read ({exc})") from None
-    return parse_rubric(text, str(p))
+    return parse_rubric(read_text(p, "rubric", RubricError), str(p))
 
 
 @functools.cache
