@@ -209,7 +209,7 @@ def grade(
     summary_json: Annotated[Optional[Path], typer.Option(help="also write the summary as JSON here")] = None,
     decode_timeout: Annotated[float, typer.Option(
         help="each video's sampling is limited to this many seconds in its decoding process")] = 600.0,
-    decode_memory_mb: Annotated[int, typer.Option(help="memory cap per decoding process")] = 4096,
+    decode_memory_mb: Annotated[int, typer.Option(help="memory cap per decoding process, MB (at least 256)")] = 4096,
     decode_workers: Annotated[Optional[int], typer.Option(
         help="decoding processes, working while model calls wait [default: the CPU count]")] = None,
 ) -> None:
@@ -246,10 +246,20 @@ def grade(
         params = make_params(n=n, strategy=strategy, fps=fps, lookback=lookback, max_side=max_side)
         if samples < 1:
             raise ItemsError("--samples must be at least 1")
+        if samples > 1 and the_judge.deterministic:
+            raise ItemsError(f"--samples {samples}: the {judge} judge is deterministic, so every sample would be "
+                             "the same; leave --samples at 1")
+        if blind and not the_judge.needs_frames:
+            raise ItemsError(f"--blind: the {judge} judge never sees frames, so grading without them changes nothing")
+        if media_root is not None and not media_root.is_dir():
+            raise ItemsError(f"--media-root {media_root}: " + ("not a folder" if media_root.exists() else "no such folder"))
         if not decode_timeout > 0 or decode_timeout == float("inf"):
             raise ItemsError("--decode-timeout must be more than 0 seconds")
-        if decode_memory_mb < 256 or (decode_workers is not None and decode_workers < 1):
-            raise ItemsError("--decode-memory-mb must be at least 256 and --decode-workers at least 1")
+        if decode_memory_mb < 256:
+            raise ItemsError(f"--decode-memory-mb {decode_memory_mb}: the cap must be at least 256 (there is no "
+                             "uncapped decoding)")
+        if decode_workers is not None and decode_workers < 1:
+            raise ItemsError("--decode-workers must be at least 1")
         options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
         todo = pending_turns(the_items, out_path)
     except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest, OutputError) as exc:
@@ -347,6 +357,8 @@ def calibrate(
         fail(str(exc))
     rows_j, errors = judge_rows(records)
     fields = video_qa_fields()
+    rows_h = human_rows(labels)
+    check_calibration_inputs(rows_h, rows_j, records, fields, by or [], judge_path)
     with Progress(TextColumn("bootstrap {task.fields[field]}"), BarColumn(), MofNCompleteColumn(), console=err,
                   transient=True) as progress:
         task = progress.add_task("b", total=replicates * 3 * len(fields), field="")
@@ -354,7 +366,6 @@ def calibrate(
         def tick(field: str, b: int) -> None:
             progress.update(task, advance=1, field=field)
 
-        rows_h = human_rows(labels)
         result = audit(rows_h, rows_j, fields, judge_errors=errors, replicates=replicates, seed=seed,
                        progress=tick)
     result.swap_consistency = swap_consistency(records)
@@ -413,6 +424,35 @@ def calibrate(
     if result.swap_consistency is not None:
         out.print(f"swap consistency of the judge: {result.swap_consistency:.3f}")
     report_problems(problems)
+
+
+def check_calibration_inputs(rows_h: list, rows_j: list, records: list, fields: list, by: list[str],
+                             judge_path: Path) -> None:
+    """Refuse a calibration that would measure nothing (no labelled turn has a verdict, a --by key
+    nobody has), and warn about labelled turns the judge has no verdict for."""
+    from .calibration.audit import slice_key
+
+    graded = {(r.item_id, r.turn) for r in records}  # verdicts and judge errors
+    labelled = sorted({(h.item_id, h.turn) for h in rows_h})
+    unjudged = [u for u in labelled if u not in graded]
+    if unjudged and len(unjudged) == len(labelled):
+        fail(f"none of the {len(labelled)} labelled turn(s) has a verdict in {judge_path} (the labels name items "
+             f"such as {unjudged[0][0]!r}): are these the labels of this run?")
+    if unjudged:
+        examples = ", ".join(f"{i!r} turn {t}" for i, t in unjudged[:3])
+        err.print(f"[yellow]warning:[/] {len(unjudged)} of {len(labelled)} labelled turn(s) have no verdict in "
+                  f"{judge_path} ({examples}{', ...' if len(unjudged) > 3 else ''}); they count toward the human "
+                  "ceiling only", highlight=False, soft_wrap=True)
+    names = {f.name for f in fields}
+    for key in by:
+        if key in names:
+            found = any(h.values.get(key) is not None for h in rows_h)
+        else:
+            found = any(slice_key(r, key) is not None for r in [*rows_h, *rows_j])
+        if not found:
+            known = sorted({k for r in [*rows_h, *rows_j] for k in r.metadata})
+            fail(f"--by {key}: no label or verdict has it (use turn, a label field such as category_a"
+                 + (f", or a metadata field: {', '.join(known)})" if known else ")"))
 
 
 def check_outputs(outputs: dict[str, Optional[Path]], inputs: list[Optional[Path]]) -> None:
