@@ -345,11 +345,10 @@ def calibrate(
         check_outputs({"result": out_path, "report": report, "disagreements": disagreements},
                       inputs=[human, judge_path, compare])
         labels = load_human_labels(human)
-        if not judge_path.exists():
-            raise LabelsError(f"{judge_path}: no such verdicts file")
+        for verdicts in (judge_path, compare):
+            if verdicts is not None and not verdicts.is_file():
+                raise LabelsError(f"{verdicts}: " + ("not a regular file" if verdicts.exists() else "no such verdicts file"))
         records = read_records(judge_path)
-        if compare is not None and not compare.exists():
-            raise LabelsError(f"{compare}: no such verdicts file")
         second = read_records(compare) if compare is not None else None
         if replicates < 1:
             raise LabelsError("--replicates must be at least 1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -19,11 +20,14 @@ def read_text(path: str | os.PathLike[str], what: str, error: type[Exception]) -
     """A UTF-8 text file (with or without the byte-order mark spreadsheet programs write)."""
     p = Path(path)
     try:
+        mode = p.stat().st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):  # /dev/zero would be read forever
+            raise error(f"{p}: is a device, not a file")
         data = p.read_bytes()
     except FileNotFoundError:
         raise error(f"{p}: no such {what} file") from None
     except IsADirectoryError:
-        raise error(f"{p}: is a folder, not a {what} file") from None
+        raise error(f"{p}: is a folder, not a file") from None
     except OSError as exc:
         raise error(f"{p}: cannot read ({exc.strerror or exc})") from None
     try:

@@ -162,3 +162,17 @@ def test_calibrate_keeps_the_outputs_that_could_be_written(tmp_path, run):
     refused(proc, f"cannot write the report to {report}: File too large")
     assert json.loads(result.read_text())["fields"]  # written before the report failed
     assert "judge vs humans" in proc.stdout  # and the tables are printed
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero on this system")
+def test_input_paths_that_are_folders_or_devices(tmp_path, run):
+    zero = Path("/dev/zero")  # read to its end, it never ends
+    refused(cli("grade", tmp_path, "--out", tmp_path / "v.jsonl"), f"{tmp_path}: is a folder, not a file")
+    refused(cli("grade", zero, "--out", tmp_path / "v.jsonl", timeout=60), "/dev/zero: is a device, not a file")
+    refused(cli("grade", EXAMPLES, "--out", tmp_path / "v.jsonl", "--judges", zero, timeout=60), "is a device")
+    refused(cli("calibrate", "--human", zero, "--judge", run["verdicts"], timeout=60), "is a device")
+    for verdicts in (zero, tmp_path):
+        refused(cli("calibrate", "--human", run["labels"], "--judge", verdicts, timeout=60),
+                f"{verdicts}: not a regular file")
+    refused(cli("calibrate", "--human", run["labels"], "--judge", run["verdicts"], "--compare", tmp_path),
+            f"{tmp_path}: not a regular file")
