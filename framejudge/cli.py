@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import sys
@@ -62,10 +64,20 @@ def frames(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
 ) -> None:
     """Sample frames from VIDEO and print what was sampled."""
+    from .files import OutputError, check_output, check_output_folder, write_problem
     from .frame_sampler import FrameSamplerError, SamplingWarning, sample_frames
     from .frame_sampler import contact_sheet as make_sheet
     from .frame_sampler import to_jpeg
 
+    try:
+        if out_dir is not None:
+            check_output_folder(out_dir, "frames")
+        if contact_sheet is not None:
+            check_output(contact_sheet, "contact sheet", inputs=[video])
+            check_image_name(contact_sheet)
+    except OutputError as exc:
+        fail(str(exc))
+    writing = "frames"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SamplingWarning)
@@ -85,16 +97,15 @@ def frames(
             )
         jpegs = [to_jpeg(f.image, quality) for f in result.frames]
         if out_dir is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
             for f, data in zip(result.frames, jpegs):
                 (out_dir / f"{f.info.timestamp:010.3f}s.jpg").write_bytes(data)
         if contact_sheet is not None:
-            contact_sheet.parent.mkdir(parents=True, exist_ok=True)
+            writing = "contact sheet"
             make_sheet([f.image for f in result.frames], result.timestamps).save(contact_sheet)
     except FrameSamplerError as exc:
         fail(str(exc))
     except OSError as exc:
-        fail(f"cannot write output: {exc}")
+        fail(write_problem(out_dir if writing == "frames" else contact_sheet, writing, exc))
 
     for w in result.warnings:
         err.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
@@ -134,6 +145,19 @@ def frames(
     out.print(table)
 
 
+def check_image_name(path: Path) -> None:
+    """An image file name whose extension names a format that can be written (.png, .jpg, ...)."""
+    from PIL import Image
+
+    from .files import OutputError
+
+    Image.init()
+    formats = Image.registered_extensions()
+    if formats.get(path.suffix.lower()) not in Image.SAVE:
+        given = f" (not {path.suffix!r})" if path.suffix else ""
+        raise OutputError(f"{path}: an image file name ends in .jpg, .png or .webp{given}")
+
+
 @examples_app.command("make")
 def examples_make(
     directory: Annotated[Path, typer.Argument(help="where to write the clips")] = Path("examples/videos"),
@@ -141,11 +165,15 @@ def examples_make(
 ) -> None:
     """Generate the bundled example clips (moving shapes, text, a scene cut, a countdown)."""
     from .examples.clips import make_examples
+    from .files import OutputError, check_output_folder, write_problem
 
     try:
+        check_output_folder(directory, "examples")
         paths = make_examples(directory, overwrite=overwrite)
+    except OutputError as exc:
+        fail(str(exc))
     except OSError as exc:
-        fail(f"cannot write examples: {exc}")
+        fail(write_problem(directory, "examples", exc))
     for p in paths:
         out.print(str(p))
 
@@ -184,7 +212,7 @@ def grade(
     summary_json: Annotated[Optional[Path], typer.Option(help="also write the summary as JSON here")] = None,
     decode_timeout: Annotated[float, typer.Option(
         help="each video's sampling is limited to this many seconds in its decoding process")] = 600.0,
-    decode_memory_mb: Annotated[int, typer.Option(help="memory cap per decoding process")] = 4096,
+    decode_memory_mb: Annotated[int, typer.Option(help="memory cap per decoding process, MB (at least 256)")] = 4096,
     decode_workers: Annotated[Optional[int], typer.Option(
         help="decoding processes, working while model calls wait [default: the CPU count]")] = None,
 ) -> None:
@@ -195,7 +223,7 @@ def grade(
     from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from .files import first_problem
+    from .files import OutputError, check_output, first_problem, write_problem
     from .frame_sampler import InvalidRequest, make_params
     from .judge import Grader, ItemsError, JudgeSpecError, load_items
     from .rubrics import RubricError, get_rubric
@@ -208,6 +236,9 @@ def grade(
 
     try:
         the_items = load_items(items)
+        check_output(out_path, "verdicts", inputs=[items], read_back=True)
+        if summary_json is not None and str(summary_json) != "-":
+            check_output(summary_json, "summary", inputs=[items, out_path])
         the_rubric = get_rubric(rubric)
         judges = Judges.from_env(judges_file)
         judges.api_base = api_base or judges.api_base
@@ -220,14 +251,25 @@ def grade(
         params = make_params(n=n, strategy=strategy, fps=fps, lookback=lookback, max_side=max_side)
         if samples < 1:
             raise ItemsError("--samples must be at least 1")
+        if samples > 1 and the_judge.deterministic:
+            raise ItemsError(f"--samples {samples}: the {judge} judge is deterministic, so every sample would be "
+                             "the same; leave --samples at 1")
+        if blind and not the_judge.needs_frames:
+            raise ItemsError(f"--blind: the {judge} judge never sees frames, so grading without them changes nothing")
+        if media_root is not None and not media_root.is_dir():
+            raise ItemsError(f"--media-root {media_root}: " + ("not a folder" if media_root.exists() else "no such folder"))
         if not decode_timeout > 0 or decode_timeout == float("inf"):
             raise ItemsError("--decode-timeout must be more than 0 seconds")
-        if decode_memory_mb < 256 or (decode_workers is not None and decode_workers < 1):
-            raise ItemsError("--decode-memory-mb must be at least 256 and --decode-workers at least 1")
+        if decode_memory_mb < 256:
+            raise ItemsError(f"--decode-memory-mb {decode_memory_mb}: the cap must be at least 256 (there is no "
+                             "uncapped decoding)")
+        if decode_workers is not None and decode_workers < 1:
+            raise ItemsError("--decode-workers must be at least 1")
         options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
         grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent)
         plan = plan_resume(grader, the_items, out_path, regrade=regrade)
-    except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest, ResumeConflict) as exc:
+    except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest, ResumeConflict,
+            OutputError) as exc:
         fail(str(exc))
     except ValidationError as exc:  # an option the shared models refuse, named as the model names it
         fail(first_problem(exc, "option"))
@@ -272,7 +314,7 @@ def grade(
         progress.stop()
         err.print(f"interrupted again: exiting now; finished records are in {out_path}", highlight=False)
 
-    with progress:
+    with progress, contextlib.redirect_stdout(sys.stderr):  # stdout holds the summary alone, whatever a library prints
         task = progress.add_task("grade", total=todo, state="")
 
         def show(state: RunProgress) -> None:
@@ -298,11 +340,17 @@ def grade(
             err.print(f"stopped: {run_state['now'].done} turn(s) graded by this run are in {out_path}; the same command "
                       "grades the rest", highlight=False)
             raise typer.Exit(INTERRUPTED_EXIT) from None
+        except OSError as exc:  # the verdicts written so far stay; a rerun resumes from them
+            fail(write_problem(out_path, "verdicts", exc) + " (the verdicts written so far are kept)")
         finally:
             if decoder is not None:
                 decoder.close()
-    if summary_json is not None:
-        summary_json.write_text(summary.model_dump_json(indent=1))
+    if summary_json is not None and str(summary_json) != "-":
+        try:
+            summary_json.write_text(summary.model_dump_json(indent=1), encoding="utf-8")
+        except OSError as exc:
+            out.print_json(summary.model_dump_json())
+            fail(write_problem(summary_json, "summary", exc))
     out.print_json(summary.model_dump_json())
 
 
@@ -324,22 +372,26 @@ def calibrate(
     from .calibration.audit import audit, audit_slices, compare_runs
     from .calibration.inputs import (LabelsError, human_rows, judge_rows, load_human_labels, swap_consistency,
                                      video_qa_fields)
+    from .files import OutputError
     from .judge import ItemsError, read_records
 
     try:
+        check_outputs({"result": out_path, "report": report, "disagreements": disagreements},
+                      inputs=[human, judge_path, compare])
         labels = load_human_labels(human)
-        if not judge_path.exists():
-            raise LabelsError(f"{judge_path}: no such verdicts file")
+        for verdicts in (judge_path, compare):
+            if verdicts is not None and not verdicts.is_file():
+                raise LabelsError(f"{verdicts}: " + ("not a regular file" if verdicts.exists() else "no such verdicts file"))
         records = read_records(judge_path)
-        if compare is not None and not compare.exists():
-            raise LabelsError(f"{compare}: no such verdicts file")
         second = read_records(compare) if compare is not None else None
         if replicates < 1:
             raise LabelsError("--replicates must be at least 1")
-    except (LabelsError, ItemsError) as exc:
+    except (LabelsError, ItemsError, OutputError) as exc:
         fail(str(exc))
     rows_j, errors = judge_rows(records)
     fields = video_qa_fields()
+    rows_h = human_rows(labels)
+    check_calibration_inputs(rows_h, rows_j, records, fields, by or [], judge_path)
     with Progress(TextColumn("bootstrap {task.fields[field]}"), BarColumn(), MofNCompleteColumn(), console=err,
                   transient=True) as progress:
         task = progress.add_task("b", total=replicates * 3 * len(fields), field="")
@@ -347,28 +399,28 @@ def calibrate(
         def tick(field: str, b: int) -> None:
             progress.update(task, advance=1, field=field)
 
-        rows_h = human_rows(labels)
         result = audit(rows_h, rows_j, fields, judge_errors=errors, replicates=replicates, seed=seed,
                        progress=tick)
     result.swap_consistency = swap_consistency(records)
     for key in by or []:
         result.slices[key] = audit_slices(rows_h, rows_j, fields, key, replicates=replicates, seed=seed)
     comparison = compare_runs(rows_h, rows_j, judge_rows(second)[0], fields, replicates, seed) if second is not None else None
+    problems = []  # an output that fails does not lose the others, nor the tables below
     if out_path is not None:
         payload = result.model_dump(mode="json")
         if comparison is not None:
             payload["comparison"] = [c.model_dump(mode="json") for c in comparison]
-        out_path.write_text(json.dumps(payload, indent=1))
+        problems.append(write_output(out_path, "result", json.dumps(payload, indent=1)))
     if report is not None:
         from .calibration.report import render_html
 
-        report.write_text(render_html(result, comparison, title=f"framejudge calibration: {judge_path.name}"), encoding="utf-8")
+        problems.append(write_output(report, "report", render_html(
+            result, comparison, title=f"framejudge calibration: {judge_path.name}")))
     if disagreements is not None:
         from .calibration.inputs import relabel_rows
 
-        with open(disagreements, "w", encoding="utf-8") as f:
-            for row in relabel_rows(result.disagreements):
-                f.write(row.model_dump_json(exclude_none=True) + "\n")
+        problems.append(write_output(disagreements, "disagreements", "".join(
+            row.model_dump_json(exclude_none=True) + "\n" for row in relabel_rows(result.disagreements))))
 
     def fmt(iv) -> str:
         if iv.estimate is None:
@@ -404,6 +456,68 @@ def calibrate(
         out.print(t)
     if result.swap_consistency is not None:
         out.print(f"swap consistency of the judge: {result.swap_consistency:.3f}")
+    report_problems(problems)
+
+
+def check_calibration_inputs(rows_h: list, rows_j: list, records: list, fields: list, by: list[str],
+                             judge_path: Path) -> None:
+    """Refuse a calibration that would measure nothing (no labelled turn has a verdict, a --by key
+    nobody has), and warn about labelled turns the judge has no verdict for."""
+    from .calibration.audit import slice_key
+
+    graded = {(r.item_id, r.turn) for r in records}  # verdicts and judge errors
+    labelled = sorted({(h.item_id, h.turn) for h in rows_h})
+    unjudged = [u for u in labelled if u not in graded]
+    if unjudged and len(unjudged) == len(labelled):
+        fail(f"none of the {len(labelled)} labelled turn(s) has a verdict in {judge_path} (the labels name items "
+             f"such as {unjudged[0][0]!r}): are these the labels of this run?")
+    if unjudged:
+        examples = ", ".join(f"{i!r} turn {t}" for i, t in unjudged[:3])
+        err.print(f"[yellow]warning:[/] {len(unjudged)} of {len(labelled)} labelled turn(s) have no verdict in "
+                  f"{judge_path} ({examples}{', ...' if len(unjudged) > 3 else ''}); they count toward the human "
+                  "ceiling only", highlight=False, soft_wrap=True)
+    names = {f.name for f in fields}
+    for key in by:
+        if key in names:
+            found = any(h.values.get(key) is not None for h in rows_h)
+        else:
+            found = any(slice_key(r, key) is not None for r in [*rows_h, *rows_j])
+        if not found:
+            known = sorted({k for r in [*rows_h, *rows_j] for k in r.metadata})
+            fail(f"--by {key}: no label or verdict has it (use turn, a label field such as category_a"
+                 + (f", or a metadata field: {', '.join(known)})" if known else ")"))
+
+
+def check_outputs(outputs: dict[str, Optional[Path]], inputs: list[Optional[Path]]) -> None:
+    """Each output path (what it holds -> path) writable, none an input or another output."""
+    from .files import OutputError, check_output
+
+    given = [(what, path) for what, path in outputs.items() if path is not None]
+    for i, (what, path) in enumerate(given):
+        for other_what, other in given[:i]:
+            if path.absolute() == other.absolute():
+                raise OutputError(f"{path}: given for both the {other_what} and the {what}")
+        check_output(path, what, inputs=inputs)
+
+
+def write_output(path: Path, what: str, text: str) -> Optional[str]:
+    """Write one output file; the problem, if it could not be written, for report_problems."""
+    from .files import write_problem
+
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        return write_problem(path, what, exc)
+    return None
+
+
+def report_problems(problems: list[Optional[str]]) -> None:
+    """The outputs that could not be written, each an error line; exit 2 if there are any."""
+    problems = [p for p in problems if p]
+    for p in problems[:-1]:
+        err.print(f"[bold red]error:[/] {p}", highlight=False, soft_wrap=True)
+    if problems:
+        fail(problems[-1])
 
 
 def service_settings():  # type: ignore[no-untyped-def]
@@ -416,6 +530,18 @@ def service_settings():  # type: ignore[no-untyped-def]
         fail(str(exc))
 
 
+def service_database(url: str):  # type: ignore[no-untyped-def]
+    """The service's database, created or brought up to date; one that cannot be opened is an
+    error line naming FRAMEJUDGE_SERVICE_DB, exit 2."""
+    from .db import open_problem, shown_url
+    from .service.store import engine_for
+
+    try:
+        return engine_for(url)
+    except Exception as exc:  # noqa: BLE001 - a database that cannot be opened is a setup error
+        fail(f"FRAMEJUDGE_SERVICE_DB: cannot open the database {shown_url(url)}: {open_problem(exc)}")
+
+
 keys_app = typer.Typer(help="API keys for the HTTP service.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
@@ -426,10 +552,10 @@ def keys_create(
     name: Annotated[str, typer.Option(help="who or what the key is for")] = "",
 ) -> None:
     """Create an API key; it is printed once (only its hash is stored)."""
-    from .service.store import create_key, engine_for
+    from .service.store import create_key
 
     try:
-        key = create_key(engine_for(service_settings().database_url), scope, name)
+        key = create_key(service_database(service_settings().database_url), scope, name)
     except ValueError as exc:
         fail(str(exc))
     print(key)
@@ -438,12 +564,13 @@ def keys_create(
 @keys_app.command("list")
 def keys_list() -> None:
     """List API keys (ids, names, scopes; never secrets)."""
-    from .service.store import engine_for, list_keys
+    from .service.store import list_keys
 
+    engine = service_database(service_settings().database_url)
     table = Table()
     for col in ("id", "name", "scopes", "created", "state"):
         table.add_column(col)
-    for k in list_keys(engine_for(service_settings().database_url)):
+    for k in list_keys(engine):
         table.add_row(k.id, k.name, k.scopes, k.created_at.strftime("%Y-%m-%d %H:%M"),
                       "revoked" if k.revoked else "active")
     out.print(table)
@@ -453,10 +580,10 @@ def keys_list() -> None:
 def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id, as `keys list` shows it, or the whole key "
                                                               "(its secret must match)")]) -> None:
     """Revoke an API key: requests with it are refused (401) from then on."""
-    from .service.store import WrongSecret, engine_for, revoke_key
+    from .service.store import WrongSecret, revoke_key
 
     try:
-        revoked = revoke_key(engine_for(service_settings().database_url), key_id)
+        revoked = revoke_key(service_database(service_settings().database_url), key_id)
     except WrongSecret as exc:
         fail(str(exc))
     if revoked is None:
@@ -476,11 +603,11 @@ def uploads_prune(
     from datetime import timedelta
 
     from .service.maintenance import prune_uploads
-    from .service.store import engine_for
 
     settings = service_settings()
     assert settings.upload_dir is not None
-    deleted = prune_uploads(engine_for(settings.database_url), settings.upload_dir, timedelta(days=older_than_days))
+    engine = service_database(settings.database_url)
+    deleted = prune_uploads(engine, settings.upload_dir, timedelta(days=older_than_days))
     print(f"deleted {len(deleted)} upload(s), {sum(u.bytes for u in deleted) / 1024**2:.1f} MiB")
 
 
@@ -490,18 +617,27 @@ def serve(
     port: Annotated[int, typer.Option(help="port")] = 8000,
 ) -> None:
     """Run the HTTP API (settings from FRAMEJUDGE_SERVICE_DB, FRAMEJUDGE_MEDIA_ROOT, ...)."""
+    import socket
+
     import uvicorn
 
     from .runner.judges import JudgesFileError
     from .service.app import create_app
 
-    from .service.settings import SettingsError
-
+    if not 0 <= port <= 65535:
+        fail(f"--port: {port} is not a TCP port (0 to 65535)")
+    settings = service_settings()
+    service_database(settings.database_url)
     try:
-        app = create_app()
-    except (JudgesFileError, SettingsError) as exc:
+        app = create_app(settings)
+    except JudgesFileError as exc:
         fail(str(exc))
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    try:  # bound here, so an address in use or a bad host is an error line before anything starts
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.create_server((host, port), family=family)
+    except OSError as exc:
+        fail(f"--host/--port: cannot listen on {host} port {port}: {exc.strerror or exc}")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 @app.command()
@@ -521,17 +657,15 @@ def worker(
     from .runner.decode import SharedDecodes
     from .runner.graders import GraderCache
     from .runner.judges import Judges, JudgesFileError, load_judges_file
+    from .db import shown_url
     from .runner.worker import QueueWorker
-    from .service.store import engine_for
 
     settings = service_settings()
     try:
         configs = load_judges_file(settings.judges_file) if settings.judges_file else []
-        engine = engine_for(settings.database_url)
     except JudgesFileError as exc:
         fail(str(exc))
-    except Exception as exc:  # noqa: BLE001 - a database that cannot be reached is a setup error
-        fail(f"cannot open the database {settings.database_url.split('@')[-1]}: {type(exc).__name__}: {exc}")
+    engine = service_database(settings.database_url)
     if max_in_flight is not None and max_in_flight < 1:
         fail("--max-in-flight must be at least 1")
     decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,
@@ -545,7 +679,7 @@ def worker(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        err.print(f"worker {queue_worker.name} grading from {settings.database_url.split('@')[-1]}", highlight=False)
+        err.print(f"worker {queue_worker.name} grading from {shown_url(settings.database_url)}", highlight=False)
         await queue_worker.run(stop)
 
     try:
@@ -560,21 +694,27 @@ RubricDirs = Annotated[
 ]
 
 
+def check_rubric_dirs(dirs: Optional[list[Path]]) -> None:
+    for folder in dirs or []:
+        if not folder.is_dir():
+            fail(f"--dir {folder}: no such folder" if not folder.exists() else f"--dir {folder}: not a folder")
+
+
 @rubrics_app.command("list")
 def rubrics_list(dirs: RubricDirs = None) -> None:
-    """List the rubrics available (built in, FRAMEJUDGE_RUBRICS folders, --dir)."""
-    from .rubrics import RubricError, all_rubrics
+    """List the rubrics available (built in, FRAMEJUDGE_RUBRICS folders, --dir) and the file each
+    comes from; files that cannot be used are reported after the list (exit 2)."""
+    from .rubrics import scan_rubrics
 
-    try:
-        found = all_rubrics(dirs or [])
-    except RubricError as exc:
-        fail(str(exc))
+    check_rubric_dirs(dirs)
+    scan = scan_rubrics(dirs or [])
     table = Table()
-    for col in ("id", "kind", "version", "hash", "title"):
+    for col in ("id", "kind", "version", "hash", "title", "from"):
         table.add_column(col)
-    for r in found.values():
-        table.add_row(r.id, r.kind, r.version, r.content_hash, r.title)
+    for r in scan.rubrics.values():
+        table.add_row(r.id, r.kind, r.version, r.content_hash, r.title, scan.sources[r.id])
     out.print(table)
+    report_problems(scan.problems)
 
 
 @rubrics_app.command("show")
@@ -587,6 +727,7 @@ def rubrics_show(
     from .rubrics import RubricError, get_rubric
     from .rubrics.prompt import rubric_text
 
+    check_rubric_dirs(dirs)
     try:
         rubric = get_rubric(ref, dirs or [])
     except RubricError as exc:
@@ -608,17 +749,18 @@ def mcq_score(
     details: Annotated[Optional[Path], typer.Option(help="write per-row results (JSONL) here")] = None,
 ) -> None:
     """Accuracy of multiple-choice predictions, with unparseable replies counted apart."""
+    from .files import OutputError
     from .rubrics.mcq import MCQScoreError, score_files
 
     try:
+        check_outputs({"details": details}, inputs=[predictions, gold])
         report = score_files(predictions, gold, key, prediction_field, gold_field, options_field)
-    except MCQScoreError as exc:
+    except (MCQScoreError, OutputError) as exc:
         fail(str(exc))
-    if details is not None:
-        with open(details, "w", encoding="utf-8") as f:
-            for row in report.rows:
-                f.write(row.model_dump_json() + "\n")
     out.print_json(report.model_dump_json(exclude={"rows"}))
+    if details is not None:
+        report_problems([write_output(details, "details", "".join(row.model_dump_json() + "\n"
+                                                                    for row in report.rows))])
 
 
 def main() -> None:
@@ -627,6 +769,15 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except BrokenPipeError:  # the reader of stdout went away (`| head`): stop quietly, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more can go there
+        err.print(f"[bold red]error:[/] cannot write the output: {exc.strerror}", highlight=False)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

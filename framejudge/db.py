@@ -10,6 +10,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase
 
 
+CONNECT_TIMEOUT_S = 10
+
+
 class Base(DeclarativeBase):
     pass
 
@@ -27,7 +30,9 @@ def engine_for(url: str) -> Engine:
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
     else:
-        engine = create_engine(url, pool_pre_ping=True)
+        # an unreachable server is an error within seconds, not after the system's TCP timeout
+        args = {"connect_timeout": CONNECT_TIMEOUT_S} if url.startswith(("postgresql", "postgres:")) else {}
+        engine = create_engine(url, pool_pre_ping=True, connect_args=args)
     Base.metadata.create_all(engine)
     _add_missing(engine)
     return engine
@@ -59,3 +64,27 @@ def ping(engine: Engine) -> bool:
         return True
     except Exception:
         return False
+
+
+def shown_url(url: str) -> str:
+    """The database URL without its password, for messages and logs."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL at all: show what follows any credentials
+        return url.split("@")[-1]
+
+
+def open_problem(exc: BaseException) -> str:
+    """Why a database could not be opened, in one line (the driver's own words where it has them)."""
+    if isinstance(exc, ModuleNotFoundError):
+        return (f"its driver is not installed ({exc.name}); framejudge uses psycopg 3: "
+                "postgresql+psycopg://user:password@host/database")
+    if isinstance(exc, FileExistsError):
+        return f"{exc.filename} is not a folder"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    cause = getattr(exc, "orig", None) or exc
+    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    return lines[0] if lines else type(cause).__name__

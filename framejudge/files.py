@@ -1,11 +1,13 @@
-"""Reading user files (items, labels, predictions) with errors that name the file and line."""
+"""Reading user files (items, labels, predictions) with errors that name the file and line, and
+checking where output files go before any work starts."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import yaml
@@ -14,14 +16,39 @@ from pydantic import BaseModel, ValidationError
 M = TypeVar("M", bound=BaseModel)
 
 
-def read_text(path: str | os.PathLike[str], what: str, error: type[ValueError]) -> str:
+def read_text(path: str | os.PathLike[str], what: str, error: type[Exception]) -> str:
+    """A UTF-8 text file (with or without the byte-order mark spreadsheet programs write)."""
     p = Path(path)
     try:
-        return p.read_text(encoding="utf-8")
+        mode = p.stat().st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):  # /dev/zero would be read forever
+            raise error(f"{p}: is a device, not a file")
+        data = p.read_bytes()
     except FileNotFoundError:
         raise error(f"{p}: no such {what} file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"{p}: cannot read ({exc})") from None
+    except IsADirectoryError:
+        raise error(f"{p}: is a folder, not a file") from None
+    except OSError as exc:
+        raise error(f"{p}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return utf8_text(data)
+    except UnicodeDecodeError as exc:
+        raise error(f"{p}:{text_line(exc.object, exc.start)}: {not_utf8(exc)}") from None
+
+
+def utf8_text(data: bytes) -> str:
+    """UTF-8 without a leading byte-order mark; a UnicodeDecodeError's offsets are after the mark."""
+    return data.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+
+
+def text_line(data: bytes, offset: int) -> int:
+    return data.count(b"\n", 0, offset) + 1
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    data, offset = exc.object, exc.start
+    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return f"not UTF-8 text (byte 0x{data[offset]:02x} at column {column}); save the file as UTF-8"
 
 
 def jsonl_objects(path: str | os.PathLike[str], text: str, error: type[ValueError]) -> list[tuple[int, dict[str, Any]]]:
@@ -34,6 +61,8 @@ def jsonl_objects(path: str | os.PathLike[str], text: str, error: type[ValueErro
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise error(f"{path}:{n}: not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise error(f"{path}:{n}: nested too deeply to read") from None
         if not isinstance(row, dict):
             raise error(f"{path}:{n}: each line must be a JSON object")
         rows.append((n, row))
@@ -69,6 +98,30 @@ def line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
+def repeated_key(root: yaml.Node | None) -> tuple[str, int, int] | None:
+    """(key, first line, repeated line) of the first mapping key given twice; YAML loaders keep
+    the last silently."""
+    stack = [root] if root is not None else []
+    seen_nodes: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:  # an alias: the same node again
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            lines: dict[str, int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    line = key.start_mark.line + 1
+                    if key.value in lines:
+                        return key.value, lines[key.value], line
+                    lines[key.value] = line
+                stack.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return None
+
+
 def parse_yaml_model(text: str, source: str, model: type[M], error: type[Exception], what: str,
                      check: Callable[[dict[str, Any], yaml.Node], None] | None = None) -> M:
     """A YAML mapping validated as `model`; every problem as 'source:line: field.path: message'.
@@ -81,8 +134,14 @@ def parse_yaml_model(text: str, source: str, model: type[M], error: type[Excepti
         where = f"{source}:{mark.line + 1}" if mark is not None else source
         problem = getattr(exc, "problem", None) or str(exc)
         raise error(f"{where}: not valid YAML ({problem})") from None
+    except RecursionError:
+        raise error(f"{source}: nested too deeply to read") from None
     if not isinstance(data, dict):
         raise error(f"{source}:1: {what}")
+    twice = repeated_key(root)
+    if twice is not None:
+        key, first, line = twice
+        raise error(f"{source}:{line}: {key!r} is given twice (first on line {first}); give each key once")
     if check is not None:
         check(data, root)
     try:
@@ -101,3 +160,62 @@ def parse_yaml_model(text: str, source: str, model: type[M], error: type[Excepti
 def plain_problem(exc: ValidationError) -> str:
     """The first validation problem's message alone, in plain words."""
     return exc.errors()[0]["msg"].removeprefix("Value error, ")
+
+
+class OutputError(ValueError):
+    """An output path that cannot be written; the message names it and why."""
+
+
+def check_output(path: str | os.PathLike[str], what: str, inputs: Iterable[str | os.PathLike[str] | None] = (),
+                 read_back: bool = False) -> None:
+    """Refuse, before the work, an output path that cannot take the output: a folder, one of the
+    command's inputs, a file or folder that cannot be created or written. Missing parent folders
+    are created. Devices and pipes (/dev/stdout) are taken as they are, unless the file is also
+    `read_back` (appended to and read again on a rerun), which needs a regular file."""
+    p = Path(path)
+    if p.is_dir():
+        raise OutputError(f"{p}: is a folder, not a file for the {what}")
+    for other in inputs:
+        if other is not None and (p.absolute() == Path(other).absolute()
+                                  or (p.exists() and Path(other).exists() and p.samefile(other))):
+            raise OutputError(f"{p}: the {what} would overwrite an input of this command")
+    if p.exists() and not p.is_file():
+        if read_back:
+            raise OutputError(f"{p}: not a regular file (the {what} file is appended to and read back on a rerun)")
+        return
+    existed = p.exists()
+    try:
+        _make_folder(p.parent, what)
+        with open(p, "a", encoding="utf-8"):
+            pass
+        if not existed:
+            p.unlink()
+    except OSError as exc:
+        raise OutputError(write_problem(p, what, exc)) from None
+
+
+def check_output_folder(path: str | os.PathLike[str], what: str) -> None:
+    """Refuse, before the work, a folder for output files that cannot be created or written in."""
+    import tempfile
+
+    p = Path(path)
+    try:
+        _make_folder(p, what)
+        with tempfile.TemporaryFile(dir=p):
+            pass
+    except OSError as exc:
+        raise OutputError(write_problem(p, what, exc)) from None
+
+
+def _make_folder(folder: Path, what: str) -> None:
+    for existing in (folder, *folder.parents):
+        if existing.exists():
+            if not existing.is_dir():
+                raise OutputError(f"cannot write the {what} under {folder}: {existing} is not a folder")
+            break
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def write_problem(path: str | os.PathLike[str], what: str, exc: OSError) -> str:
+    """The message for an output that failed while it was written (a full disk, a quota)."""
+    return f"cannot write the {what} to {path}: {exc.strerror or exc}"

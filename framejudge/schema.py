@@ -6,11 +6,13 @@ terminal, the network, a verdict's provenance) is defined here once.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator,
+                      model_validator)
 
 
 class Strategy(str, Enum):
@@ -155,6 +157,27 @@ class TaskType(str, Enum):
 MAX_TEXT = 20_000
 MAX_TURNS = 200
 
+MAX_METADATA_DEPTH = 32  # levels of objects and lists, the metadata object itself included
+MAX_METADATA_BYTES = 64 * 1024  # as JSON
+
+
+def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    """Metadata travels with every record: refuse what could not be written back out."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:  # no recursion: the depth is what is being checked
+        node, depth = stack.pop()
+        if depth > MAX_METADATA_DEPTH:
+            raise ValueError(f"nested more than {MAX_METADATA_DEPTH} levels deep")
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    size = len(json.dumps(value, ensure_ascii=False, default=str).encode())
+    if size > MAX_METADATA_BYTES:
+        raise ValueError(f"{size} bytes as JSON, above the limit of {MAX_METADATA_BYTES}")
+    return value
+
+
+Metadata = Annotated[dict[str, Any], AfterValidator(_check_metadata)]
+
 
 class Turn(BaseModel):
     """One question and its answers. `time` is when it was asked (multi-turn items)."""
@@ -181,7 +204,7 @@ class Item(BaseModel):
     expression: Literal["none", "meme_or_caption", "other"] = Field(
         "none", description="creative (expression) task: memes/captions keep conciseness, others skip it"
     )
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
 
     @field_validator("video")
     @classmethod
@@ -336,7 +359,7 @@ class Verdict(Judgement):
     blind_unchanged: bool | None = Field(
         None, description="blind control: the verdict was the same without any frames"
     )
-    metadata: dict[str, Any] = Field(default_factory=dict, description="the item's metadata, untouched")
+    metadata: Metadata = Field(default_factory=dict, description="the item's metadata, untouched")
     provenance: Provenance
 
 
@@ -361,7 +384,7 @@ class JudgeError(BaseModel):
     kind: JudgeErrorKind
     message: str
     raw_output: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict, description="the item's metadata, untouched")
+    metadata: Metadata = Field(default_factory=dict, description="the item's metadata, untouched")
     provenance: Provenance | None = None
 
 
@@ -381,7 +404,7 @@ class HumanLabel(BaseModel):
     integrity_b: bool | None = None
     transcription_error: bool | None = None
     multiturn: bool | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
 
 
 JUDGE_KINDS = ("reference", "litellm:", "transformers:")

@@ -121,6 +121,11 @@ class LiteLLMJudge:
                  price: tuple[float, float] | None = None, gate: Gate | None = None) -> None:
         """`price`: (USD per prompt token, per completion token) instead of litellm's price list
         (0, 0 for a self-hosted model). `gate`: the runner's Endpoint for this model server."""
+        import litellm
+
+        # litellm prints banners and "Give Feedback" notes to stdout on errors and unknown prices;
+        # stdout is the command's output (a summary piped on), and the errors are recorded anyway
+        litellm.suppress_debug_info = True
         self.model = model
         self.model_id = model
         self.api_base = api_base

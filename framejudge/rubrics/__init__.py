@@ -1,10 +1,11 @@
 """The grading guideline as versioned data, and the verdict rules a judge must obey."""
 
-from .loader import RubricError, all_rubrics, builtin_rubrics, get_rubric, load_rubric, parse_rubric, require_kind
+from .loader import (RubricError, RubricScan, all_rubrics, builtin_rubrics, get_rubric, load_rubric, parse_rubric,
+                     require_kind, scan_rubrics)
 from .model import Rubric
 from .rules import check_judgement, error_message_match, normalize
 
 __all__ = [
-    "Rubric", "RubricError", "all_rubrics", "builtin_rubrics", "check_judgement",
-    "error_message_match", "get_rubric", "load_rubric", "normalize", "parse_rubric", "require_kind",
+    "Rubric", "RubricError", "RubricScan", "all_rubrics", "builtin_rubrics", "check_judgement",
+    "error_message_match", "get_rubric", "load_rubric", "normalize", "parse_rubric", "require_kind", "scan_rubrics",
 ]

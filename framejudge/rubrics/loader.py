@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..files import parse_yaml_model
+from ..files import parse_yaml_model, read_text
 from .model import Rubric
 
 
@@ -21,13 +22,7 @@ def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:
 
 def load_rubric(path: str | os.PathLike[str]) -> Rubric:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RubricError(f"{p}: no such rubric file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RubricError(f"{p}: cannot read ({exc})") from None
-    return parse_rubric(text, str(p))
+    return parse_rubric(read_text(p, "rubric", RubricError), str(p))
 
 
 @functools.cache
@@ -51,24 +46,67 @@ def rubric_dirs() -> list[Path]:
     return [Path(p) for p in env.split(os.pathsep) if p]
 
 
-def all_rubrics(extra: list[Path] | None = None) -> dict[str, Rubric]:
-    """Built-in rubrics, then user rubrics (a user rubric with a built-in id replaces it)."""
-    found = builtin_rubrics()
-    for folder in (extra or []) + rubric_dirs():
+BUILT_IN = "built in"
+
+
+@dataclass
+class RubricScan:
+    """The rubrics that can be used, where each came from (a file, or BUILT_IN), and one line
+    per file or folder that could not be used."""
+
+    rubrics: dict[str, Rubric] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def scan_rubrics(extra: list[Path] | None = None) -> RubricScan:
+    """Built-in rubrics, then the files of `extra` and FRAMEJUDGE_RUBRICS folders. An id is never
+    taken twice: a file with a built-in rubric's id, or two files with one id, are problems (the
+    built-in stays; neither file is used), as are files that do not load and missing folders."""
+    scan = RubricScan()
+    for r in _builtin():
+        scan.rubrics[r.id], scan.sources[r.id] = r, BUILT_IN
+    clashing: set[str] = set()
+    for folder in dict.fromkeys([*(extra or []), *rubric_dirs()]):
+        if not folder.is_dir():
+            scan.problems.append(f"{folder}: no such rubric folder")
+            continue
         for path in sorted(folder.glob("*.y*ml")):
-            rubric = load_rubric(path)
-            found[rubric.id] = rubric
-    return found
+            try:
+                rubric = load_rubric(path)
+            except RubricError as exc:
+                scan.problems.append(str(exc))
+                continue
+            first = scan.sources.get(rubric.id)
+            if first == BUILT_IN:
+                scan.problems.append(f"{path}: id {rubric.id!r} is a built-in rubric's; give this rubric its own id "
+                                     "(the built-in one is used)")
+            elif first is not None or rubric.id in clashing:
+                scan.problems.append(f"{path}: id {rubric.id!r} is also the id in {first or 'another file'}; "
+                                     "give each rubric its own id (neither is used)")
+                scan.rubrics.pop(rubric.id, None)
+                scan.sources.pop(rubric.id, None)
+                clashing.add(rubric.id)
+            else:
+                scan.rubrics[rubric.id], scan.sources[rubric.id] = rubric, str(path)
+    return scan
+
+
+def all_rubrics(extra: list[Path] | None = None) -> dict[str, Rubric]:
+    """The rubrics that can be used (scan_rubrics says which files could not be, and why)."""
+    return scan_rubrics(extra).rubrics
 
 
 def get_rubric(ref: str, extra: list[Path] | None = None) -> Rubric:
     """A rubric by id, or from a file path."""
     if ref.endswith((".yaml", ".yml")) or os.sep in ref:
         return load_rubric(ref)
-    known = all_rubrics(extra)
-    if ref not in known:
-        raise RubricError(f"no rubric with id {ref!r}; known: {', '.join(sorted(known))}")
-    return known[ref]
+    scan = scan_rubrics(extra)
+    if ref not in scan.rubrics:
+        unusable = "".join(f"\n  {p}" for p in scan.problems)
+        raise RubricError(f"no rubric with id {ref!r}; known: {', '.join(sorted(scan.rubrics))}"
+                          + (f"; these could not be used:{unusable}" if unusable else ""))
+    return scan.rubrics[ref]
 
 
 KIND_USE = {

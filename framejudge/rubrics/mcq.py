@@ -216,9 +216,17 @@ def score_files(predictions: Path, gold: Path, key: str = "video_path", predicti
         k = str(row[key])
         if k in gold_rows:
             raise MCQScoreError(f"{gold}:{n}: duplicate {key} {k!r}")
-        gold_rows[k] = (str(row[gold_field]), row.get(options_field))
+        letter, options = str(row[gold_field]), row.get(options_field)
+        allowed = sorted(split_options(options)) or list(LETTERS)  # type: ignore[arg-type]
+        if letter.strip().upper() not in allowed:  # no reply could ever be right
+            raise MCQScoreError(f"{gold}:{n}: {gold_field} {letter!r} is not an option letter "
+                                f"({', '.join(allowed)})")
+        gold_rows[k] = (letter, options)
     preds: dict[str, str] = {}
-    for n, row in _read_jsonl(predictions):
+    prediction_rows = _read_jsonl(predictions)
+    if not prediction_rows:
+        raise MCQScoreError(f"{predictions}: no predictions")
+    for n, row in prediction_rows:
         if key not in row or prediction_field not in row:
             raise MCQScoreError(f"{predictions}:{n}: needs fields {key!r} and {prediction_field!r}")
         k = str(row[key])

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from ..files import not_utf8, text_line, utf8_text
 from ..runner.queue import Job, JobItem, JobRecord, throughput
 from ..schema import GradeOptions, Item
 
@@ -173,7 +174,10 @@ def remove_job(engine: Engine, job_id: str) -> bool:
 def parse_items_body(raw: bytes, content_type: str) -> tuple[list[dict], dict]:
     """The items of a JSON list, {"items": [...], "options": {...}, "priority": N} or JSONL
     (application/x-ndjson, or recognised by its lines), and the object form's other fields."""
-    text = raw.decode("utf-8")
+    try:
+        text = utf8_text(raw)  # with or without the byte-order mark spreadsheet programs write
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"line {text_line(exc.object, exc.start)}: {not_utf8(exc)}") from None
     if "ndjson" in content_type or "jsonl" in content_type:
         return _jsonl(text), {}
     try:
@@ -182,6 +186,8 @@ def parse_items_body(raw: bytes, content_type: str) -> tuple[list[dict], dict]:
         if "json" in content_type:
             raise
         return _jsonl(text), {}
+    except RecursionError:
+        raise ValueError("the body is nested too deeply to read") from None
     extra: dict = {}
     if isinstance(data, dict):
         if "items" in data:
@@ -205,4 +211,6 @@ def _jsonl(text: str) -> list[dict]:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise ValueError(f"JSONL line {number}: {exc.msg}") from None
+            except RecursionError:
+                raise ValueError(f"JSONL line {number}: nested too deeply to read") from None
     return rows

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import platformdirs
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 
 def _data_dir() -> Path:
@@ -37,11 +37,11 @@ class Settings(BaseModel):
                                              "empty: URL inputs are off")
     url_allow_private: bool = Field(False, description="allow allow-listed hosts on private addresses "
                                                        "(an internal media server); off by default")
-    url_timeout_s: float = Field(30.0, gt=0, description="per connect or read of a URL fetch")
+    url_timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False, description="per connect or read of a URL fetch")
     url_deadline_s: float = Field(300.0, gt=0, le=86_400, allow_inf_nan=False,
                                   description="a whole URL fetch (DNS, redirects and body) must finish within this")
     decode_workers: int = Field(2, ge=1, description="processes that decode videos (killable, memory-capped)")
-    decode_timeout_s: float = Field(120.0, gt=0, description="per video sampling, in a decoding process")
+    decode_timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False, description="per video sampling, in a decoding process")
     decode_memory_mb: int = Field(4096, ge=256, description="resident-memory cap per decoding process")
     max_urls_per_request: int = Field(100, ge=1)
     max_frame_megapixels: float = Field(64.0, gt=0, le=100_000, allow_inf_nan=False,
@@ -53,9 +53,40 @@ class Settings(BaseModel):
     judges_file: Path | None = Field(None, description="judges file (YAML): each judge's endpoint, key variable, "
                                                        "concurrency, rate limits, timeout, price")
     api_base: str | None = Field(None, description="OpenAI-compatible server for litellm judges without an entry")
-    lease_s: float = Field(60.0, ge=1, le=3600, description="how long a worker's claim on an item lasts without "
+    lease_s: float = Field(60.0, ge=1, le=3600, allow_inf_nan=False, description="how long a worker's claim on an item lasts without "
                                                            "a heartbeat (a dead worker's items wait this long)")
     worker_max_in_flight: int = Field(256, ge=1, le=10_000, description="items one worker grades at once, at most")
+
+    @field_validator("upload_dir")
+    @classmethod
+    def _upload_folder(cls, value: Path | None) -> Path | None:
+        if value is not None and value.exists() and not value.is_dir():
+            raise ValueError(f"{value} is not a folder")
+        return value
+
+    @field_validator("judges")
+    @classmethod
+    def _judge_specs(cls, value: list[str]) -> list[str]:
+        from ..schema import JUDGE_KINDS
+
+        for spec in value:
+            if spec != "reference" and not any(spec.startswith(k) and len(spec) > len(k) for k in JUDGE_KINDS[1:]):
+                raise ValueError(f"unknown judge {spec!r}: use 'reference', 'litellm:<model>' or 'transformers:<path>'")
+        return value
+
+    @field_validator("url_hosts")
+    @classmethod
+    def _host_names(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for host in value:
+            try:
+                is_address = bool(ipaddress.ip_address(host))
+            except ValueError:
+                is_address = False
+            if not is_address and (any(c in host for c in "/:@?# ") or not host.strip("*.")):
+                raise ValueError(f"{host!r} is not a host name (give names like media.example.com or *.example.com)")
+        return value
 
     @model_validator(mode="after")
     def _upload_dir(self) -> Settings:
@@ -77,8 +108,12 @@ class Settings(BaseModel):
         if env.get("FRAMEJUDGE_MAX_UPLOAD_MB"):
             try:
                 data["max_upload_bytes"] = int(float(env["FRAMEJUDGE_MAX_UPLOAD_MB"]) * 1024**2)
-            except ValueError:
+            except (ValueError, OverflowError):  # nan, inf
                 raise SettingsError("FRAMEJUDGE_MAX_UPLOAD_MB: not a number of megabytes") from None
+        root = env.get("FRAMEJUDGE_MEDIA_ROOT")
+        if root and not Path(root).is_dir():  # a server started on it would refuse every path
+            why = f"{root} is not a folder" if Path(root).exists() else f"{root}: no such folder"
+            raise SettingsError(f"FRAMEJUDGE_MEDIA_ROOT: {why}")
         try:
             return cls(**data)
         except ValidationError as exc:

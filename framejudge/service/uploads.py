@@ -26,6 +26,7 @@ from sqlalchemy import BigInteger, DateTime, String, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from ..files import not_utf8, text_line, utf8_text
 from ..frame_sampler import FrameSamplerError, IsolatedSampler, NotAVideo, NoVideoStream, SamplerParams, VideoInfo
 from .problems import ProblemError
 from .store import Base, generated_id
@@ -265,9 +266,10 @@ class _Parts:
             if self.name in self.fields:
                 raise ProblemError(422, "Invalid body", f"form field {self.name!r} is given twice")
             try:
-                self.fields[self.name] = bytes(self.text).decode("utf-8")
-            except UnicodeDecodeError:
-                raise ProblemError(400, "Bad multipart body", f"form field {self.name!r} is not UTF-8") from None
+                self.fields[self.name] = utf8_text(bytes(self.text))
+            except UnicodeDecodeError as exc:
+                raise ProblemError(400, "Bad multipart body", f"form field {self.name!r}, line "
+                                   f"{text_line(exc.object, exc.start)}: {not_utf8(exc)}") from None
         self.headers, self.incoming, self.text = {}, None, None
 
     def discard(self) -> None:

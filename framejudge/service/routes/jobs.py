@@ -169,6 +169,8 @@ def _json_option(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ProblemError(422, "Invalid options", f"options are JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ProblemError(422, "Invalid options", "options are nested too deeply to read") from None
 
 
 def _options(found: list[Any], n: int | None, lookback: float | None) -> GradeOptions:

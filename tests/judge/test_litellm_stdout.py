@@ -1,0 +1,44 @@
+"""`grade`'s stdout is its summary alone with a litellm judge: litellm's banners ("Provider List",
+"Give Feedback / Get Help") stay off it, on success and on provider errors, against a real
+OpenAI-compatible server on loopback (bench/model_server.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("litellm")
+pytest.importorskip("aiohttp")
+
+from bench.model_server import ModelServer  # noqa: E402
+
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.mark.parametrize("status_error", [None, 400, 500])
+def test_summary_json_on_stdout_parses(tmp_path, status_error):
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": f"i{k}", "turns": [{
+        "question": "How many people are on the bench?", "golden": f"{k} people.",
+        "response_a": f"There are {k} people.", "response_b": f"There are {k + 1} people."}]}) + "\n"
+        for k in range(3)))
+    with ModelServer() as server:
+        if status_error is not None:
+            server.configure(status_error=status_error)
+        proc = subprocess.run(
+            [sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out", str(tmp_path / "v.jsonl"),
+             "--judge", "litellm:openai/bench-vlm", "--api-base", server.base_url, "--yes", "--no-cache",
+             "--no-swap", "--summary-json", "-"],
+            capture_output=True, text=True, timeout=300, cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)  # nothing but the summary
+    if status_error is None:
+        assert summary["turns_graded"] == 3
+    else:
+        assert summary["turns_graded"] == 0 and sum(summary["errors"].values()) == 3

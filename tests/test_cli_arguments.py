@@ -1,0 +1,109 @@
+"""Arguments that would quietly do nothing are refused (exit 2, naming the argument) or warned
+about: grade's samples, blind control, media root and decoding limits; mcq score's empty or
+impossible inputs; calibrate's labels without verdicts and --by keys nobody has."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+EXAMPLES = ROOT / "examples" / "items.jsonl"
+
+
+def cli(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "framejudge.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def refused(proc: subprocess.CompletedProcess[str], words: str) -> None:
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"error: {words}" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--concurrency", "0"], "--concurrency and --max-concurrency must be at least 1"),
+    (["--concurrency", "-4"], "--concurrency and --max-concurrency must be at least 1"),
+    (["--samples", "5"], "--samples 5: the reference judge is deterministic"),
+    (["--samples", "1000"], "--samples 1000: the reference judge is deterministic"),
+    (["--blind"], "--blind: the reference judge never sees frames"),
+    (["--media-root", "/nonexistent-media"], "--media-root /nonexistent-media: no such folder"),
+    (["--media-root", EXAMPLES], f"--media-root {EXAMPLES}: not a folder"),
+    (["--decode-memory-mb", "0"], "--decode-memory-mb 0: the cap must be at least 256 (there is no uncapped"),
+    (["--decode-workers", "0"], "--decode-workers must be at least 1"),
+])
+def test_grade_refuses_arguments_that_do_nothing(tmp_path, args, words):
+    out = tmp_path / "v.jsonl"
+    refused(cli("grade", EXAMPLES, "--out", out, *args), words)
+    assert not out.exists()
+
+
+def test_samples_above_the_limit_with_a_model_judge_name_the_limit(tmp_path):
+    proc = cli("grade", EXAMPLES, "--out", tmp_path / "v.jsonl", "--judge", "litellm:openai/m", "--samples", "1000")
+    refused(proc, "samples: Input should be less than or equal to 32")
+
+
+@pytest.fixture()
+def mcq(tmp_path):
+    pred = tmp_path / "p.jsonl"
+    pred.write_text('{"video_path": "a", "mcq_answer": "B"}\n')
+    return tmp_path, pred
+
+
+def test_mcq_score_refuses_an_empty_predictions_file(mcq):
+    tmp_path, _ = mcq
+    (tmp_path / "none.jsonl").write_text("\n")
+    (tmp_path / "g.jsonl").write_text('{"video_path": "a", "mcq_answer": "B", "mcq_options": ["x", "y"]}\n')
+    refused(cli("mcq", "score", tmp_path / "none.jsonl", tmp_path / "g.jsonl"), f"{tmp_path / 'none.jsonl'}: no predictions")
+
+
+@pytest.mark.parametrize("gold, allowed", [('"C", "mcq_options": ["x", "y"]', "(A, B)"),
+                                           ('"E"', "(A, B, C, D)"), ('"maybe"', "(A, B, C, D)")])
+def test_mcq_score_refuses_gold_letters_outside_the_options(mcq, gold, allowed):
+    tmp_path, pred = mcq
+    g = tmp_path / "g.jsonl"
+    g.write_text('{"video_path": "z", "mcq_answer": "A"}\n{"video_path": "a", "mcq_answer": %s}\n' % gold)
+    refused(cli("mcq", "score", pred, g), f"{g}:2: mcq_answer")
+    assert allowed in cli("mcq", "score", pred, g).stderr
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("run") / "v.jsonl"
+    assert cli("grade", EXAMPLES, "--out", out).returncode == 0
+    return out
+
+
+def labels(path: Path, ids: list[str], **extra: str) -> Path:
+    path.write_text("".join(json.dumps({"item_id": i, "annotator": a, "category_a": "Successful", **extra}) + "\n"
+                            for i in ids for a in ("h1", "h2")))
+    return path
+
+
+def test_calibrate_refuses_labels_of_another_run(tmp_path, verdicts):
+    human = labels(tmp_path / "l.jsonl", ["ghost-1", "ghost-2"])
+    refused(cli("calibrate", "--human", human, "--judge", verdicts, "--replicates", "10"),
+            f"none of the 2 labelled turn(s) has a verdict in {verdicts}")
+
+
+def test_calibrate_warns_about_labels_without_a_verdict(tmp_path, verdicts):
+    human = labels(tmp_path / "l.jsonl", ["countdown-last", "sign-hours", "ghost"])
+    proc = cli("calibrate", "--human", human, "--judge", verdicts, "--replicates", "10")
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: 1 of 3 labelled turn(s) have no verdict" in proc.stderr and "'ghost' turn 0" in proc.stderr
+
+
+def test_calibrate_refuses_a_by_key_nobody_has(tmp_path, verdicts):
+    human = labels(tmp_path / "l.jsonl", ["countdown-last", "sign-hours"])
+    base = ["calibrate", "--human", human, "--judge", verdicts, "--replicates", "10"]
+    proc = cli(*base, "--by", "colour")
+    refused(proc, "--by colour: no label or verdict has it")
+    assert "task_type" in proc.stderr
+    for key in ("turn", "category_a", "task_type"):
+        proc = cli(*base, "--by", key)
+        assert proc.returncode == 0 and f"by {key}" in proc.stdout, proc.stderr
