@@ -127,3 +127,17 @@ def shared_dir() -> Path:
 # A real PostgreSQL server (started only by tests that ask for it) and a database URL fixture that
 # runs a test on SQLite and on PostgreSQL.
 from tests.postgres import database_url, postgres  # noqa: E402,F401
+
+
+@pytest.fixture(scope="session")
+def bundled_examples(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled items file beside its clips, made as `framejudge examples make` makes them
+    (a fresh clone has no clips: a named video that is missing is a bad_input error)."""
+    import shutil
+
+    from framejudge.examples.clips import make_examples
+
+    folder = tmp_path_factory.mktemp("examples")
+    shutil.copy(Path(__file__).parents[1] / "examples" / "items.jsonl", folder / "items.jsonl")
+    make_examples(folder / "videos")
+    return folder / "items.jsonl"

@@ -46,11 +46,11 @@ def video(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> dict[str, Path]:
+def run(tmp_path_factory, bundled_examples) -> dict[str, Path]:
     """A graded run and labels for it, for calibrate."""
     d = tmp_path_factory.mktemp("run")
     verdicts = d / "v.jsonl"
-    assert cli("grade", EXAMPLES, "--out", verdicts).returncode == 0
+    assert cli("grade", bundled_examples, "--out", verdicts).returncode == 0
     labels = d / "labels.jsonl"
     ids = [json.loads(line)["id"] for line in EXAMPLES.read_text().splitlines()]
     labels.write_text("".join(json.dumps({"item_id": i, "annotator": a, "category_a": "Successful"}) + "\n"
@@ -82,16 +82,16 @@ def test_grade_into_a_device_is_refused_without_reading_it(tmp_path):
 
 
 @needs_dev_full
-def test_a_summary_that_cannot_be_written_keeps_the_verdicts(tmp_path):
+def test_a_summary_that_cannot_be_written_keeps_the_verdicts(tmp_path, bundled_examples):
     out = tmp_path / "v.jsonl"
-    proc = cli("grade", EXAMPLES, "--out", out, "--summary-json", FULL)
+    proc = cli("grade", bundled_examples, "--out", out, "--summary-json", FULL)
     refused(proc, "cannot write the summary to /dev/full: No space left on device")
     assert json.loads(proc.stdout)["turns_graded"] == 11  # the summary still reaches stdout
     assert len(out.read_text().splitlines()) == 11
 
 
-def test_summary_json_dash_is_stdout_once(tmp_path):
-    proc = cli("grade", EXAMPLES, "--out", tmp_path / "v.jsonl", "--summary-json", "-", cwd=tmp_path)
+def test_summary_json_dash_is_stdout_once(tmp_path, bundled_examples):
+    proc = cli("grade", bundled_examples, "--out", tmp_path / "v.jsonl", "--summary-json", "-", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["turns_graded"] == 11 and not (tmp_path / "-").exists()
 

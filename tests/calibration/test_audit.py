@@ -70,10 +70,11 @@ def test_missing_is_a_label_and_absent_is_absent():
     assert r.judge_units_missing == 1
 
 
-def test_video_qa_labels_and_verdicts_end_to_end(tmp_path):
-    items = load_items(EXAMPLES)
+def test_video_qa_labels_and_verdicts_end_to_end(tmp_path, bundled_examples):
+    items = load_items(bundled_examples)
     out = tmp_path / "v.jsonl"
-    asyncio.run(run_batch(Grader(ReferenceJudge(), get_rubric("video-qa")), items, out))
+    asyncio.run(run_batch(Grader(ReferenceJudge(), get_rubric("video-qa"), media_root=bundled_examples.parent),
+                          items, out))
     verdicts = [json.loads(line) for line in out.read_text().splitlines()]
     labels = tmp_path / "labels.csv"
     with labels.open("w", newline="") as f:
