@@ -251,6 +251,7 @@ def grade(
         params = make_params(n=n, strategy=strategy, fps=fps, lookback=lookback, max_side=max_side)
         if samples < 1:
             raise ItemsError("--samples must be at least 1")
+        options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
         if samples > 1 and the_judge.deterministic:
             raise ItemsError(f"--samples {samples}: the {judge} judge is deterministic, so every sample would be "
                              "the same; leave --samples at 1")
@@ -265,7 +266,6 @@ def grade(
                              "uncapped decoding)")
         if decode_workers is not None and decode_workers < 1:
             raise ItemsError("--decode-workers must be at least 1")
-        options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
         grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent)
         plan = plan_resume(grader, the_items, out_path, regrade=regrade)
     except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest, ResumeConflict,

@@ -30,7 +30,7 @@ def refused(proc: subprocess.CompletedProcess[str], words: str) -> None:
     (["--concurrency", "0"], "--concurrency and --max-concurrency must be at least 1"),
     (["--concurrency", "-4"], "--concurrency and --max-concurrency must be at least 1"),
     (["--samples", "5"], "--samples 5: the reference judge is deterministic"),
-    (["--samples", "1000"], "--samples 1000: the reference judge is deterministic"),
+    (["--samples", "1000"], "samples: Input should be less than or equal to 32"),
     (["--blind"], "--blind: the reference judge never sees frames"),
     (["--media-root", "/nonexistent-media"], "--media-root /nonexistent-media: no such folder"),
     (["--media-root", EXAMPLES], f"--media-root {EXAMPLES}: not a folder"),
@@ -73,9 +73,9 @@ def test_mcq_score_refuses_gold_letters_outside_the_options(mcq, gold, allowed):
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory) -> Path:
+def verdicts(tmp_path_factory, bundled_examples) -> Path:
     out = tmp_path_factory.mktemp("run") / "v.jsonl"
-    assert cli("grade", EXAMPLES, "--out", out).returncode == 0
+    assert cli("grade", bundled_examples, "--out", out).returncode == 0
     return out
 
 

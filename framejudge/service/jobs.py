@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..files import not_utf8, text_line, utf8_text
+from ..files import utf8_text
 from ..runner.queue import Job, JobItem, JobRecord, throughput
 from ..schema import GradeOptions, Item
 
@@ -174,10 +174,8 @@ def remove_job(engine: Engine, job_id: str) -> bool:
 def parse_items_body(raw: bytes, content_type: str) -> tuple[list[dict], dict]:
     """The items of a JSON list, {"items": [...], "options": {...}, "priority": N} or JSONL
     (application/x-ndjson, or recognised by its lines), and the object form's other fields."""
-    try:
-        text = utf8_text(raw)  # with or without the byte-order mark spreadsheet programs write
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"line {text_line(exc.object, exc.start)}: {not_utf8(exc)}") from None
+    text = utf8_text(raw)  # with or without the byte-order mark spreadsheet programs write (a
+    # UnicodeDecodeError is answered as for every other body: "body: not UTF-8 text (... at byte N)")
     if "ndjson" in content_type or "jsonl" in content_type:
         return _jsonl(text), {}
     try:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
-from ...files import first_problem
+from ...files import first_problem, text_line
 from ...judge.batch import checked_items
 from ...schema import MAX_TURNS, GradeOptions, Item
 from ..context import MAX_BODY, MAX_JOB_ITEMS, Service, ServiceDep, authorized
@@ -73,7 +73,9 @@ async def submit_job(
         try:
             rows, extra = parse_items_body(raw, content_type)
         except UnicodeDecodeError as exc:
-            raise ProblemError(422, "Invalid body", f"body: {not_utf8(exc)}") from None
+            # a JSONL body is a file of lines: say which
+            raise ProblemError(422, "Invalid body", f"body: line {text_line(exc.object, exc.start)}: "
+                                                    f"{not_utf8(exc)}") from None
         except json.JSONDecodeError as exc:
             raise ProblemError(422, "Invalid body", f"{'items' if form is not None else 'body'}: {not_json(exc)}") from None
         except ValueError as exc:
