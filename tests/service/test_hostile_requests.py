@@ -1,0 +1,48 @@
+"""Requests an attacker or a careless client sends: each is refused with a 4xx that says why
+(never a 500, never a vague parse error), and none silently does what the CLI would refuse.
+Against the real app and a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from framejudge.examples.clips import countdown
+from framejudge.examples.synth import cfr_times, write_video
+from framejudge.service.app import create_app
+from framejudge.service.settings import Settings
+from framejudge.service.store import create_key, engine_for
+
+TURN = {"question": "What number?", "golden": "10", "response_a": "It shows 10.", "response_b": "I cannot answer that."}
+ITEM = {"id": "a", "turns": [TURN]}
+LABEL = {"item_id": "a", "turn": 0, "annotator": "h1", "preference": "A"}
+
+
+@pytest.fixture()
+def api(tmp_path):
+    media = tmp_path / "media"
+    media.mkdir()
+    write_video(media / "c.mp4", countdown, cfr_times(2, 30), gop=30)
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", media_root=media,
+                        upload_dir=tmp_path / "uploads", run_worker=False)
+    key = create_key(engine_for(settings.database_url), ["grade", "calibrate"])
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        client.headers["Authorization"] = f"Bearer {key}"
+        yield client
+
+
+def problem(r, status: int) -> str:
+    assert r.status_code == status and r.headers["content-type"] == "application/problem+json", r.text[:300]
+    return r.json()["detail"]
+
+
+@pytest.mark.parametrize("path", ["/v1/videos", "/v1/jobs"])
+def test_an_overlong_multipart_boundary_is_a_400(api, tmp_path, path):
+    boundary = "B" * 100_000
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"items\"\r\n\r\n{json.dumps([ITEM])}\r\n"
+            f"--{boundary}--\r\n").encode()
+    r = api.post(path, content=body, headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert problem(r, 400) == "the multipart boundary is 100000 characters; at most 256 (RFC 2046 allows 70)"
+    assert not [p for p in (tmp_path / "uploads").iterdir()]
