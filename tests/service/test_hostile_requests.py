@@ -46,3 +46,22 @@ def test_an_overlong_multipart_boundary_is_a_400(api, tmp_path, path):
     r = api.post(path, content=body, headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
     assert problem(r, 400) == "the multipart boundary is 100000 characters; at most 256 (RFC 2046 allows 70)"
     assert not [p for p in (tmp_path / "uploads").iterdir()]
+
+
+@pytest.mark.parametrize("path", ["/v1/grade", "/v1/frames", "/v1/calibrate", "/v1/jobs"])
+@pytest.mark.parametrize("body", [b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 5000 + b"1" + b"}" * 5000])
+def test_bodies_nested_too_deeply_say_so_on_every_route(api, path, body):
+    r = api.post(path, content=body, headers={"Content-Type": "application/json"})
+    assert "nested too deeply" in problem(r, 422)
+
+
+@pytest.mark.parametrize("path, body", [("/v1/grade", {"item": ITEM}), ("/v1/frames", {"video": "c.mp4"}),
+                                        ("/v1/calibrate", {"labels": [LABEL], "verdicts": []})])
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_a_json_body_sent_as_another_type_names_the_type(api, path, body, content_type):
+    headers = {"Content-Type": content_type} if content_type else {}
+    r = api.post(path, content=json.dumps(body).encode(), headers=headers)
+    assert problem(r, 415) == f"body: send it as application/json (got {content_type or 'no Content-Type'})"
+    # still JSON when a charset or a +json type says so
+    ok = api.post(path, content=json.dumps(body).encode(), headers={"Content-Type": "application/json; charset=utf-8"})
+    assert ok.status_code != 415
