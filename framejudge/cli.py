@@ -226,6 +226,7 @@ def grade(
     from .files import OutputError, check_output, first_problem, write_problem
     from .frame_sampler import InvalidRequest, make_params
     from .judge import Grader, ItemsError, JudgeSpecError, load_items
+    from .judge.base import unused_options
     from .rubrics import RubricError, get_rubric
     from .runner import RunProgress, run_batch
     from .runner.decode import SharedDecodes
@@ -251,11 +252,9 @@ def grade(
         params = make_params(n=n, strategy=strategy, fps=fps, lookback=lookback, max_side=max_side)
         if samples < 1:
             raise ItemsError("--samples must be at least 1")
-        if samples > 1 and the_judge.deterministic:
-            raise ItemsError(f"--samples {samples}: the {judge} judge is deterministic, so every sample would be "
-                             "the same; leave --samples at 1")
-        if blind and not the_judge.needs_frames:
-            raise ItemsError(f"--blind: the {judge} judge never sees frames, so grading without them changes nothing")
+        unused = unused_options(the_judge, judge, samples, blind)
+        if unused:
+            raise ItemsError(unused)
         if media_root is not None and not media_root.is_dir():
             raise ItemsError(f"--media-root {media_root}: " + ("not a folder" if media_root.exists() else "no such folder"))
         if not decode_timeout > 0 or decode_timeout == float("inf"):

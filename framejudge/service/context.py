@@ -11,6 +11,7 @@ from fastapi import Depends, Header, Request
 
 from ..frame_sampler import IsolatedSampler
 from ..judge import Grader, JudgeSpecError
+from ..judge.base import unused_options
 from ..rubrics import RubricError, get_rubric, require_kind
 from ..rubrics.model import Rubric
 from ..runner.decode import SharedDecodes
@@ -99,6 +100,16 @@ class Service:
             return require_kind(found, "video_qa")
         except RubricError as exc:
             raise ProblemError(400, "Wrong kind of rubric", str(exc)) from None
+
+    def check_options(self, spec: str, options: GradeOptions) -> None:
+        """422 for options that would do nothing with this judge, as the CLI refuses them."""
+        try:
+            judge = self.judges.make(spec)
+        except JudgeSpecError as exc:
+            raise ProblemError(400, "Judge not available", str(exc)) from None
+        unused = unused_options(judge, spec, options.samples, options.blind, flag="options.")
+        if unused:
+            raise ProblemError(422, "Invalid options", unused)
 
     def grader(self, spec: str, rubric: Rubric, options: GradeOptions) -> Grader:
         try:

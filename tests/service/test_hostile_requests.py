@@ -65,3 +65,15 @@ def test_a_json_body_sent_as_another_type_names_the_type(api, path, body, conten
     # still JSON when a charset or a +json type says so
     ok = api.post(path, content=json.dumps(body).encode(), headers={"Content-Type": "application/json; charset=utf-8"})
     assert ok.status_code != 415
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"samples": 5}, "options.samples 5: the reference judge is deterministic, so every sample would be the same"),
+    ({"blind": True}, "options.blind: the reference judge never sees frames"),
+])
+def test_options_that_do_nothing_for_the_judge_are_refused_as_the_cli_does(api, options, words):
+    r = api.post("/v1/grade", json={"item": ITEM, "options": options})
+    assert problem(r, 422).startswith(words)
+    r = api.post("/v1/jobs", json={"items": [ITEM], "options": options})
+    assert problem(r, 422).startswith(words)
+    assert api.post("/v1/grade", json={"item": ITEM, "options": {"samples": 1, "blind": False}}).status_code == 200

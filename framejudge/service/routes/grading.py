@@ -26,6 +26,7 @@ GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
 async def grade(body: GradeRequest, svc: ServiceDep, key: GradeKey) -> GradeResponse:
     rubric = svc.judge_and_rubric(body.judge, body.rubric)
     check_frame_pixels(body.grade_options().sampler, svc.settings.max_frame_megapixels)
+    svc.check_options(body.judge, body.grade_options())
     fetched: list[Upload] = []  # videos fetched from URLs for this request only
     try:
         [item], [ref] = await svc.resolved([body.item], key, fetched)

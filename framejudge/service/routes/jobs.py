@@ -82,6 +82,7 @@ async def submit_job(
             given.append(extra["options"])
         grade_options = _options(given, n, lookback)
         check_frame_pixels(grade_options.sampler, svc.settings.max_frame_megapixels)
+        svc.check_options(judge, grade_options)
         if "priority" in extra and priority is not None:
             raise ProblemError(422, "Invalid body", "give priority once: in the body or as a query parameter")
         job_priority = extra.get("priority", priority if priority is not None else 0)
