@@ -463,16 +463,15 @@ def check_calibration_inputs(rows_h: list, rows_j: list, records: list, fields: 
     """Refuse a calibration that would measure nothing (no labelled turn has a verdict, a --by key
     nobody has), and warn about labelled turns the judge has no verdict for."""
     from .calibration.audit import slice_key
+    from .calibration.inputs import unjudged_turns
 
-    graded = {(r.item_id, r.turn) for r in records}  # verdicts and judge errors
-    labelled = sorted({(h.item_id, h.turn) for h in rows_h})
-    unjudged = [u for u in labelled if u not in graded]
-    if unjudged and len(unjudged) == len(labelled):
-        fail(f"none of the {len(labelled)} labelled turn(s) has a verdict in {judge_path} (the labels name items "
+    unjudged, labelled = unjudged_turns(rows_h, records)  # records: verdicts and judge errors
+    if unjudged and len(unjudged) == labelled:
+        fail(f"none of the {labelled} labelled turn(s) has a verdict in {judge_path} (the labels name items "
              f"such as {unjudged[0][0]!r}): are these the labels of this run?")
     if unjudged:
         examples = ", ".join(f"{i!r} turn {t}" for i, t in unjudged[:3])
-        err.print(f"[yellow]warning:[/] {len(unjudged)} of {len(labelled)} labelled turn(s) have no verdict in "
+        err.print(f"[yellow]warning:[/] {len(unjudged)} of {labelled} labelled turn(s) have no verdict in "
                   f"{judge_path} ({examples}{', ...' if len(unjudged) > 3 else ''}); they count toward the human "
                   "ceiling only", highlight=False, soft_wrap=True)
     names = {f.name for f in fields}

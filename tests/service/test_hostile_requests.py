@@ -77,3 +77,16 @@ def test_options_that_do_nothing_for_the_judge_are_refused_as_the_cli_does(api, 
     r = api.post("/v1/jobs", json={"items": [ITEM], "options": options})
     assert problem(r, 422).startswith(words)
     assert api.post("/v1/grade", json={"item": ITEM, "options": {"samples": 1, "blind": False}}).status_code == 200
+
+
+def test_calibrate_refuses_labels_that_match_no_verdict_as_the_cli_does(api):
+    verdicts = api.post("/v1/grade", json={"item": ITEM}).json()["records"]
+    for label in ({**LABEL, "turn": 10**40}, {**LABEL, "turn": 3}, {**LABEL, "item_id": "other"}):
+        r = api.post("/v1/calibrate", json={"labels": [label], "verdicts": verdicts, "replicates": 10})
+        detail = problem(r, 422)
+        assert detail.startswith("labels: none of the 1 labelled turn(s) has a verdict in the verdicts"), detail
+        assert repr(label["item_id"]) in detail
+    # one label that matches is enough (the others count toward the human ceiling)
+    r = api.post("/v1/calibrate", json={"labels": [LABEL, {**LABEL, "turn": 3}], "verdicts": verdicts,
+                                        "replicates": 10})
+    assert r.status_code == 200, r.text[:300]
