@@ -90,3 +90,15 @@ def test_calibrate_refuses_labels_that_match_no_verdict_as_the_cli_does(api):
     r = api.post("/v1/calibrate", json={"labels": [LABEL, {**LABEL, "turn": 3}], "verdicts": verdicts,
                                         "replicates": 10})
     assert r.status_code == 200, r.text[:300]
+
+
+@pytest.mark.parametrize("video", ["", "   "])
+def test_frames_of_an_empty_video_reference_are_refused(api, video):
+    detail = problem(api.post("/v1/frames", json={"video": video}), 422)
+    assert detail.startswith("video: video is empty")
+
+
+def test_frames_errors_name_the_video_asked_for(api):
+    assert problem(api.post("/v1/frames", json={"video": "gone.mp4"}), 404) == "gone.mp4: file not found"
+    detail = problem(api.post("/v1/frames", json={"video": "c.mp4", "sampler": {"n": 1, "stream": 5}}), 422)
+    assert detail.startswith("c.mp4: video stream 5 requested")
