@@ -102,3 +102,41 @@ def test_frames_errors_name_the_video_asked_for(api):
     assert problem(api.post("/v1/frames", json={"video": "gone.mp4"}), 404) == "gone.mp4: file not found"
     detail = problem(api.post("/v1/frames", json={"video": "c.mp4", "sampler": {"n": 1, "stream": 5}}), 422)
     assert detail.startswith("c.mp4: video stream 5 requested")
+
+
+@pytest.fixture()
+def redirector():
+    """A loopback server whose every answer is a redirect without a Location."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(302)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_video_urls_with_ports_out_of_range_or_redirects_without_a_location_are_4xx(tmp_path, redirector):
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", upload_dir=tmp_path / "uploads",
+                        run_worker=False, url_hosts=["127.0.0.1"], url_allow_private=True)
+    key = create_key(engine_for(settings.database_url), ["grade"])
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        client.headers["Authorization"] = f"Bearer {key}"
+        for port in (0, 65536, 99999, 10**20):
+            url = f"http://127.0.0.1:{port}/clip.mp4"
+            for r in (client.post("/v1/frames", json={"video": url}),
+                      client.post("/v1/grade", json={"item": {**ITEM, "video": url}})):
+                assert problem(r, 400) == f"{url!r}: port {port} is not 1 to 65535"
+        r = client.post("/v1/frames", json={"video": f"http://127.0.0.1:{redirector}/x.mp4"})
+        assert problem(r, 422) == "127.0.0.1 answered HTTP 302 without a Location"
+    assert list((tmp_path / "uploads").iterdir()) == []
