@@ -140,3 +140,26 @@ def test_video_urls_with_ports_out_of_range_or_redirects_without_a_location_are_
         r = client.post("/v1/frames", json={"video": f"http://127.0.0.1:{redirector}/x.mp4"})
         assert problem(r, 422) == "127.0.0.1 answered HTTP 302 without a Location"
     assert list((tmp_path / "uploads").iterdir()) == []
+
+
+def test_a_calibration_too_large_to_compute_in_a_request_is_refused_before_any_work(tmp_path):
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", upload_dir=tmp_path / "uploads",
+                        run_worker=False, max_calibration_draws=100)
+    key = create_key(engine_for(settings.database_url), ["grade", "calibrate"])
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        client.headers["Authorization"] = f"Bearer {key}"
+        two = {"id": "a", "task_type": "multi_turn", "turns": [{**TURN, "time": 1.0}, {**TURN, "time": 2.0}]}
+        verdicts = client.post("/v1/grade", json={"item": two}).json()["records"]
+        labels = [{**LABEL, "turn": t, "annotator": a} for t in (0, 1) for a in ("h1", "h2")]
+        r = client.post("/v1/calibrate", json={"labels": labels, "verdicts": verdicts})  # default 1000 replicates
+        assert problem(r, 422) == ("2 labelled turn(s) x 1000 replicates is 2,000 bootstrap draws; this server "
+                                   "computes at most 100 per request (FRAMEJUDGE_MAX_CALIBRATION_DRAWS): ask for "
+                                   "at most 50 replicates, or run framejudge calibrate")
+        r = client.post("/v1/calibrate", json={"labels": labels, "verdicts": verdicts, "replicates": 50})
+        assert r.status_code == 200, r.text[:300]
+
+
+def test_the_calibration_bound_is_a_setting(monkeypatch):
+    monkeypatch.setenv("FRAMEJUDGE_MAX_CALIBRATION_DRAWS", "5000")
+    assert Settings.from_env().max_calibration_draws == 5000
+    assert Settings().max_calibration_draws == 1_000_000

@@ -39,6 +39,14 @@ async def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) 
         raise ProblemError(422, "Labels match no verdict", f"labels: none of the {labelled} labelled turn(s) has a "
                            f"verdict in {where} (the labels name items such as {unjudged[0][0]!r} turn "
                            f"{unjudged[0][1]}): are these the labels of these verdicts?")
+    draws, limit = labelled * body.replicates, svc.settings.max_calibration_draws
+    if draws > limit:  # the bootstrap's time grows with turns x replicates: bounded before it starts
+        fewer = limit // labelled
+        raise ProblemError(422, "Calibration too large",
+                           f"{labelled} labelled turn(s) x {body.replicates} replicates is {draws:,} bootstrap draws; "
+                           f"this server computes at most {limit:,} per request (FRAMEJUDGE_MAX_CALIBRATION_DRAWS): "
+                           + (f"ask for at most {fewer} replicates, " if fewer else "")
+                           + "or run framejudge calibrate")
     rows_j, errors = judge_rows(records)
     result = await asyncio.to_thread(audit, human_rows(body.labels), rows_j, video_qa_fields(), errors,
                                      body.replicates, body.seed)
