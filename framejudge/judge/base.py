@@ -66,8 +66,8 @@ class Judge(Protocol):
     # JudgeStopped, as do later calls. Cancelling the awaiting task cannot stop a thread.
 
 
-def unused_options(judge: Judge, spec: str, samples: int, blind: bool, flag: str = "--") -> str | None:
-    """Why options would do nothing with this judge (samples of a deterministic judge, a blind
+def unused_options(judge: Judge | type, spec: str, samples: int, blind: bool, flag: str = "--") -> str | None:
+    """Why options would do nothing with this judge or judge class (samples of a deterministic judge, a blind
     control for a judge that never sees frames), named with `flag` ('--' for the CLI, 'options.'
     for the API); None when they all mean something."""
     if samples > 1 and judge.deterministic:

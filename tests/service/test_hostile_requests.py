@@ -163,3 +163,16 @@ def test_the_calibration_bound_is_a_setting(monkeypatch):
     monkeypatch.setenv("FRAMEJUDGE_MAX_CALIBRATION_DRAWS", "5000")
     assert Settings.from_env().max_calibration_draws == 5000
     assert Settings().max_calibration_draws == 1_000_000
+
+
+def test_options_are_checked_against_the_judge_without_making_it(tmp_path):
+    missing = f"transformers:{tmp_path / 'no-such-model'}"  # deterministic; making it would fail
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", upload_dir=tmp_path / "uploads",
+                        run_worker=False, judges=["reference", missing])
+    key = create_key(engine_for(settings.database_url), ["grade"])
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        client.headers["Authorization"] = f"Bearer {key}"
+        r = client.post(f"/v1/jobs?judge={missing}", json={"items": [ITEM], "options": {"samples": 3}})
+        assert problem(r, 422).startswith(f"options.samples 3: the {missing} judge is deterministic")
+        r = client.post(f"/v1/jobs?judge={missing}", json={"items": [ITEM], "options": {"blind": True}})
+        assert r.status_code == 202, r.text[:300]  # it sees frames: a blind control means something
