@@ -226,6 +226,7 @@ def grade(
     from .files import OutputError, check_output, first_problem, write_problem
     from .frame_sampler import InvalidRequest, make_params
     from .judge import Grader, ItemsError, JudgeSpecError, load_items
+    from .judge.base import unused_options
     from .rubrics import RubricError, get_rubric
     from .runner import RunProgress, run_batch
     from .runner.decode import SharedDecodes
@@ -252,11 +253,9 @@ def grade(
         if samples < 1:
             raise ItemsError("--samples must be at least 1")
         options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
-        if samples > 1 and the_judge.deterministic:
-            raise ItemsError(f"--samples {samples}: the {judge} judge is deterministic, so every sample would be "
-                             "the same; leave --samples at 1")
-        if blind and not the_judge.needs_frames:
-            raise ItemsError(f"--blind: the {judge} judge never sees frames, so grading without them changes nothing")
+        unused = unused_options(the_judge, judge, samples, blind)
+        if unused:
+            raise ItemsError(unused)
         if media_root is not None and not media_root.is_dir():
             raise ItemsError(f"--media-root {media_root}: " + ("not a folder" if media_root.exists() else "no such folder"))
         if not decode_timeout > 0 or decode_timeout == float("inf"):
@@ -464,16 +463,15 @@ def check_calibration_inputs(rows_h: list, rows_j: list, records: list, fields: 
     """Refuse a calibration that would measure nothing (no labelled turn has a verdict, a --by key
     nobody has), and warn about labelled turns the judge has no verdict for."""
     from .calibration.audit import slice_key
+    from .calibration.inputs import unjudged_turns
 
-    graded = {(r.item_id, r.turn) for r in records}  # verdicts and judge errors
-    labelled = sorted({(h.item_id, h.turn) for h in rows_h})
-    unjudged = [u for u in labelled if u not in graded]
-    if unjudged and len(unjudged) == len(labelled):
-        fail(f"none of the {len(labelled)} labelled turn(s) has a verdict in {judge_path} (the labels name items "
+    unjudged, labelled = unjudged_turns(rows_h, records)  # records: verdicts and judge errors
+    if unjudged and len(unjudged) == labelled:
+        fail(f"none of the {labelled} labelled turn(s) has a verdict in {judge_path} (the labels name items "
              f"such as {unjudged[0][0]!r}): are these the labels of this run?")
     if unjudged:
         examples = ", ".join(f"{i!r} turn {t}" for i, t in unjudged[:3])
-        err.print(f"[yellow]warning:[/] {len(unjudged)} of {len(labelled)} labelled turn(s) have no verdict in "
+        err.print(f"[yellow]warning:[/] {len(unjudged)} of {labelled} labelled turn(s) have no verdict in "
                   f"{judge_path} ({examples}{', ...' if len(unjudged) > 3 else ''}); they count toward the human "
                   "ceiling only", highlight=False, soft_wrap=True)
     names = {f.name for f in fields}

@@ -101,6 +101,6 @@ def test_api_items_bodies_with_a_bom_or_not_utf8(client):
     latin = ITEM.replace(b'"x"', b'"' + LATIN1 + b'"')
     r = client.post("/v1/jobs", content=ITEM + b"\n" + latin + b"\n",
                     headers={**headers, "Content-Type": "application/x-ndjson"})
-    assert r.status_code == 422 and r.json()["detail"].startswith("body: line 2: not UTF-8 text ("), r.text
+    assert r.status_code == 422 and r.json()["detail"].startswith("line 2: not UTF-8 text (byte 0xe9"), r.text
     r = client.post("/v1/jobs", files={"items": (None, latin)}, headers=headers)
     assert r.status_code == 400 and "form field 'items', line 1: not UTF-8 text" in r.json()["detail"], r.text

@@ -59,6 +59,15 @@ def human_rows(labels: list[HumanLabel]) -> list[LabelRow]:
                                     h.transcription_error, h.multiturn)) for h in labels]
 
 
+def unjudged_turns(labels: Iterable[LabelRow | HumanLabel],
+                   records: Iterable[Verdict | JudgeError]) -> tuple[list[tuple[str, int]], int]:
+    """The labelled (item, turn)s that have no record (verdict or judge error), in order, and how
+    many (item, turn)s are labelled."""
+    graded = {(r.item_id, r.turn) for r in records}
+    labelled = sorted({(h.item_id, h.turn) for h in labels})
+    return [u for u in labelled if u not in graded], len(labelled)
+
+
 def swap_consistency(records: list[Verdict | JudgeError]) -> float | None:
     return batch_swap_consistency(list(latest(records)[0].values()))
 

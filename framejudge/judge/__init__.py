@@ -19,6 +19,24 @@ class JudgeSpecError(ValueError):
     """A --judge value that names no available backend."""
 
 
+def judge_class(spec: str) -> type | None:
+    """The class a spec's judge would be, without making it (no model loaded, no key read):
+    what its class attributes (deterministic, needs_frames) say about options; None for a spec
+    that names no backend."""
+    kind, _, target = spec.partition(":")
+    if kind == "reference" and not target:
+        return ReferenceJudge
+    if kind == "litellm" and target:
+        from .litellm_backend import LiteLLMJudge
+
+        return LiteLLMJudge
+    if kind == "transformers" and target:
+        from .transformers_backend import TransformersJudge
+
+        return TransformersJudge
+    return None
+
+
 def make_judge(spec: str = "reference", api_base: str | None = None, config: JudgeConfig | None = None) -> Judge:
     """`reference`, `litellm:<model>` or `transformers:<path>`; `config` (a judges file's entry for
     `spec`) gives a model judge its API base, key, timeout, retry budget and price."""

@@ -64,3 +64,15 @@ class Judge(Protocol):
     # Optional: judges whose calls run in threads of this process (a local model) define
     # `def stop(self) -> None`: calls in flight end soon (a model between two tokens) and raise
     # JudgeStopped, as do later calls. Cancelling the awaiting task cannot stop a thread.
+
+
+def unused_options(judge: Judge | type, spec: str, samples: int, blind: bool, flag: str = "--") -> str | None:
+    """Why options would do nothing with this judge or judge class (samples of a deterministic judge, a blind
+    control for a judge that never sees frames), named with `flag` ('--' for the CLI, 'options.'
+    for the API); None when they all mean something."""
+    if samples > 1 and judge.deterministic:
+        return (f"{flag}samples {samples}: the {spec} judge is deterministic, so every sample would be the same; "
+                f"leave {flag}samples at 1")
+    if blind and not judge.needs_frames:
+        return f"{flag}blind: the {spec} judge never sees frames, so grading without them changes nothing"
+    return None

@@ -15,10 +15,11 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..files import not_utf8, text_line
 from ..schema import RECORD_KINDS
 from .context import MAX_BODY, Service
 from .limits import BodyLimit
-from .problems import ProblemError, document_problems, not_utf8, problem
+from .problems import ProblemError, document_problems, problem
 from .routes import calibration, grading, info, jobs
 from .settings import Settings
 
@@ -39,6 +40,12 @@ def known_query(request: Request) -> None:
     if unknown:
         takes = f"takes {', '.join(known)}" if known else "takes no query parameters"
         raise ProblemError(422, "Invalid request", f"query.{unknown[0]}: unknown parameter (this operation {takes})")
+
+
+def json_type(request: Request) -> bool:
+    """Whether the request says its body is JSON (application/json or a +json type)."""
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
 
 
 def validation_detail(errors: Sequence[Any]) -> str:
@@ -134,13 +141,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's "error parsing the body"
-            return problem(422, "Invalid request", f"body: {not_utf8(exc.__cause__)}")
+            bad = exc.__cause__  # named by line and column, as /v1/jobs and the CLI's files name it
+            return problem(422, "Invalid request", f"line {text_line(bad.object, bad.start)}: {not_utf8(bad)}")
+        if isinstance(exc.__cause__, RecursionError):
+            return problem(422, "Invalid request", "body: nested too deeply to read")
         titles = {404: "Not found", 405: "Method not allowed"}
         return problem(exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail), exc.headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return problem(422, "Invalid request", validation_detail(exc.errors()))
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        if (errors and tuple(errors[0].get("loc", ())) == ("body",) and errors[0].get("type") != "missing"
+                and not json_type(request)):  # a body FastAPI did not read as JSON
+            given = request.headers.get("content-type") or "no Content-Type"
+            return problem(415, "JSON expected", f"body: send it as application/json (got {given[:100]})")
+        return problem(422, "Invalid request", validation_detail(errors))
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

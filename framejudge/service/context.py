@@ -10,7 +10,8 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 
 from ..frame_sampler import IsolatedSampler
-from ..judge import Grader, JudgeSpecError
+from ..judge import Grader, JudgeSpecError, judge_class
+from ..judge.base import unused_options
 from ..rubrics import RubricError, get_rubric, require_kind
 from ..rubrics.model import Rubric
 from ..runner.decode import SharedDecodes
@@ -99,6 +100,17 @@ class Service:
             return require_kind(found, "video_qa")
         except RubricError as exc:
             raise ProblemError(400, "Wrong kind of rubric", str(exc)) from None
+
+    def check_options(self, spec: str, options: GradeOptions) -> None:
+        """422 for options that would do nothing with this judge, as the CLI refuses them. Read
+        from the judge's class: the judge is not made here (a local model would load inside the
+        request; a judge that cannot be made fails a job's items, as it always has)."""
+        judge = judge_class(spec)
+        if judge is None:
+            return
+        unused = unused_options(judge, spec, options.samples, options.blind, flag="options.")
+        if unused:
+            raise ProblemError(422, "Invalid options", unused)
 
     def grader(self, spec: str, rubric: Rubric, options: GradeOptions) -> Grader:
         try:

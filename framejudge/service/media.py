@@ -134,7 +134,9 @@ async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: st
             if not host_allowed(target.host, settings.url_hosts):
                 what = "redirect to" if hop else "host"
                 raise ProblemError(403, "Host not allowed", f"{what} {target.host} is not on this server's allow-list")
-            port = target.port or (443 if target.scheme == "https" else 80)
+            port = target.port if target.port is not None else (443 if target.scheme == "https" else 80)
+            if not 0 < port <= 65535:  # httpx parses any number; connecting to it would fail unhandled
+                raise ProblemError(400, "Bad video URL", f"{current[:200]!r}: port {port} is not 1 to 65535")
             try:
                 async with asyncio.timeout_at(deadline):
                     address = await checked_address(target.host, port, settings.url_allow_private)
@@ -146,7 +148,11 @@ async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: st
                                                                       extensions=extensions), stream=True)
                 try:
                     if response.is_redirect:
-                        current = urljoin(current, response.headers.get("location", ""))
+                        location = response.headers.get("location", "").strip()
+                        if not location:
+                            raise ProblemError(422, "Video URL failed", f"{target.host} answered HTTP "
+                                                                        f"{response.status_code} without a Location")
+                        current = urljoin(current, location)
                         continue
                     if response.status_code != 200:
                         raise ProblemError(422, "Video URL failed", f"{target.host} answered HTTP {response.status_code}")

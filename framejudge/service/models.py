@@ -45,6 +45,14 @@ class FramesRequest(BaseModel):
     contact_sheet: bool = Field(False, description="one grid image with timestamps instead of one image per frame")
     quality: int = Field(85, ge=1, le=100)
 
+    @field_validator("video")
+    @classmethod
+    def _named(cls, video: str) -> str:
+        if not video.strip():
+            raise ValueError("video is empty: name an upload ('upload:<id>'), a path inside the media root or an "
+                             "allowed URL")
+        return video
+
 
 class FramePayload(BaseModel):
     info: FrameInfo

@@ -33,10 +33,6 @@ def problem(status: int, title: str, detail: str, headers: dict[str, str] | None
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
-def not_utf8(exc: UnicodeDecodeError) -> str:
-    return f"not UTF-8 text ({exc.reason} at byte {exc.start})"
-
-
 def not_json(exc: json.JSONDecodeError) -> str:
     return f"not JSON ({exc.msg} at character {exc.pos})"
 

@@ -50,6 +50,8 @@ class Settings(BaseModel):
     max_frames_response_mb: float = Field(64.0, gt=0, le=100_000, allow_inf_nan=False,
                                           description="the most a /v1/frames answer may hold, estimated before "
                                                       "decoding from frames x pixels x quality")
+    max_calibration_draws: int = Field(1_000_000, ge=1, description="labelled turns x bootstrap replicates one "
+                                       "/v1/calibrate request may compute (its time grows with both)")
     judges_file: Path | None = Field(None, description="judges file (YAML): each judge's endpoint, key variable, "
                                                        "concurrency, rate limits, timeout, price")
     api_base: str | None = Field(None, description="OpenAI-compatible server for litellm judges without an entry")
@@ -140,5 +142,6 @@ ENV = {
     "FRAMEJUDGE_WORKER_IN_FLIGHT": "worker_max_in_flight", "FRAMEJUDGE_RATE_LIMIT": "requests_per_minute",
     "FRAMEJUDGE_URL_DEADLINE": "url_deadline_s", "FRAMEJUDGE_MAX_FRAME_MEGAPIXELS": "max_frame_megapixels",
     "FRAMEJUDGE_MAX_FRAMES_RESPONSE_MB": "max_frames_response_mb",
+    "FRAMEJUDGE_MAX_CALIBRATION_DRAWS": "max_calibration_draws",
 }
 LISTS = {"judges", "cors_origins", "url_hosts"}  # comma-separated

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from python_multipart.exceptions import ParseError
+from python_multipart.exceptions import FormParserError, ParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from sqlalchemy import BigInteger, DateTime, String, select
 from sqlalchemy.engine import Engine
@@ -32,6 +32,7 @@ from .problems import ProblemError
 from .store import Base, generated_id
 
 SNIFF_BYTES = 512
+MAX_BOUNDARY = 256  # python-multipart's limit
 UPLOAD_PREFIX = "upload:"
 
 
@@ -288,8 +289,14 @@ async def read_multipart(stream: AsyncIterator[bytes], content_type: str, store:
     boundary = params.get(b"boundary")
     if not boundary:
         raise ProblemError(400, "Bad multipart body", "the Content-Type has no multipart boundary")
+    if len(boundary) > MAX_BOUNDARY:
+        raise ProblemError(400, "Bad multipart body", f"the multipart boundary is {len(boundary)} characters; "
+                                                      f"at most {MAX_BOUNDARY} (RFC 2046 allows 70)")
     parts = _Parts(store, max_field_bytes, max_files)
-    parser = MultipartParser(boundary, parts.callbacks())
+    try:
+        parser = MultipartParser(boundary, parts.callbacks())
+    except FormParserError as exc:  # a boundary the parser refuses for another reason
+        raise ProblemError(400, "Bad multipart body", str(exc)[:300]) from None
     form = Form(fields=parts.fields)
 
     async def commit_done() -> None:

@@ -167,7 +167,7 @@ def test_frames_preview(env):
     sheet = client.post("/v1/frames", json={"video": "c.mp4", "contact_sheet": True}, headers=auth(keys["grade"])).json()
     assert sheet["contact_sheet"].startswith("data:image/jpeg;base64,") and sheet["frames"] == []
     r = client.post("/v1/frames", json={"video": "missing.mp4"}, headers=auth(keys["grade"]))
-    assert r.status_code == 404 and r.json()["detail"] == "file not found"
+    assert r.status_code == 404 and r.json()["detail"] == "missing.mp4: file not found"
     r = client.post("/v1/frames", json={"video": "c.mp4", "sampler": {"end_at": 99}}, headers=auth(keys["grade"]))
     assert r.status_code == 422 and "after the end of the clip" in r.json()["detail"]
     r = client.post("/v1/frames", json={"video": "c.mp4", "sampler": {"n": 0}}, headers=auth(keys["grade"]))

@@ -66,11 +66,11 @@ def test_job_options_come_from_one_place(tmp_path):
                         run_worker=False)
     key = create_key(engine_for(settings.database_url), ["grade"])
     with TestClient(create_app(settings)) as client:
-        body = {"items": _items(2), "options": {"sampler": {"n": 4, "strategy": "scene"}, "samples": 3},
+        body = {"items": _items(2), "options": {"sampler": {"n": 4, "strategy": "scene"}, "jpeg_quality": 70},
                 "priority": 4}
         status = client.post("/v1/jobs", json=body, headers=auth(key)).json()
         assert status["options"]["sampler"]["n"] == 4 and status["options"]["sampler"]["strategy"] == "scene"
-        assert status["options"]["samples"] == 3 and status["priority"] == 4
+        assert status["options"]["jpeg_quality"] == 70 and status["priority"] == 4
         jsonl = "\n".join(__import__("json").dumps(i) for i in _items(2))
         h = {**auth(key), "Content-Type": "application/x-ndjson"}
         r = client.post('/v1/jobs?options={"swap":false,"sampler":{"n":2}}', content=jsonl, headers=h)

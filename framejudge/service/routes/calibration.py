@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import TypeAdapter
 
 from ...calibration.audit import AuditResult, audit
-from ...calibration.inputs import human_rows, judge_rows, swap_consistency, video_qa_fields
+from ...calibration.inputs import human_rows, judge_rows, swap_consistency, unjudged_turns, video_qa_fields
 from ...schema import JudgeError, RecordIn, Verdict
 from ..context import ServiceDep, authorized
 from ..jobs import job_records
@@ -33,6 +33,20 @@ async def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) 
                                                for r in job_records(svc.engine, body.job_id, 0, None)]
     else:
         records = body.verdicts or []
+    unjudged, labelled = unjudged_turns(body.labels, records)
+    if len(unjudged) == labelled:  # a calibration that would measure nothing, refused as the CLI does
+        where = f"job {body.job_id}" if body.job_id is not None else "the verdicts"
+        raise ProblemError(422, "Labels match no verdict", f"labels: none of the {labelled} labelled turn(s) has a "
+                           f"verdict in {where} (the labels name items such as {unjudged[0][0]!r} turn "
+                           f"{unjudged[0][1]}): are these the labels of these verdicts?")
+    draws, limit = labelled * body.replicates, svc.settings.max_calibration_draws
+    if draws > limit:  # the bootstrap's time grows with turns x replicates: bounded before it starts
+        fewer = limit // labelled
+        raise ProblemError(422, "Calibration too large",
+                           f"{labelled} labelled turn(s) x {body.replicates} replicates is {draws:,} bootstrap draws; "
+                           f"this server computes at most {limit:,} per request (FRAMEJUDGE_MAX_CALIBRATION_DRAWS): "
+                           + (f"ask for at most {fewer} replicates, " if fewer else "")
+                           + "or run framejudge calibrate")
     rows_j, errors = judge_rows(records)
     result = await asyncio.to_thread(audit, human_rows(body.labels), rows_j, video_qa_fields(), errors,
                                      body.replicates, body.seed)

@@ -26,6 +26,7 @@ GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
 async def grade(body: GradeRequest, svc: ServiceDep, key: GradeKey) -> GradeResponse:
     rubric = svc.judge_and_rubric(body.judge, body.rubric)
     check_frame_pixels(body.grade_options().sampler, svc.settings.max_frame_megapixels)
+    svc.check_options(body.judge, body.grade_options())
     fetched: list[Upload] = []  # videos fetched from URLs for this request only
     try:
         [item], [ref] = await svc.resolved([body.item], key, fetched)
@@ -49,10 +50,10 @@ async def frames(body: FramesRequest, svc: ServiceDep, key: GradeKey) -> FramesR
     try:
         path = await svc.media.resolve(body.video, key.id, fetched)
         result = await asyncio.to_thread(svc.decoder.sample, path, body.sampler)
-    except (VideoNotFound, NotARegularFile) as exc:
-        raise ProblemError(404, "No such video", exc.message) from None
+    except (VideoNotFound, NotARegularFile) as exc:  # named as the client named it, as grade's records do
+        raise ProblemError(404, "No such video", f"{body.video}: {exc.message}") from None
     except FrameSamplerError as exc:
-        raise ProblemError(422, "Unusable video", exc.message) from None
+        raise ProblemError(422, "Unusable video", f"{body.video}: {exc.message}") from None
     finally:
         for upload in fetched:
             svc.store.forget(upload)

@@ -9,14 +9,14 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
-from ...files import first_problem, text_line
+from ...files import first_problem, not_utf8, text_line
 from ...judge.batch import checked_items
 from ...schema import MAX_TURNS, GradeOptions, Item
 from ..context import MAX_BODY, MAX_JOB_ITEMS, Service, ServiceDep, authorized
 from ..jobs import (IdempotencyMismatch, JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status,
                     parse_items_body, remove_job, request_hash)
 from ..limits import capped_stream, check_frame_pixels
-from ..problems import ProblemError, not_json, not_utf8
+from ..problems import ProblemError, not_json
 from ..store import ApiKey
 from ..uploads import UPLOAD_PREFIX, Form, Upload
 
@@ -73,8 +73,8 @@ async def submit_job(
         try:
             rows, extra = parse_items_body(raw, content_type)
         except UnicodeDecodeError as exc:
-            # a JSONL body is a file of lines: say which
-            raise ProblemError(422, "Invalid body", f"body: line {text_line(exc.object, exc.start)}: "
+            # as on every route: the line and column (a JSONL body is a file of lines)
+            raise ProblemError(422, "Invalid body", f"line {text_line(exc.object, exc.start)}: "
                                                     f"{not_utf8(exc)}") from None
         except json.JSONDecodeError as exc:
             raise ProblemError(422, "Invalid body", f"{'items' if form is not None else 'body'}: {not_json(exc)}") from None
@@ -84,6 +84,7 @@ async def submit_job(
             given.append(extra["options"])
         grade_options = _options(given, n, lookback)
         check_frame_pixels(grade_options.sampler, svc.settings.max_frame_megapixels)
+        svc.check_options(judge, grade_options)
         if "priority" in extra and priority is not None:
             raise ProblemError(422, "Invalid body", "give priority once: in the body or as a query parameter")
         job_priority = extra.get("priority", priority if priority is not None else 0)
