@@ -4,8 +4,10 @@ checking where output files go before any work starts."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
+import sys
 from pathlib import Path
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -51,6 +53,45 @@ def not_utf8(exc: UnicodeDecodeError) -> str:
     return f"not UTF-8 text (byte 0x{data[offset]:02x} at column {column}); save the file as UTF-8"
 
 
+class NotJSON(ValueError):
+    """Text that strict JSON does not allow; the message says what, but not the file and line."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in row:
+            raise NotJSON(f"key {key!r} given twice")
+        row[key] = value
+    return row
+
+
+def _no_constant(name: str) -> Any:
+    raise NotJSON(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise NotJSON(f"number {text[:20]}{'...' if len(text) > 20 else ''} is too large")
+    return value
+
+
+def strict_json(text: str | bytes) -> Any:
+    """JSON as the standard has it: a key given twice, NaN, Infinity and numbers too large to hold
+    are errors (NotJSON), where Python's reader keeps the last key and reads NaN and 1e999 as floats."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite)
+    except json.JSONDecodeError as exc:
+        raise NotJSON(f"not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise NotJSON("nested too deeply to read") from None
+    except NotJSON:
+        raise
+    except ValueError:  # an integer of thousands of digits
+        raise NotJSON(f"a number has more than {sys.get_int_max_str_digits()} digits") from None
+
+
 def jsonl_objects(path: str | os.PathLike[str], text: str, error: type[ValueError]) -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line; anything but a JSON object is an error."""
     rows = []
@@ -58,11 +99,9 @@ def jsonl_objects(path: str | os.PathLike[str], text: str, error: type[ValueErro
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise error(f"{path}:{n}: not JSON ({exc.msg})") from None
-        except RecursionError:
-            raise error(f"{path}:{n}: nested too deeply to read") from None
+            row = strict_json(line)
+        except NotJSON as exc:
+            raise error(f"{path}:{n}: {exc}") from None
         if not isinstance(row, dict):
             raise error(f"{path}:{n}: each line must be a JSON object")
         rows.append((n, row))
