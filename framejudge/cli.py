@@ -268,6 +268,8 @@ def grade(
         options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
         grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent)
         plan = plan_resume(grader, the_items, out_path, regrade=regrade)
+        if plan.superseded:
+            check_output(superseded_path(out_path), "superseded verdicts", inputs=[items], read_back=True)
     except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest, ResumeConflict,
             OutputError) as exc:
         fail(str(exc))

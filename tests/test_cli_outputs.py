@@ -46,11 +46,21 @@ def video(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> dict[str, Path]:
+def examples(tmp_path_factory) -> Path:
+    """The bundled example items beside their clips, so that every turn is graded."""
+    d = tmp_path_factory.mktemp("examples")
+    assert cli("examples", "make", d / "videos").returncode == 0
+    items = d / "items.jsonl"
+    items.write_text(EXAMPLES.read_text())
+    return items
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, examples) -> dict[str, Path]:
     """A graded run and labels for it, for calibrate."""
     d = tmp_path_factory.mktemp("run")
     verdicts = d / "v.jsonl"
-    assert cli("grade", EXAMPLES, "--out", verdicts).returncode == 0
+    assert cli("grade", examples, "--out", verdicts).returncode == 0
     labels = d / "labels.jsonl"
     ids = [json.loads(line)["id"] for line in EXAMPLES.read_text().splitlines()]
     labels.write_text("".join(json.dumps({"item_id": i, "annotator": a, "category_a": "Successful"}) + "\n"
@@ -82,16 +92,16 @@ def test_grade_into_a_device_is_refused_without_reading_it(tmp_path):
 
 
 @needs_dev_full
-def test_a_summary_that_cannot_be_written_keeps_the_verdicts(tmp_path):
+def test_a_summary_that_cannot_be_written_keeps_the_verdicts(tmp_path, examples):
     out = tmp_path / "v.jsonl"
-    proc = cli("grade", EXAMPLES, "--out", out, "--summary-json", FULL)
+    proc = cli("grade", examples, "--out", out, "--summary-json", FULL)
     refused(proc, "cannot write the summary to /dev/full: No space left on device")
     assert json.loads(proc.stdout)["turns_graded"] == 11  # the summary still reaches stdout
     assert len(out.read_text().splitlines()) == 11
 
 
-def test_summary_json_dash_is_stdout_once(tmp_path):
-    proc = cli("grade", EXAMPLES, "--out", tmp_path / "v.jsonl", "--summary-json", "-", cwd=tmp_path)
+def test_summary_json_dash_is_stdout_once(tmp_path, examples):
+    proc = cli("grade", examples, "--out", tmp_path / "v.jsonl", "--summary-json", "-", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["turns_graded"] == 11 and not (tmp_path / "-").exists()
 
@@ -176,3 +186,26 @@ def test_input_paths_that_are_folders_or_devices(tmp_path, run):
                 f"{verdicts}: not a regular file")
     refused(cli("calibrate", "--human", run["labels"], "--judge", run["verdicts"], "--compare", tmp_path),
             f"{tmp_path}: not a regular file")
+
+
+@pytest.mark.parametrize("kind", ["folder", "input"])
+def test_regrade_checks_where_the_superseded_verdicts_go_before_grading(tmp_path, kind):
+    assert cli("examples", "make", tmp_path / "videos").returncode == 0
+    graded = tmp_path / "items.jsonl"
+    graded.write_text(EXAMPLES.read_text())
+    out = tmp_path / "v.jsonl"
+    assert cli("grade", graded, "--out", out).returncode == 0
+    before = out.read_bytes()
+    edited = EXAMPLES.read_text().replace("The last number shown was 1.", "The last number shown was 2.")
+    if kind == "folder":
+        items = tmp_path / "edited.jsonl"
+        (tmp_path / "v.superseded.jsonl").mkdir()
+        words = "v.superseded.jsonl: is a folder, not a file for the superseded verdicts"
+    else:  # the items file is where the superseded verdicts would be appended
+        items = tmp_path / "v.superseded.jsonl"
+        words = "v.superseded.jsonl: the superseded verdicts would overwrite an input of this command"
+    items.write_text(edited)
+    refused(cli("grade", items, "--out", out, "--regrade"), words)
+    assert out.read_bytes() == before
+    if kind == "input":
+        assert items.read_text() == edited
