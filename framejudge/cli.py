@@ -77,6 +77,8 @@ def frames(
             check_image_name(contact_sheet)
     except OutputError as exc:
         fail(str(exc))
+    if not no_cache and not os.environ.get("FRAMEJUDGE_NO_CACHE"):
+        check_cache_folder("pass --no-cache")
     writing = "frames"
     try:
         with warnings.catch_warnings():
@@ -143,6 +145,19 @@ def frames(
             f"{len(data) / 1024:.1f} KiB",
         )
     out.print(table)
+
+
+def check_cache_folder(off: str = "") -> None:
+    """The caches' folder (FRAMEJUDGE_CACHE_DIR, else the user cache folder) can be written: checked
+    before any work, where a cache is used, instead of failing at the first frame or verdict."""
+    from .files import OutputError, check_output_folder
+    from .frame_sampler.cache import default_cache_dir
+
+    try:
+        check_output_folder(default_cache_dir().parent, "cache")
+    except OutputError as exc:
+        where = "FRAMEJUDGE_CACHE_DIR" if os.environ.get("FRAMEJUDGE_CACHE_DIR") else "the user cache folder"
+        fail(f"{exc} ({where}); set FRAMEJUDGE_CACHE_DIR to a folder that can be written" + (f", or {off}" if off else ""))
 
 
 def check_image_name(path: Path) -> None:
@@ -266,6 +281,9 @@ def grade(
         if decode_workers is not None and decode_workers < 1:
             raise ItemsError("--decode-workers must be at least 1")
         options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
+        if the_judge.backend != "reference" and not (no_cache and os.environ.get("FRAMEJUDGE_NO_CACHE")):
+            # the verdict cache (--no-cache: none), the frame cache of the decodes (FRAMEJUDGE_NO_CACHE: none)
+            check_cache_folder("pass --no-cache and set FRAMEJUDGE_NO_CACHE=1 to use neither cache")
         grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent)
         plan = plan_resume(grader, the_items, out_path, regrade=regrade)
         if plan.superseded:
@@ -630,6 +648,7 @@ def serve(
         fail(f"--port: {port} is not a TCP port (0 to 65535)")
     settings = service_settings()
     service_database(settings.database_url)
+    check_cache_folder()
     try:
         app = create_app(settings)
     except JudgesFileError as exc:
@@ -670,6 +689,7 @@ def worker(
     engine = service_database(settings.database_url)
     if max_in_flight is not None and max_in_flight < 1:
         fail("--max-in-flight must be at least 1")
+    check_cache_folder()
     decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,
                               max_memory_mb=settings.decode_memory_mb)
     graders = GraderCache(SharedDecodes(decoder.sample), Judges(configs, api_base=settings.api_base))
