@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .schema import Strategy
 
@@ -31,12 +32,18 @@ app.add_typer(rubrics_app, name="rubrics")
 mcq_app = typer.Typer(help="Multiple-choice answer scoring.", no_args_is_help=True)
 app.add_typer(mcq_app, name="mcq")
 
-out = Console()
-err = Console(stderr=True)
+# no console markup: file names, ids and messages are printed as they are ("clip[1].mp4", "a[/]b")
+out = Console(markup=False)
+err = Console(stderr=True, markup=False)
+
+
+def flagged(word: str, style: str, message: str) -> Text:
+    """'error: message' with the word styled and the message as it is."""
+    return Text.assemble((word, style), " ", message)
 
 
 def fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(flagged("error:", "bold red", message), highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -110,7 +117,7 @@ def frames(
         fail(write_problem(out_dir if writing == "frames" else contact_sheet, writing, exc))
 
     for w in result.warnings:
-        err.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+        err.print(flagged("warning:", "yellow", w), highlight=False, soft_wrap=True)
     if as_json:
         payload = {
             "video": result.video.model_dump(),
@@ -493,9 +500,9 @@ def check_calibration_inputs(rows_h: list, rows_j: list, records: list, fields: 
              f"such as {unjudged[0][0]!r}): are these the labels of this run?")
     if unjudged:
         examples = ", ".join(f"{i!r} turn {t}" for i, t in unjudged[:3])
-        err.print(f"[yellow]warning:[/] {len(unjudged)} of {len(labelled)} labelled turn(s) have no verdict in "
-                  f"{judge_path} ({examples}{', ...' if len(unjudged) > 3 else ''}); they count toward the human "
-                  "ceiling only", highlight=False, soft_wrap=True)
+        err.print(flagged("warning:", "yellow", f"{len(unjudged)} of {len(labelled)} labelled turn(s) have no verdict "
+                          f"in {judge_path} ({examples}{', ...' if len(unjudged) > 3 else ''}); they count toward "
+                          "the human ceiling only"), highlight=False, soft_wrap=True)
     names = {f.name for f in fields}
     for key in by:
         if key in names:
@@ -535,7 +542,7 @@ def report_problems(problems: list[Optional[str]]) -> None:
     """The outputs that could not be written, each an error line; exit 2 if there are any."""
     problems = [p for p in problems if p]
     for p in problems[:-1]:
-        err.print(f"[bold red]error:[/] {p}", highlight=False, soft_wrap=True)
+        err.print(flagged("error:", "bold red", p), highlight=False, soft_wrap=True)
     if problems:
         fail(problems[-1])
 
@@ -798,7 +805,7 @@ def main() -> None:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
             raise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more can go there
-        err.print(f"[bold red]error:[/] cannot write the output: {exc.strerror}", highlight=False)
+        err.print(flagged("error:", "bold red", f"cannot write the output: {exc.strerror}"), highlight=False)
         sys.exit(2)
 
 
