@@ -72,10 +72,25 @@ def test_mcq_score_refuses_gold_letters_outside_the_options(mcq, gold, allowed):
     assert allowed in cli("mcq", "score", pred, g).stderr
 
 
+@pytest.mark.parametrize("options, shape", [("5", "a number"), ('[{"x": 1}, 5]', "a list holding number, object"),
+                                            ('{"A": 5, "B": null}', "an object holding null, number"),
+                                            ("true", "a true/false")])
+def test_mcq_score_refuses_options_of_another_shape(tmp_path, options, shape):
+    pred, gold = tmp_path / "p.jsonl", tmp_path / "g.jsonl"
+    pred.write_text('{"video_path": "a", "mcq_answer": "the red one"}\n')
+    gold.write_text('{"video_path": "a", "mcq_answer": "A", "mcq_options": %s}\n' % options)
+    refused(cli("mcq", "score", pred, gold), f"{gold}:1: mcq_options must be one string")
+    assert f"not {shape}" in cli("mcq", "score", pred, gold).stderr
+
+
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("run") / "v.jsonl"
-    assert cli("grade", EXAMPLES, "--out", out).returncode == 0
+    """The bundled examples graded beside their clips, so that every turn has a verdict."""
+    d = tmp_path_factory.mktemp("run")
+    assert cli("examples", "make", d / "videos").returncode == 0
+    items, out = d / "items.jsonl", d / "v.jsonl"
+    items.write_text(EXAMPLES.read_text())
+    assert cli("grade", items, "--out", out).returncode == 0
     return out
 
 
