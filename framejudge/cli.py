@@ -624,7 +624,8 @@ app.add_typer(uploads_app, name="uploads")
 
 @uploads_app.command("prune")
 def uploads_prune(
-    older_than_days: Annotated[float, typer.Option(min=0, help="delete uploads older than this many days")] = 7.0,
+    older_than_days: Annotated[float, typer.Option(min=0, max=36500, help="delete uploads older than this many days "
+                                                                          "(at most 36500, a hundred years)")] = 7.0,
 ) -> None:
     """Delete old uploads that no unfinished job names (run it from cron)."""
     from datetime import timedelta

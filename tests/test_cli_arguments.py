@@ -122,3 +122,13 @@ def test_calibrate_refuses_a_by_key_nobody_has(tmp_path, verdicts):
     for key in ("turn", "category_a", "task_type"):
         proc = cli(*base, "--by", key)
         assert proc.returncode == 0 and f"by {key}" in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("days", ["inf", "1e308", "36501"])
+def test_uploads_prune_refuses_ages_no_date_can_hold(tmp_path, days):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FRAMEJUDGE_SERVICE_DB": f"sqlite:///{tmp_path / 's.db'}",
+           "FRAMEJUDGE_UPLOAD_DIR": str(tmp_path / "uploads")}
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "uploads", "prune", "--older-than-days", days],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "--older-than-days" in proc.stderr and "36500" in proc.stderr
