@@ -247,6 +247,7 @@ def grade(
 
     from .files import OutputError, check_output, first_problem, write_problem
     from .frame_sampler import InvalidRequest, make_params
+    from .service.settings import MAX_DECODE_MEMORY_MB, MAX_DECODE_WORKERS
     from .judge import Grader, ItemsError, JudgeSpecError, load_items
     from .rubrics import RubricError, get_rubric
     from .runner import RunProgress, run_batch
@@ -285,8 +286,12 @@ def grade(
         if decode_memory_mb < 256:
             raise ItemsError(f"--decode-memory-mb {decode_memory_mb}: the cap must be at least 256 (there is no "
                              "uncapped decoding)")
+        if decode_memory_mb > MAX_DECODE_MEMORY_MB:
+            raise ItemsError(f"--decode-memory-mb {decode_memory_mb}: the cap must be at most {MAX_DECODE_MEMORY_MB}")
         if decode_workers is not None and decode_workers < 1:
             raise ItemsError("--decode-workers must be at least 1")
+        if decode_workers is not None and decode_workers > MAX_DECODE_WORKERS:
+            raise ItemsError(f"--decode-workers {decode_workers}: at most {MAX_DECODE_WORKERS} decoding processes")
         options = GradeOptions(sampler=params, swap=swap, samples=samples, blind=blind, cache=not no_cache)
         if the_judge.backend != "reference" and not (no_cache and os.environ.get("FRAMEJUDGE_NO_CACHE")):
             # the verdict cache (--no-cache: none), the frame cache of the decodes (FRAMEJUDGE_NO_CACHE: none)

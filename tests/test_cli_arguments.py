@@ -36,6 +36,8 @@ def refused(proc: subprocess.CompletedProcess[str], words: str) -> None:
     (["--media-root", EXAMPLES], f"--media-root {EXAMPLES}: not a folder"),
     (["--decode-memory-mb", "0"], "--decode-memory-mb 0: the cap must be at least 256 (there is no uncapped"),
     (["--decode-workers", "0"], "--decode-workers must be at least 1"),
+    (["--decode-workers", "100000"], "--decode-workers 100000: at most 256 decoding processes"),
+    (["--decode-memory-mb", "99999999999999"], "--decode-memory-mb 99999999999999: the cap must be at most 1048576"),
 ])
 def test_grade_refuses_arguments_that_do_nothing(tmp_path, args, words):
     out = tmp_path / "v.jsonl"
@@ -132,3 +134,13 @@ def test_uploads_prune_refuses_ages_no_date_can_hold(tmp_path, days):
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "--older-than-days" in proc.stderr and "36500" in proc.stderr
+
+
+@pytest.mark.parametrize("var, value", [("FRAMEJUDGE_DECODE_WORKERS", "100000"),
+                                        ("FRAMEJUDGE_DECODE_MEMORY_MB", "99999999999999")])
+def test_service_decode_settings_have_an_upper_bound(tmp_path, var, value):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FRAMEJUDGE_SERVICE_DB": f"sqlite:///{tmp_path / 's.db'}", var: value}
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "worker"], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"error: {var}: Input should be less than or equal to" in proc.stderr
