@@ -248,6 +248,9 @@ def check_output_folder(path: str | os.PathLike[str], what: str) -> None:
 
 def _make_folder(folder: Path, what: str) -> None:
     for existing in (folder, *folder.parents):
+        if existing.is_symlink() and not existing.exists():
+            raise OutputError(f"cannot write the {what} under {folder}: {existing} is a symbolic link that leads "
+                              "nowhere (a loop, or a missing target)")
         if existing.exists():
             if not existing.is_dir():
                 raise OutputError(f"cannot write the {what} under {folder}: {existing} is not a folder")

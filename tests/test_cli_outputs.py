@@ -209,3 +209,17 @@ def test_regrade_checks_where_the_superseded_verdicts_go_before_grading(tmp_path
     assert out.read_bytes() == before
     if kind == "input":
         assert items.read_text() == edited
+
+
+@pytest.mark.parametrize("kind", ["loop", "dangling"])
+def test_output_folders_behind_a_broken_symbolic_link(tmp_path, video, kind):
+    link = tmp_path / "link"
+    if kind == "loop":
+        (tmp_path / "other").symlink_to(link)
+        link.symlink_to(tmp_path / "other")
+    else:
+        link.symlink_to(tmp_path / "missing" / "target")
+    words = f"{link} is a symbolic link that leads nowhere"
+    refused(cli("examples", "make", link), words)
+    refused(cli("frames", video, "--out", link / "frames"), words)
+    refused(cli("grade", EXAMPLES, "--out", link / "v.jsonl"), words)
