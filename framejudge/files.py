@@ -212,6 +212,8 @@ def check_output(path: str | os.PathLike[str], what: str, inputs: Iterable[str |
     are created. Devices and pipes (/dev/stdout) are taken as they are, unless the file is also
     `read_back` (appended to and read again on a rerun), which needs a regular file."""
     p = Path(path)
+    if str(path) == "-":  # stdout elsewhere (--summary-json -); a file named '-' is never what is meant
+        raise OutputError(f"-: name a file for the {what} (here - is not stdout)")
     if p.is_dir():
         raise OutputError(f"{p}: is a folder, not a file for the {what}")
     for other in inputs:

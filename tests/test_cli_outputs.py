@@ -223,3 +223,14 @@ def test_output_folders_behind_a_broken_symbolic_link(tmp_path, video, kind):
     refused(cli("examples", "make", link), words)
     refused(cli("frames", video, "--out", link / "frames"), words)
     refused(cli("grade", EXAMPLES, "--out", link / "v.jsonl"), words)
+
+
+def test_a_dash_names_no_output_file(tmp_path, run):
+    refused(cli("grade", EXAMPLES, "--out", "-", cwd=tmp_path), "-: name a file for the verdicts (here - is not stdout)")
+    pred, gold = tmp_path / "p.jsonl", tmp_path / "g.jsonl"
+    pred.write_text('{"video_path": "a", "mcq_answer": "A"}\n')
+    gold.write_text('{"video_path": "a", "mcq_answer": "A", "mcq_options": ["x", "y"]}\n')
+    refused(cli("mcq", "score", pred, gold, "--details", "-", cwd=tmp_path), "-: name a file for the details")
+    refused(cli("calibrate", "--human", run["labels"], "--judge", run["verdicts"], "--report", "-", cwd=tmp_path),
+            "-: name a file for the report")
+    assert not (tmp_path / "-").exists()
