@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .schema import Strategy
 
@@ -31,12 +32,18 @@ app.add_typer(rubrics_app, name="rubrics")
 mcq_app = typer.Typer(help="Multiple-choice answer scoring.", no_args_is_help=True)
 app.add_typer(mcq_app, name="mcq")
 
-out = Console()
-err = Console(stderr=True)
+# no console markup: file names, ids and messages are printed as they are ("clip[1].mp4", "a[/]b")
+out = Console(markup=False)
+err = Console(stderr=True, markup=False)
+
+
+def flagged(word: str, style: str, message: str) -> Text:
+    """'error: message' with the word styled and the message as it is."""
+    return Text.assemble((word, style), " ", message)
 
 
 def fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(flagged("error:", "bold red", message), highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -77,6 +84,8 @@ def frames(
             check_image_name(contact_sheet)
     except OutputError as exc:
         fail(str(exc))
+    if not no_cache and not os.environ.get("FRAMEJUDGE_NO_CACHE"):
+        check_cache_folder("pass --no-cache")
     writing = "frames"
     try:
         with warnings.catch_warnings():
@@ -108,7 +117,7 @@ def frames(
         fail(write_problem(out_dir if writing == "frames" else contact_sheet, writing, exc))
 
     for w in result.warnings:
-        err.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+        err.print(flagged("warning:", "yellow", w), highlight=False, soft_wrap=True)
     if as_json:
         payload = {
             "video": result.video.model_dump(),
@@ -143,6 +152,19 @@ def frames(
             f"{len(data) / 1024:.1f} KiB",
         )
     out.print(table)
+
+
+def check_cache_folder(off: str = "") -> None:
+    """The caches' folder (FRAMEJUDGE_CACHE_DIR, else the user cache folder) can be written: checked
+    before any work, where a cache is used, instead of failing at the first frame or verdict."""
+    from .files import OutputError, check_output_folder
+    from .frame_sampler.cache import default_cache_dir
+
+    try:
+        check_output_folder(default_cache_dir().parent, "cache")
+    except OutputError as exc:
+        where = "FRAMEJUDGE_CACHE_DIR" if os.environ.get("FRAMEJUDGE_CACHE_DIR") else "the user cache folder"
+        fail(f"{exc} ({where}); set FRAMEJUDGE_CACHE_DIR to a folder that can be written" + (f", or {off}" if off else ""))
 
 
 def check_image_name(path: Path) -> None:
@@ -225,6 +247,7 @@ def grade(
 
     from .files import OutputError, check_output, first_problem, write_problem
     from .frame_sampler import InvalidRequest, make_params
+    from .service.settings import MAX_DECODE_MEMORY_MB, MAX_DECODE_WORKERS
     from .judge import Grader, ItemsError, JudgeSpecError, load_items
     from .judge.base import unused_options
     from .rubrics import RubricError, get_rubric
@@ -263,10 +286,19 @@ def grade(
         if decode_memory_mb < 256:
             raise ItemsError(f"--decode-memory-mb {decode_memory_mb}: the cap must be at least 256 (there is no "
                              "uncapped decoding)")
+        if decode_memory_mb > MAX_DECODE_MEMORY_MB:
+            raise ItemsError(f"--decode-memory-mb {decode_memory_mb}: the cap must be at most {MAX_DECODE_MEMORY_MB}")
         if decode_workers is not None and decode_workers < 1:
             raise ItemsError("--decode-workers must be at least 1")
+        if decode_workers is not None and decode_workers > MAX_DECODE_WORKERS:
+            raise ItemsError(f"--decode-workers {decode_workers}: at most {MAX_DECODE_WORKERS} decoding processes")
+        if the_judge.backend != "reference" and not (no_cache and os.environ.get("FRAMEJUDGE_NO_CACHE")):
+            # the verdict cache (--no-cache: none), the frame cache of the decodes (FRAMEJUDGE_NO_CACHE: none)
+            check_cache_folder("pass --no-cache and set FRAMEJUDGE_NO_CACHE=1 to use neither cache")
         grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent)
         plan = plan_resume(grader, the_items, out_path, regrade=regrade)
+        if plan.superseded:
+            check_output(superseded_path(out_path), "superseded verdicts", inputs=[items], read_back=True)
     except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest, ResumeConflict,
             OutputError) as exc:
         fail(str(exc))
@@ -471,9 +503,9 @@ def check_calibration_inputs(rows_h: list, rows_j: list, records: list, fields: 
              f"such as {unjudged[0][0]!r}): are these the labels of this run?")
     if unjudged:
         examples = ", ".join(f"{i!r} turn {t}" for i, t in unjudged[:3])
-        err.print(f"[yellow]warning:[/] {len(unjudged)} of {labelled} labelled turn(s) have no verdict in "
-                  f"{judge_path} ({examples}{', ...' if len(unjudged) > 3 else ''}); they count toward the human "
-                  "ceiling only", highlight=False, soft_wrap=True)
+        err.print(flagged("warning:", "yellow", f"{len(unjudged)} of {labelled} labelled turn(s) have no verdict "
+                          f"in {judge_path} ({examples}{', ...' if len(unjudged) > 3 else ''}); they count toward "
+                          "the human ceiling only"), highlight=False, soft_wrap=True)
     names = {f.name for f in fields}
     for key in by:
         if key in names:
@@ -513,7 +545,7 @@ def report_problems(problems: list[Optional[str]]) -> None:
     """The outputs that could not be written, each an error line; exit 2 if there are any."""
     problems = [p for p in problems if p]
     for p in problems[:-1]:
-        err.print(f"[bold red]error:[/] {p}", highlight=False, soft_wrap=True)
+        err.print(flagged("error:", "bold red", p), highlight=False, soft_wrap=True)
     if problems:
         fail(problems[-1])
 
@@ -595,7 +627,8 @@ app.add_typer(uploads_app, name="uploads")
 
 @uploads_app.command("prune")
 def uploads_prune(
-    older_than_days: Annotated[float, typer.Option(min=0, help="delete uploads older than this many days")] = 7.0,
+    older_than_days: Annotated[float, typer.Option(min=0, max=36500, help="delete uploads older than this many days "
+                                                                          "(at most 36500, a hundred years)")] = 7.0,
 ) -> None:
     """Delete old uploads that no unfinished job names (run it from cron)."""
     from datetime import timedelta
@@ -626,6 +659,7 @@ def serve(
         fail(f"--port: {port} is not a TCP port (0 to 65535)")
     settings = service_settings()
     service_database(settings.database_url)
+    check_cache_folder()
     try:
         app = create_app(settings)
     except JudgesFileError as exc:
@@ -666,6 +700,7 @@ def worker(
     engine = service_database(settings.database_url)
     if max_in_flight is not None and max_in_flight < 1:
         fail("--max-in-flight must be at least 1")
+    check_cache_folder()
     decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,
                               max_memory_mb=settings.decode_memory_mb)
     graders = GraderCache(SharedDecodes(decoder.sample), Judges(configs, api_base=settings.api_base))
@@ -774,7 +809,7 @@ def main() -> None:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
             raise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more can go there
-        err.print(f"[bold red]error:[/] cannot write the output: {exc.strerror}", highlight=False)
+        err.print(flagged("error:", "bold red", f"cannot write the output: {exc.strerror}"), highlight=False)
         sys.exit(2)
 
 

@@ -4,8 +4,10 @@ checking where output files go before any work starts."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
+import sys
 from pathlib import Path
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -51,6 +53,45 @@ def not_utf8(exc: UnicodeDecodeError) -> str:
     return f"not UTF-8 text (byte 0x{data[offset]:02x} at column {column}); save the file as UTF-8"
 
 
+class NotJSON(ValueError):
+    """Text that strict JSON does not allow; the message says what, but not the file and line."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in row:
+            raise NotJSON(f"key {key!r} given twice")
+        row[key] = value
+    return row
+
+
+def _no_constant(name: str) -> Any:
+    raise NotJSON(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise NotJSON(f"number {text[:20]}{'...' if len(text) > 20 else ''} is too large")
+    return value
+
+
+def strict_json(text: str | bytes) -> Any:
+    """JSON as the standard has it: a key given twice, NaN, Infinity and numbers too large to hold
+    are errors (NotJSON), where Python's reader keeps the last key and reads NaN and 1e999 as floats."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite)
+    except json.JSONDecodeError as exc:
+        raise NotJSON(f"not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise NotJSON("nested too deeply to read") from None
+    except NotJSON:
+        raise
+    except ValueError:  # an integer of thousands of digits
+        raise NotJSON(f"a number has more than {sys.get_int_max_str_digits()} digits") from None
+
+
 def jsonl_objects(path: str | os.PathLike[str], text: str, error: type[ValueError]) -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line; anything but a JSON object is an error."""
     rows = []
@@ -58,11 +99,9 @@ def jsonl_objects(path: str | os.PathLike[str], text: str, error: type[ValueErro
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise error(f"{path}:{n}: not JSON ({exc.msg})") from None
-        except RecursionError:
-            raise error(f"{path}:{n}: nested too deeply to read") from None
+            row = strict_json(line)
+        except NotJSON as exc:
+            raise error(f"{path}:{n}: {exc}") from None
         if not isinstance(row, dict):
             raise error(f"{path}:{n}: each line must be a JSON object")
         rows.append((n, row))
@@ -173,6 +212,8 @@ def check_output(path: str | os.PathLike[str], what: str, inputs: Iterable[str |
     are created. Devices and pipes (/dev/stdout) are taken as they are, unless the file is also
     `read_back` (appended to and read again on a rerun), which needs a regular file."""
     p = Path(path)
+    if str(path) == "-":  # stdout elsewhere (--summary-json -); a file named '-' is never what is meant
+        raise OutputError(f"-: name a file for the {what} (here - is not stdout)")
     if p.is_dir():
         raise OutputError(f"{p}: is a folder, not a file for the {what}")
     for other in inputs:
@@ -209,6 +250,9 @@ def check_output_folder(path: str | os.PathLike[str], what: str) -> None:
 
 def _make_folder(folder: Path, what: str) -> None:
     for existing in (folder, *folder.parents):
+        if existing.is_symlink() and not existing.exists():
+            raise OutputError(f"cannot write the {what} under {folder}: {existing} is a symbolic link that leads "
+                              "nowhere (a loop, or a missing target)")
         if existing.exists():
             if not existing.is_dir():
                 raise OutputError(f"cannot write the {what} under {folder}: {existing} is not a folder")

@@ -211,6 +211,8 @@ class Item(BaseModel):
     def _named(cls, video: str | None) -> str | None:
         if video is not None and not video.strip():
             raise ValueError("video is empty: name the video file, or leave video out (or null) for an item without one")
+        if video is not None and "\x00" in video:
+            raise ValueError("holds a NUL character, which no file name can")
         return video
 
     @model_validator(mode="after")

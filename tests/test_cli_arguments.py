@@ -36,6 +36,8 @@ def refused(proc: subprocess.CompletedProcess[str], words: str) -> None:
     (["--media-root", EXAMPLES], f"--media-root {EXAMPLES}: not a folder"),
     (["--decode-memory-mb", "0"], "--decode-memory-mb 0: the cap must be at least 256 (there is no uncapped"),
     (["--decode-workers", "0"], "--decode-workers must be at least 1"),
+    (["--decode-workers", "100000"], "--decode-workers 100000: at most 256 decoding processes"),
+    (["--decode-memory-mb", "99999999999999"], "--decode-memory-mb 99999999999999: the cap must be at most 1048576"),
 ])
 def test_grade_refuses_arguments_that_do_nothing(tmp_path, args, words):
     out = tmp_path / "v.jsonl"
@@ -70,6 +72,17 @@ def test_mcq_score_refuses_gold_letters_outside_the_options(mcq, gold, allowed):
     g.write_text('{"video_path": "z", "mcq_answer": "A"}\n{"video_path": "a", "mcq_answer": %s}\n' % gold)
     refused(cli("mcq", "score", pred, g), f"{g}:2: mcq_answer")
     assert allowed in cli("mcq", "score", pred, g).stderr
+
+
+@pytest.mark.parametrize("options, shape", [("5", "a number"), ('[{"x": 1}, 5]', "a list holding number, object"),
+                                            ('{"A": 5, "B": null}', "an object holding null, number"),
+                                            ("true", "a true/false")])
+def test_mcq_score_refuses_options_of_another_shape(tmp_path, options, shape):
+    pred, gold = tmp_path / "p.jsonl", tmp_path / "g.jsonl"
+    pred.write_text('{"video_path": "a", "mcq_answer": "the red one"}\n')
+    gold.write_text('{"video_path": "a", "mcq_answer": "A", "mcq_options": %s}\n' % options)
+    refused(cli("mcq", "score", pred, gold), f"{gold}:1: mcq_options must be one string")
+    assert f"not {shape}" in cli("mcq", "score", pred, gold).stderr
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +120,23 @@ def test_calibrate_refuses_a_by_key_nobody_has(tmp_path, verdicts):
     for key in ("turn", "category_a", "task_type"):
         proc = cli(*base, "--by", key)
         assert proc.returncode == 0 and f"by {key}" in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("days", ["inf", "1e308", "36501"])
+def test_uploads_prune_refuses_ages_no_date_can_hold(tmp_path, days):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FRAMEJUDGE_SERVICE_DB": f"sqlite:///{tmp_path / 's.db'}",
+           "FRAMEJUDGE_UPLOAD_DIR": str(tmp_path / "uploads")}
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "uploads", "prune", "--older-than-days", days],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "--older-than-days" in proc.stderr and "36500" in proc.stderr
+
+
+@pytest.mark.parametrize("var, value", [("FRAMEJUDGE_DECODE_WORKERS", "100000"),
+                                        ("FRAMEJUDGE_DECODE_MEMORY_MB", "99999999999999")])
+def test_service_decode_settings_have_an_upper_bound(tmp_path, var, value):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FRAMEJUDGE_SERVICE_DB": f"sqlite:///{tmp_path / 's.db'}", var: value}
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "worker"], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"error: {var}: Input should be less than or equal to" in proc.stderr

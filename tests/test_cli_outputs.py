@@ -176,3 +176,51 @@ def test_input_paths_that_are_folders_or_devices(tmp_path, run):
                 f"{verdicts}: not a regular file")
     refused(cli("calibrate", "--human", run["labels"], "--judge", run["verdicts"], "--compare", tmp_path),
             f"{tmp_path}: not a regular file")
+
+
+@pytest.mark.parametrize("kind", ["folder", "input"])
+def test_regrade_checks_where_the_superseded_verdicts_go_before_grading(tmp_path, kind):
+    assert cli("examples", "make", tmp_path / "videos").returncode == 0
+    graded = tmp_path / "items.jsonl"
+    graded.write_text(EXAMPLES.read_text())
+    out = tmp_path / "v.jsonl"
+    assert cli("grade", graded, "--out", out).returncode == 0
+    before = out.read_bytes()
+    edited = EXAMPLES.read_text().replace("The last number shown was 1.", "The last number shown was 2.")
+    if kind == "folder":
+        items = tmp_path / "edited.jsonl"
+        (tmp_path / "v.superseded.jsonl").mkdir()
+        words = "v.superseded.jsonl: is a folder, not a file for the superseded verdicts"
+    else:  # the items file is where the superseded verdicts would be appended
+        items = tmp_path / "v.superseded.jsonl"
+        words = "v.superseded.jsonl: the superseded verdicts would overwrite an input of this command"
+    items.write_text(edited)
+    refused(cli("grade", items, "--out", out, "--regrade"), words)
+    assert out.read_bytes() == before
+    if kind == "input":
+        assert items.read_text() == edited
+
+
+@pytest.mark.parametrize("kind", ["loop", "dangling"])
+def test_output_folders_behind_a_broken_symbolic_link(tmp_path, video, kind):
+    link = tmp_path / "link"
+    if kind == "loop":
+        (tmp_path / "other").symlink_to(link)
+        link.symlink_to(tmp_path / "other")
+    else:
+        link.symlink_to(tmp_path / "missing" / "target")
+    words = f"{link} is a symbolic link that leads nowhere"
+    refused(cli("examples", "make", link), words)
+    refused(cli("frames", video, "--out", link / "frames"), words)
+    refused(cli("grade", EXAMPLES, "--out", link / "v.jsonl"), words)
+
+
+def test_a_dash_names_no_output_file(tmp_path, run):
+    refused(cli("grade", EXAMPLES, "--out", "-", cwd=tmp_path), "-: name a file for the verdicts (here - is not stdout)")
+    pred, gold = tmp_path / "p.jsonl", tmp_path / "g.jsonl"
+    pred.write_text('{"video_path": "a", "mcq_answer": "A"}\n')
+    gold.write_text('{"video_path": "a", "mcq_answer": "A", "mcq_options": ["x", "y"]}\n')
+    refused(cli("mcq", "score", pred, gold, "--details", "-", cwd=tmp_path), "-: name a file for the details")
+    refused(cli("calibrate", "--human", run["labels"], "--judge", run["verdicts"], "--report", "-", cwd=tmp_path),
+            "-: name a file for the report")
+    assert not (tmp_path / "-").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -102,14 +103,39 @@ def _blank_to_none(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _csv_rows(p: Path, text: str) -> list[tuple[int, dict[str, str]]]:
+    """(line, row by column name) for every non-blank row; a row with more or fewer fields than
+    the header, a column named twice, or text that is not CSV (an open quote, a field beyond the
+    csv module's limit) is an error naming the line."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    rows: list[tuple[int, dict[str, str]]] = []
+    try:
+        header = next(reader, None)
+        if header is None:
+            return rows
+        named = [h for h in header if h.strip()]
+        twice = next((h for h in named if named.count(h) > 1), None)
+        if twice is not None:
+            raise LabelsError(f"{p}:1: column {twice!r} is named twice")
+        for r in reader:
+            if not any(cell.strip() for cell in r):
+                continue
+            if len(r) != len(header):
+                raise LabelsError(f"{p}:{reader.line_num}: {len(r)} field(s), but the header (line 1) has "
+                                  f"{len(header)}")
+            rows.append((reader.line_num, dict(zip(header, r))))
+    except csv.Error as exc:
+        raise LabelsError(f"{p}:{reader.line_num}: not CSV ({exc})") from None
+    return rows
+
+
 def load_human_labels(path: str | os.PathLike[str]) -> list[HumanLabel]:
     p = Path(path)
     text = read_text(p, "labels", LabelsError)
     rows: list[tuple[int, dict[str, Any]]] = []
     if p.suffix.lower() == ".csv":
-        reader = csv.DictReader(text.splitlines())
         known = set(HumanLabel.model_fields)
-        for n, r in enumerate(reader, 2):
+        for n, r in _csv_rows(p, text):
             row = _blank_to_none(r)
             extra = {k: row.pop(k) for k in list(row) if k not in known}
             if extra:  # other columns (domain, model, ...) are metadata for slicing

@@ -107,8 +107,8 @@ class IsolatedSampler:
             raise ValueError("workers must be >= 1 and timeout_s > 0")
         self.timeout_s = timeout_s
         self.max_memory_mb = max_memory_mb
-        if cache_dir == "default":
-            cache_dir = default_cache_dir()
+        if cache_dir == "default":  # FRAMEJUDGE_NO_CACHE turns it off, as for sample_frames
+            cache_dir = None if os.environ.get("FRAMEJUDGE_NO_CACHE") else default_cache_dir()
         self.cache_dir = None if cache_dir is None else str(cache_dir)
         self.workers = workers
         self._pool: pebble.ProcessPool | None = None

@@ -58,6 +58,8 @@ def check_file(path: str | os.PathLike[str]) -> int:
         if exc.errno == errno.ELOOP:
             raise NotARegularFile("symbolic link loop", str(p)) from None
         raise VideoNotFound(f"cannot read file: {exc.strerror}", str(p)) from None
+    except ValueError:  # a NUL character in the name
+        raise VideoNotFound("no file name can hold a NUL character", repr(str(p))) from None
     if stat.S_ISDIR(st.st_mode):
         raise NotARegularFile("is a directory, not a video file", str(p))
     if not stat.S_ISREG(st.st_mode):

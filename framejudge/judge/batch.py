@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections import Counter
@@ -12,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..files import first_problem, jsonl_objects, read_text
+from ..files import NotJSON, first_problem, jsonl_objects, read_text, strict_json
 from ..schema import Item, JudgeError, Preference, Verdict
 from .pipeline import Record
 
@@ -50,8 +49,10 @@ def checked_items(rows: Iterable[tuple[str, Any]], error: type[ValueError]) -> l
     return items
 
 
-def read_records(path: Path) -> list[Record]:
-    """Records of an output file; a torn last line (a run killed mid-write) is dropped."""
+def read_records(path: Path, repair: bool = False) -> list[Record]:
+    """Records of an output file; a torn last line (a run killed mid-write, or one being written
+    now) is left out, and cut from the file only with `repair` (by the run about to append to it;
+    a reader must not cut the line a running grade is writing)."""
     if not path.exists():
         return []
     out: list[Record] = []
@@ -63,15 +64,17 @@ def read_records(path: Path) -> list[Record]:
         end = offset + len(raw) + 1
         if raw.strip():
             try:
-                obj = json.loads(raw)
+                obj = strict_json(raw)
+                if not isinstance(obj, dict):
+                    raise NotJSON("not an object")
                 out.append(JudgeError.model_validate(obj) if obj.get("record") == "judge_error" else Verdict.model_validate(obj))
-            except (json.JSONDecodeError, ValidationError):
+            except (NotJSON, ValidationError):
                 if i == len(lines) - 1:  # no newline after it: torn by a kill, drop it
                     keep = offset
                     break
                 raise ItemsError(f"{path}:{i + 1}: not a verdict or judge error record") from None
         offset = end
-    if keep < len(data):
+    if repair and keep < len(data):
         with open(path, "r+b") as f:
             f.truncate(keep)
     return out

@@ -206,6 +206,30 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
     return jsonl_objects(path, read_text(path, "predictions or gold", MCQScoreError), MCQScoreError)
 
 
+def _options_shape(options: object) -> bool:
+    if options is None or isinstance(options, str):
+        return True
+    if isinstance(options, list):
+        return all(isinstance(o, str) for o in options)
+    return isinstance(options, dict) and all(isinstance(v, str) for v in options.values())
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    return {str: "string", int: "number", float: "number", list: "list", dict: "object"}.get(type(value), "value")
+
+
+def _shape(value: object) -> str:
+    """What a JSON value is, in JSON's words: 'a number', 'a list holding number, object'."""
+    if isinstance(value, (list, dict)):
+        inner = sorted({_json_kind(v) for v in (value.values() if isinstance(value, dict) else value)})
+        return f"{'a list' if isinstance(value, list) else 'an object'} holding {', '.join(inner)}"
+    return f"a {_json_kind(value)}"
+
+
 def score_files(predictions: Path, gold: Path, key: str = "video_path", prediction_field: str = "mcq_answer",
                 gold_field: str = "mcq_answer", options_field: str = "mcq_options") -> MCQReport:
     gold_rows: dict[str, tuple[str, object]] = {}
@@ -217,6 +241,9 @@ def score_files(predictions: Path, gold: Path, key: str = "video_path", predicti
         if k in gold_rows:
             raise MCQScoreError(f"{gold}:{n}: duplicate {key} {k!r}")
         letter, options = str(row[gold_field]), row.get(options_field)
+        if not _options_shape(options):
+            raise MCQScoreError(f"{gold}:{n}: {options_field} must be one string (\"A. ... B. ...\"), a list of "
+                                f"option texts or a mapping of letters to texts, not {_shape(options)}")
         allowed = sorted(split_options(options)) or list(LETTERS)  # type: ignore[arg-type]
         if letter.strip().upper() not in allowed:  # no reply could ever be right
             raise MCQScoreError(f"{gold}:{n}: {gold_field} {letter!r} is not an option letter "

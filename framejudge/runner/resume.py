@@ -99,7 +99,7 @@ def _conflict_message(out: Path, conflicts: dict[str, list[str]], total: int) ->
 def plan_resume(grader: Grader, items: list[Item], out: Path, regrade: bool = False) -> ResumePlan:
     """The turns to grade into `out`; raises ResumeConflict where the file's verdicts for this
     run's turns were graded differently, unless `regrade`."""
-    records = read_records(out)
+    records = read_records(out, repair=True)
     by_key = {(it.id, t): (it, t) for it in items for t in range(len(it.turns))}
     last: dict[tuple[str, int], int] = {}  # the index of each turn's last verdict
     for i, r in enumerate(records):

@@ -8,6 +8,9 @@ from pathlib import Path
 import platformdirs
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+MAX_DECODE_WORKERS = 256  # decoding processes: each holds a decoder and its imports
+MAX_DECODE_MEMORY_MB = 1024 * 1024  # 1 TiB per process: far above it the address-space limit overflows
+
 
 def _data_dir() -> Path:
     return Path(platformdirs.user_data_dir("framejudge"))
@@ -40,9 +43,11 @@ class Settings(BaseModel):
     url_timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False, description="per connect or read of a URL fetch")
     url_deadline_s: float = Field(300.0, gt=0, le=86_400, allow_inf_nan=False,
                                   description="a whole URL fetch (DNS, redirects and body) must finish within this")
-    decode_workers: int = Field(2, ge=1, description="processes that decode videos (killable, memory-capped)")
+    decode_workers: int = Field(2, ge=1, le=MAX_DECODE_WORKERS,
+                                description="processes that decode videos (killable, memory-capped)")
     decode_timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False, description="per video sampling, in a decoding process")
-    decode_memory_mb: int = Field(4096, ge=256, description="resident-memory cap per decoding process")
+    decode_memory_mb: int = Field(4096, ge=256, le=MAX_DECODE_MEMORY_MB,
+                                  description="resident-memory cap per decoding process")
     max_urls_per_request: int = Field(100, ge=1)
     max_frame_megapixels: float = Field(64.0, gt=0, le=100_000, allow_inf_nan=False,
                                         description="pixels one request may have decoded: frames x max_side x "
