@@ -144,7 +144,7 @@ def test_idempotency_edge_cases_and_malformed_ids(db):
             assert r.status_code == 404 and r.json()["title"] in ("No such job", "No such calibration"), path
         assert client.delete("/v1/videos/upload:ab%00cd", headers=auth(key)).status_code == 404
         r = client.post("/v1/grade", json={"item": {**items(1)[0], "video": "a\x00b.mp4"}}, headers=auth(key))
-        assert r.status_code == 400 and "NUL" in r.json()["detail"]
+        assert r.status_code == 422 and "NUL" in r.json()["detail"]  # refused by the item's own validation
 
 
 def test_racing_submissions_with_one_idempotency_key_make_one_job(db):
