@@ -7,11 +7,6 @@ import asyncio
 import base64
 import io
 import json
-import re
-import shutil
-import subprocess
-import tempfile
-import urllib.request
 
 import numpy as np
 import pytest
@@ -21,7 +16,7 @@ from framejudge.calibration.audit import audit, audit_slices, compare_runs
 from framejudge.calibration.report import render_html
 from tests.calibration.test_audit import synthetic
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+from tests.chromium import CHROMIUM, devtools_page
 
 
 @pytest.fixture(scope="module")
@@ -89,26 +84,8 @@ async def _cdp(ws_url: str, url: str) -> dict:
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian package 'chromium')")
 def test_report_renders_in_headless_chromium(report_file):
-    profile = tempfile.mkdtemp()
-    proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                             f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        port = None
-        for line in proc.stderr:
-            m = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line)
-            if m:
-                port = int(m.group(1))
-                break
-        assert port, "Chromium did not start its DevTools endpoint"
-        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
-        page = next(t for t in targets if t["type"] == "page")
-        got = asyncio.run(_cdp(page["webSocketDebuggerUrl"], report_file.as_uri()))
-    finally:
-        proc.kill()
-        proc.wait()
-        shutil.rmtree(profile, ignore_errors=True)
+    with devtools_page() as ws:
+        got = asyncio.run(_cdp(ws, report_file.as_uri()))
     assert got["errors"] == []
     probe = got["probe"]
     assert probe["heading"] == "framejudge calibration"

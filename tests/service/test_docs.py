@@ -7,13 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import socket
-import subprocess
-import tempfile
 import threading
 import time
-import urllib.request
 
 import pytest
 import uvicorn
@@ -21,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from framejudge.service.app import create_app
 from framejudge.service.settings import Settings
-from tests.calibration.test_report import CHROMIUM
+from tests.chromium import CHROMIUM, devtools_page
 
 
 @pytest.fixture()
@@ -100,28 +96,9 @@ async def _open(ws_url: str, url: str) -> dict:
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian package 'chromium')")
 def test_docs_render_offline_in_headless_chromium(server):
-    profile = tempfile.mkdtemp()
-    proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                             # offline: no host but loopback resolves
-                             "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-                             f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        port = None
-        for line in proc.stderr:
-            m = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line)
-            if m:
-                port = int(m.group(1))
-                break
-        assert port, "Chromium did not start its DevTools endpoint"
-        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
-        page = next(t for t in targets if t["type"] == "page")
-        got = asyncio.run(_open(page["webSocketDebuggerUrl"], f"{server}/docs"))
-    finally:
-        proc.kill()
-        proc.wait()
-        shutil.rmtree(profile, ignore_errors=True)
+    # offline: no host but loopback resolves
+    with devtools_page("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1") as ws:
+        got = asyncio.run(_open(ws, f"{server}/docs"))
     assert got["errors"] == []
     elsewhere = [u for u in got["requests"] if not u.startswith(server + "/") and not u.startswith("data:")]
     assert elsewhere == []
