@@ -9,27 +9,14 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from framejudge.examples.clips import countdown
-from framejudge.examples.synth import cfr_times, write_video
 from framejudge.service.app import create_app
 from framejudge.service.settings import Settings
 from framejudge.service.store import create_key, engine_for
-
-TURN = {"question": "What number?", "golden": "10", "response_a": "It shows 10.", "response_b": "I cannot answer that."}
-ITEM = {"id": "a", "turns": [TURN]}
-LABEL = {"item_id": "a", "turn": 0, "annotator": "h1", "preference": "A"}
-
+from tests.service.test_validation import ITEM, LABEL, TURN, api_client
 
 @pytest.fixture()
 def api(tmp_path):
-    media = tmp_path / "media"
-    media.mkdir()
-    write_video(media / "c.mp4", countdown, cfr_times(2, 30), gop=30)
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", media_root=media,
-                        upload_dir=tmp_path / "uploads", run_worker=False)
-    key = create_key(engine_for(settings.database_url), ["grade", "calibrate"])
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
-        client.headers["Authorization"] = f"Bearer {key}"
+    with api_client(tmp_path, raise_server_exceptions=False) as client:  # a 500 is an answer to look at
         yield client
 
 

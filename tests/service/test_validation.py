@@ -4,6 +4,11 @@ refusal says why. Against the real app and a real SQLite file."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
 import json
 
 import pytest
@@ -21,16 +26,24 @@ ITEM = {"id": "a", "turns": [TURN]}
 LABEL = {"item_id": "a", "turn": 0, "annotator": "h1", "preference": "A"}
 
 
-@pytest.fixture()
-def api(tmp_path):
+@contextmanager
+def api_client(tmp_path: Path, **client: Any) -> Iterator[TestClient]:
+    """The real app on a SQLite file, a media root holding c.mp4, signed in with a grade and
+    calibrate key; `client` goes to the TestClient."""
     media = tmp_path / "media"
     media.mkdir()
     write_video(media / "c.mp4", countdown, cfr_times(2, 30), gop=30)
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", media_root=media,
                         upload_dir=tmp_path / "uploads", run_worker=False)
     key = create_key(engine_for(settings.database_url), ["grade", "calibrate"])
-    with TestClient(create_app(settings)) as client:
-        client.headers["Authorization"] = f"Bearer {key}"
+    with TestClient(create_app(settings), **client) as c:
+        c.headers["Authorization"] = f"Bearer {key}"
+        yield c
+
+
+@pytest.fixture()
+def api(tmp_path):
+    with api_client(tmp_path) as client:
         yield client
 
 
