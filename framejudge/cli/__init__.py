@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .schema import Strategy
+from ..schema import Strategy
 
 app = typer.Typer(
     name="framejudge",
@@ -71,10 +71,10 @@ def frames(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
 ) -> None:
     """Sample frames from VIDEO and print what was sampled."""
-    from .files import OutputError, check_output, check_output_folder, write_problem
-    from .frame_sampler import FrameSamplerError, SamplingWarning, sample_frames
-    from .frame_sampler import contact_sheet as make_sheet
-    from .frame_sampler import to_jpeg
+    from ..files import OutputError, check_output, check_output_folder, write_problem
+    from ..frame_sampler import FrameSamplerError, SamplingWarning, sample_frames
+    from ..frame_sampler import contact_sheet as make_sheet
+    from ..frame_sampler import to_jpeg
 
     try:
         if out_dir is not None:
@@ -157,8 +157,8 @@ def frames(
 def check_cache_folder(off: str = "") -> None:
     """The caches' folder (FRAMEJUDGE_CACHE_DIR, else the user cache folder) can be written: checked
     before any work, where a cache is used, instead of failing at the first frame or verdict."""
-    from .files import OutputError, check_output_folder
-    from .frame_sampler.cache import default_cache_dir
+    from ..files import OutputError, check_output_folder
+    from ..frame_sampler.cache import default_cache_dir
 
     try:
         check_output_folder(default_cache_dir().parent, "cache")
@@ -171,7 +171,7 @@ def check_image_name(path: Path) -> None:
     """An image file name whose extension names a format that can be written (.png, .jpg, ...)."""
     from PIL import Image
 
-    from .files import OutputError
+    from ..files import OutputError
 
     Image.init()
     formats = Image.registered_extensions()
@@ -186,8 +186,8 @@ def examples_make(
     overwrite: Annotated[bool, typer.Option(help="rewrite clips that already exist")] = False,
 ) -> None:
     """Generate the bundled example clips (moving shapes, text, a scene cut, a countdown)."""
-    from .examples.clips import make_examples
-    from .files import OutputError, check_output_folder, write_problem
+    from ..examples.clips import make_examples
+    from ..files import OutputError, check_output_folder, write_problem
 
     try:
         check_output_folder(directory, "examples")
@@ -245,18 +245,18 @@ def grade(
     from pydantic import ValidationError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from .files import OutputError, check_output, first_problem, write_problem
-    from .frame_sampler import InvalidRequest, make_params
-    from .service.settings import MAX_DECODE_MEMORY_MB, MAX_DECODE_WORKERS
-    from .judge import Grader, ItemsError, JudgeSpecError, load_items
-    from .judge.base import unused_options
-    from .rubrics import RubricError, get_rubric
-    from .runner import RunProgress, run_batch
-    from .runner.decode import SharedDecodes
-    from .runner.judges import Judges, JudgesFileError
-    from .runner.local import INTERRUPTED_EXIT, Interrupted, interruptible, planned_calls
-    from .runner.resume import ResumeConflict, plan_resume, superseded_path
-    from .schema import GradeOptions
+    from ..files import OutputError, check_output, first_problem, write_problem
+    from ..frame_sampler import InvalidRequest, make_params
+    from ..service.settings import MAX_DECODE_MEMORY_MB, MAX_DECODE_WORKERS
+    from ..judge import Grader, ItemsError, JudgeSpecError, load_items
+    from ..judge.base import unused_options
+    from ..rubrics import RubricError, get_rubric
+    from ..runner import RunProgress, run_batch
+    from ..runner.decode import SharedDecodes
+    from ..runner.judges import Judges, JudgesFileError
+    from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible, planned_calls
+    from ..runner.resume import ResumeConflict, plan_resume, superseded_path
+    from ..schema import GradeOptions
 
     try:
         the_items = load_items(items)
@@ -321,7 +321,7 @@ def grade(
             raise typer.Exit(1)
     decoder = None
     if the_judge.needs_frames and any(it.video for it in the_items):
-        from .frame_sampler import IsolatedSampler
+        from ..frame_sampler import IsolatedSampler
 
         # decoding is CPU work in processes of its own, overlapping the model calls
         decoder = IsolatedSampler(workers=decode_workers or os.cpu_count() or 1, timeout_s=decode_timeout,
@@ -400,11 +400,11 @@ def calibrate(
     """Judge vs human agreement beside the human-vs-human ceiling, with bootstrap intervals."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .calibration.audit import audit, audit_slices, compare_runs
-    from .calibration.inputs import (LabelsError, human_rows, judge_rows, load_human_labels, swap_consistency,
+    from ..calibration.audit import audit, audit_slices, compare_runs
+    from ..calibration.inputs import (LabelsError, human_rows, judge_rows, load_human_labels, swap_consistency,
                                      video_qa_fields)
-    from .files import OutputError
-    from .judge import ItemsError, read_records
+    from ..files import OutputError
+    from ..judge import ItemsError, read_records
 
     try:
         check_outputs({"result": out_path, "report": report, "disagreements": disagreements},
@@ -443,12 +443,12 @@ def calibrate(
             payload["comparison"] = [c.model_dump(mode="json") for c in comparison]
         problems.append(write_output(out_path, "result", json.dumps(payload, indent=1)))
     if report is not None:
-        from .calibration.report import render_html
+        from ..calibration.report import render_html
 
         problems.append(write_output(report, "report", render_html(
             result, comparison, title=f"framejudge calibration: {judge_path.name}")))
     if disagreements is not None:
-        from .calibration.inputs import relabel_rows
+        from ..calibration.inputs import relabel_rows
 
         problems.append(write_output(disagreements, "disagreements", "".join(
             row.model_dump_json(exclude_none=True) + "\n" for row in relabel_rows(result.disagreements))))
@@ -494,8 +494,8 @@ def check_calibration_inputs(rows_h: list, rows_j: list, records: list, fields: 
                              judge_path: Path) -> None:
     """Refuse a calibration that would measure nothing (no labelled turn has a verdict, a --by key
     nobody has), and warn about labelled turns the judge has no verdict for."""
-    from .calibration.audit import slice_key
-    from .calibration.inputs import unjudged_turns
+    from ..calibration.audit import slice_key
+    from ..calibration.inputs import unjudged_turns
 
     unjudged, labelled = unjudged_turns(rows_h, records)  # records: verdicts and judge errors
     if unjudged and len(unjudged) == labelled:
@@ -520,7 +520,7 @@ def check_calibration_inputs(rows_h: list, rows_j: list, records: list, fields: 
 
 def check_outputs(outputs: dict[str, Optional[Path]], inputs: list[Optional[Path]]) -> None:
     """Each output path (what it holds -> path) writable, none an input or another output."""
-    from .files import OutputError, check_output
+    from ..files import OutputError, check_output
 
     given = [(what, path) for what, path in outputs.items() if path is not None]
     for i, (what, path) in enumerate(given):
@@ -532,7 +532,7 @@ def check_outputs(outputs: dict[str, Optional[Path]], inputs: list[Optional[Path
 
 def write_output(path: Path, what: str, text: str) -> Optional[str]:
     """Write one output file; the problem, if it could not be written, for report_problems."""
-    from .files import write_problem
+    from ..files import write_problem
 
     try:
         path.write_text(text, encoding="utf-8")
@@ -552,7 +552,7 @@ def report_problems(problems: list[Optional[str]]) -> None:
 
 def service_settings():  # type: ignore[no-untyped-def]
     """The service's settings from the environment; a bad variable is an error line, exit 2."""
-    from .service.settings import Settings, SettingsError
+    from ..service.settings import Settings, SettingsError
 
     try:
         return Settings.from_env()
@@ -563,8 +563,8 @@ def service_settings():  # type: ignore[no-untyped-def]
 def service_database(url: str):  # type: ignore[no-untyped-def]
     """The service's database, created or brought up to date; one that cannot be opened is an
     error line naming FRAMEJUDGE_SERVICE_DB, exit 2."""
-    from .db import open_problem, shown_url
-    from .service.store import engine_for
+    from ..db import open_problem, shown_url
+    from ..service.store import engine_for
 
     try:
         return engine_for(url)
@@ -582,7 +582,7 @@ def keys_create(
     name: Annotated[str, typer.Option(help="who or what the key is for")] = "",
 ) -> None:
     """Create an API key; it is printed once (only its hash is stored)."""
-    from .service.store import create_key
+    from ..service.store import create_key
 
     try:
         key = create_key(service_database(service_settings().database_url), scope, name)
@@ -594,7 +594,7 @@ def keys_create(
 @keys_app.command("list")
 def keys_list() -> None:
     """List API keys (ids, names, scopes; never secrets)."""
-    from .service.store import list_keys
+    from ..service.store import list_keys
 
     engine = service_database(service_settings().database_url)
     table = Table()
@@ -610,7 +610,7 @@ def keys_list() -> None:
 def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id, as `keys list` shows it, or the whole key "
                                                               "(its secret must match)")]) -> None:
     """Revoke an API key: requests with it are refused (401) from then on."""
-    from .service.store import WrongSecret, revoke_key
+    from ..service.store import WrongSecret, revoke_key
 
     try:
         revoked = revoke_key(service_database(service_settings().database_url), key_id)
@@ -633,7 +633,7 @@ def uploads_prune(
     """Delete old uploads that no unfinished job names (run it from cron)."""
     from datetime import timedelta
 
-    from .service.maintenance import prune_uploads
+    from ..service.maintenance import prune_uploads
 
     settings = service_settings()
     assert settings.upload_dir is not None
@@ -652,8 +652,8 @@ def serve(
 
     import uvicorn
 
-    from .runner.judges import JudgesFileError
-    from .service.app import create_app
+    from ..runner.judges import JudgesFileError
+    from ..service.app import create_app
 
     if not 0 <= port <= 65535:
         fail(f"--port: {port} is not a TCP port (0 to 65535)")
@@ -685,12 +685,12 @@ def worker(
     import signal
 
 
-    from .frame_sampler import IsolatedSampler
-    from .runner.decode import SharedDecodes
-    from .runner.graders import GraderCache
-    from .runner.judges import Judges, JudgesFileError, load_judges_file
-    from .db import shown_url
-    from .runner.worker import QueueWorker
+    from ..frame_sampler import IsolatedSampler
+    from ..runner.decode import SharedDecodes
+    from ..runner.graders import GraderCache
+    from ..runner.judges import Judges, JudgesFileError, load_judges_file
+    from ..db import shown_url
+    from ..runner.worker import QueueWorker
 
     settings = service_settings()
     try:
@@ -737,7 +737,7 @@ def check_rubric_dirs(dirs: Optional[list[Path]]) -> None:
 def rubrics_list(dirs: RubricDirs = None) -> None:
     """List the rubrics available (built in, FRAMEJUDGE_RUBRICS folders, --dir) and the file each
     comes from; files that cannot be used are reported after the list (exit 2)."""
-    from .rubrics import scan_rubrics
+    from ..rubrics import scan_rubrics
 
     check_rubric_dirs(dirs)
     scan = scan_rubrics(dirs or [])
@@ -757,8 +757,8 @@ def rubrics_show(
     as_json: Annotated[bool, typer.Option("--json", help="the validated data as JSON")] = False,
 ) -> None:
     """Print a rubric as the text a judge receives (or as JSON)."""
-    from .rubrics import RubricError, get_rubric
-    from .rubrics.prompt import rubric_text
+    from ..rubrics import RubricError, get_rubric
+    from ..rubrics.prompt import rubric_text
 
     check_rubric_dirs(dirs)
     try:
@@ -782,8 +782,8 @@ def mcq_score(
     details: Annotated[Optional[Path], typer.Option(help="write per-row results (JSONL) here")] = None,
 ) -> None:
     """Accuracy of multiple-choice predictions, with unparseable replies counted apart."""
-    from .files import OutputError
-    from .rubrics.mcq import MCQScoreError, score_files
+    from ..files import OutputError
+    from ..rubrics.mcq import MCQScoreError, score_files
 
     try:
         check_outputs({"details": details}, inputs=[predictions, gold])
@@ -813,5 +813,5 @@ def main() -> None:
         sys.exit(2)
 
 
-if __name__ == "__main__":
-    main()
+# the command groups kept in their own modules register themselves on `app`
+from . import align, labels  # noqa: E402,F401

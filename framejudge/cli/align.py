@@ -1,0 +1,1 @@
+"""framejudge align: a rubric version aligned from corrected examples."""

@@ -1,0 +1,1 @@
+"""framejudge labels: human labels from labelling tools."""
