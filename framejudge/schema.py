@@ -390,15 +390,12 @@ class JudgeError(BaseModel):
     provenance: Provenance | None = None
 
 
-class HumanLabel(BaseModel):
-    """One annotator's labels for one turn of one item (the fields of a verdict).
-    A field left out (or null) is not rated; the category "Missing" is a label."""
+class LabelValues(BaseModel):
+    """The labelled fields of one turn (those of a verdict). A field left out (or null) is not
+    rated; the category "Missing" is a label."""
 
     model_config = ConfigDict(extra="forbid")
 
-    item_id: str = Field(min_length=1, max_length=200)
-    turn: int = Field(0, ge=0)
-    annotator: str = Field(min_length=1, max_length=200)
     category_a: Category | None = None
     category_b: Category | None = None
     preference: Preference | None = None
@@ -406,7 +403,57 @@ class HumanLabel(BaseModel):
     integrity_b: bool | None = None
     transcription_error: bool | None = None
     multiturn: bool | None = None
+
+
+LABEL_FIELDS = tuple(LabelValues.model_fields)
+
+
+class HumanLabel(LabelValues):
+    """One annotator's labels for one turn of one item."""
+
+    item_id: str = Field(min_length=1, max_length=200)
+    turn: int = Field(0, ge=0)
+    annotator: str = Field(min_length=1, max_length=200)
     metadata: Metadata = Field(default_factory=dict)
+
+
+class Cause(str, Enum):
+    """Why a reviewed unit's labels were wrong (a reviewer's tag)."""
+
+    judge_wrong = "judge_wrong"
+    humans_wrong = "humans_wrong"
+    guideline_ambiguous = "guideline_ambiguous"
+    needs_more_video = "needs_more_video"
+    other = "other"
+
+
+class Standing(str, Enum):
+    """How a unit's gold labels came about: every annotator agreed, a reviewer decided, or
+    neither (annotators split with no decision, or reviewers who disagree)."""
+
+    unanimous = "unanimous"
+    adjudicated = "adjudicated"
+    unresolved = "unresolved"
+
+
+class ReviewDecision(BaseModel):
+    """One reviewer's decision on one unit (an item's turn) of a review queue. Decisions are
+    never overwritten: a reviewer's later decision on the same unit stands in front of theirs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    item_id: str = Field(min_length=1, max_length=200)
+    turn: int = Field(0, ge=0)
+    reviewer: str = Field(min_length=1, max_length=200, description="the reviewer's API key id")
+    decided_at: datetime
+    action: Literal["adopt_judge", "adopt_annotator", "manual", "skip"]
+    source: str | None = Field(None, max_length=200, description="the annotator adopted (adopt_annotator)")
+    labels: LabelValues = Field(default_factory=LabelValues, description="the labels decided (empty for skip)")
+    replaced: LabelValues = Field(default_factory=LabelValues,
+                                  description="the unit's standing labels before this decision")
+    cause: Cause | None = None
+    note: str = Field("", max_length=MAX_TEXT)
+    flag_rubric: bool = Field(False, description="flagged for a change to the rubric")
 
 
 JUDGE_KINDS = ("reference", "litellm:", "transformers:")
