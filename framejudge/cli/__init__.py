@@ -578,7 +578,7 @@ app.add_typer(keys_app, name="keys")
 
 @keys_app.command("create")
 def keys_create(
-    scope: Annotated[list[str], typer.Option("--scope", help="grade, calibrate, metrics or admin (repeatable)")] = ["grade"],  # noqa: B006
+    scope: Annotated[list[str], typer.Option("--scope", help="grade, calibrate, review, metrics or admin (repeatable)")] = ["grade"],  # noqa: B006
     name: Annotated[str, typer.Option(help="who or what the key is for")] = "",
 ) -> None:
     """Create an API key; it is printed once (only its hash is stored)."""

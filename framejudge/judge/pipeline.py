@@ -130,6 +130,14 @@ class _Frames:
         return self._encoded
 
 
+
+def turn_sampler(base: SamplerParams, item: Item, turn: int) -> SamplerParams:
+    """The sampler for one turn: a multi-turn item's window ends when the turn's question was asked."""
+    t = item.turns[turn].time
+    if item.task_type is TaskType.multi_turn and t is not None:
+        return base.model_copy(update={"end_at": t, "start": None, "end": None})
+    return base
+
 class Grader:
     """Grades items with one judge and one rubric. Shared by the CLI, batches and the API."""
 
@@ -161,11 +169,7 @@ class Grader:
         return p
 
     def _params(self, item: Item, turn: int) -> SamplerParams:
-        base = self.options.sampler
-        t = item.turns[turn].time
-        if item.task_type is TaskType.multi_turn and t is not None:
-            return base.model_copy(update={"end_at": t, "start": None, "end": None})
-        return base
+        return turn_sampler(self.options.sampler, item, turn)
 
     def _frames(self, item: Item, turn: int) -> tuple[_Frames, str | None, SamplerParams | None]:
         """Frames for one turn (none for judges that do not use them), and the video's hash."""

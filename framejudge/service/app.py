@@ -25,6 +25,7 @@ from .settings import Settings
 
 log = logging.getLogger("framejudge.service")
 DOCS_ASSETS = "/docs/assets"
+REVIEW_PAGES = "/review"
 
 
 def known_query(request: Request) -> None:
@@ -109,6 +110,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.service = service
     for module in (info, grading, jobs, calibration):
         app.include_router(module.router)
+    from .review.routes import install as install_review
+
+    install_review(app)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -135,7 +139,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return response
 
     @app.exception_handler(ProblemError)
-    async def _problem(_: Request, exc: ProblemError) -> JSONResponse:
+    async def _problem(request: Request, exc: ProblemError) -> Any:
+        if request.url.path.startswith(REVIEW_PAGES):  # a person at a browser reads a page, not JSON
+            from .review.routes import problem_page
+
+            return problem_page(request, exc)
         return problem(exc.status, exc.title, exc.detail, exc.headers)
 
     @app.exception_handler(StarletteHTTPException)

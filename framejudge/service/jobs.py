@@ -212,3 +212,10 @@ def _jsonl(text: str) -> list[dict]:
             except RecursionError:
                 raise ValueError(f"JSONL line {number}: nested too deeply to read") from None
     return rows
+
+
+def job_items(engine: Engine, job_id: str) -> list[Item]:
+    """A job's items in order, with their videos as the server reads them."""
+    with Session(engine) as s:
+        rows = s.scalars(select(JobItem.item_json).where(JobItem.job_id == job_id).order_by(JobItem.position))
+        return [Item.model_validate_json(r) for r in rows]

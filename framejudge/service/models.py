@@ -75,6 +75,11 @@ class CalibrateRequest(BaseModel):
     labels: list[HumanLabel] = Field(min_length=1, max_length=200_000)
     verdicts: list[RecordIn] | None = Field(None, min_length=1, max_length=100_000)
     job_id: str | None = Field(None, max_length=32, description="use this job's verdicts instead of `verdicts`")
+    items: list[Item] | None = Field(None, max_length=100_000,
+                                     description="the graded items, for the review page (questions, responses, "
+                                                 "frames); with job_id the job's own items are used")
+    reviewers: list[str] = Field(default_factory=list, max_length=1000,
+                                 description="ids of other API keys (with the review scope) that may review it")
     replicates: int = Field(1000, ge=1, le=5000)
     seed: int = Field(0, ge=0, le=2**32 - 1)
 
@@ -87,6 +92,13 @@ class CalibrateRequest(BaseModel):
     def _one_source(self) -> CalibrateRequest:
         if (self.verdicts is None) == (self.job_id is None):
             raise ValueError("give exactly one of `verdicts` and `job_id`")
+        if self.items is not None and self.job_id is not None:
+            raise ValueError("give `items` with `verdicts`; a job's own items are used with `job_id`")
+        seen: set[str] = set()
+        for i, item in enumerate(self.items or []):
+            if item.id in seen:
+                raise ValueError(f"items.{i}: duplicate item id {item.id!r}")
+            seen.add(item.id)
         return self
 
 

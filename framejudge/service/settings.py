@@ -62,6 +62,8 @@ class Settings(BaseModel):
     api_base: str | None = Field(None, description="OpenAI-compatible server for litellm judges without an entry")
     lease_s: float = Field(60.0, ge=1, le=3600, allow_inf_nan=False, description="how long a worker's claim on an item lasts without "
                                                            "a heartbeat (a dead worker's items wait this long)")
+    review_session_minutes: float = Field(480.0, gt=0, le=60 * 24 * 30, allow_inf_nan=False,
+                                          description="how long a signed-in review page stays signed in")
     worker_max_in_flight: int = Field(256, ge=1, le=10_000, description="items one worker grades at once, at most")
 
     @field_validator("upload_dir")
@@ -148,5 +150,6 @@ ENV = {
     "FRAMEJUDGE_URL_DEADLINE": "url_deadline_s", "FRAMEJUDGE_MAX_FRAME_MEGAPIXELS": "max_frame_megapixels",
     "FRAMEJUDGE_MAX_FRAMES_RESPONSE_MB": "max_frames_response_mb",
     "FRAMEJUDGE_MAX_CALIBRATION_DRAWS": "max_calibration_draws",
+    "FRAMEJUDGE_REVIEW_SESSION_MINUTES": "review_session_minutes",
 }
 LISTS = {"judges", "cors_origins", "url_hosts"}  # comma-separated

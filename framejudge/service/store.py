@@ -12,7 +12,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from ..db import Base, engine_for, ping  # noqa: F401 - routes and commands take the shared engine from here
 
-SCOPES = ("grade", "calibrate", "metrics", "admin")
+SCOPES = ("grade", "calibrate", "review", "metrics", "admin")
 
 
 class ApiKey(Base):
@@ -33,6 +33,9 @@ class CalibrationRun(Base):
     key_id: Mapped[str | None] = mapped_column(String(16), index=True, nullable=True)  # the key that ran it
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     result_json: Mapped[str] = mapped_column(Text)
+    # what the review queue shows: the labels, records and items the audit was computed from
+    inputs_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    reviewers: Mapped[str | None] = mapped_column(Text, nullable=True)  # comma-separated key ids
 
 
 def generated_id(value: str) -> bool:
@@ -41,10 +44,12 @@ def generated_id(value: str) -> bool:
     return 0 < len(value) <= 64 and all(c in "0123456789abcdef" for c in value)
 
 
-def save_calibration(engine: Engine, key_id: str, result_json: str) -> str:
+def save_calibration(engine: Engine, key_id: str, result_json: str, inputs_json: str | None = None,
+                     reviewers: list[str] | None = None) -> str:
     run_id = secrets.token_hex(8)
     with Session(engine) as s, s.begin():
-        s.add(CalibrationRun(id=run_id, key_id=key_id, created_at=datetime.now(timezone.utc), result_json=result_json))
+        s.add(CalibrationRun(id=run_id, key_id=key_id, created_at=datetime.now(timezone.utc), result_json=result_json,
+                             inputs_json=inputs_json, reviewers=",".join(reviewers or []) or None))
     return run_id
 
 
@@ -115,3 +120,13 @@ def revoke_key(engine: Engine, given: str) -> str | None:
 
 class WrongSecret(ValueError):
     """A whole key was given whose secret is not the stored key's."""
+
+
+def key_by_id(engine: Engine, key_id: str) -> ApiKey | None:
+    """A key that is still valid, by its id (a browser session's key is looked up again on every request)."""
+    with Session(engine) as s:
+        key = s.get(ApiKey, key_id) if generated_id(key_id) else None
+        if key is None or key.revoked:
+            return None
+        s.expunge(key)
+        return key

@@ -13,10 +13,11 @@ from ...calibration.audit import AuditResult, audit
 from ...calibration.inputs import human_rows, judge_rows, swap_consistency, unjudged_turns, video_qa_fields
 from ...schema import JudgeError, RecordIn, Verdict
 from ..context import ServiceDep, authorized
-from ..jobs import job_records
+from ..jobs import job_items, job_records
 from ..models import CalibrateRequest, CalibrateResponse
 from ..problems import ProblemError
-from ..store import ApiKey, load_calibration, save_calibration
+from ..review.store import ReviewInputs
+from ..store import ApiKey, key_by_id, load_calibration, save_calibration
 
 router = APIRouter()
 CalibrateKey = Annotated[ApiKey, Depends(authorized("calibrate"))]
@@ -47,11 +48,21 @@ async def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) 
                            f"this server computes at most {limit:,} per request (FRAMEJUDGE_MAX_CALIBRATION_DRAWS): "
                            + (f"ask for at most {fewer} replicates, " if fewer else "")
                            + "or run framejudge calibrate")
+    unknown = [r for r in body.reviewers if key_by_id(svc.engine, r) is None]
+    if unknown:
+        raise ProblemError(422, "Unknown reviewer", f"reviewers: no valid API key with id {unknown[0]!r} "
+                           "(give key ids as `framejudge keys list` shows them)")
     rows_j, errors = judge_rows(records)
     result = await asyncio.to_thread(audit, human_rows(body.labels), rows_j, video_qa_fields(), errors,
                                      body.replicates, body.seed)
     result.swap_consistency = swap_consistency(records)
-    run_id = save_calibration(svc.engine, key.id, result.model_dump_json())
+    if body.job_id is not None:  # kept with the result: the review queue shows them
+        inputs = ReviewInputs(labels=body.labels, records=records, items=job_items(svc.engine, body.job_id),
+                              resolved=True, job_id=body.job_id)
+    else:
+        inputs = ReviewInputs(labels=body.labels, records=records, items=body.items or [])
+    run_id = await asyncio.to_thread(save_calibration, svc.engine, key.id, result.model_dump_json(),
+                                     inputs.model_dump_json(), body.reviewers)
     return CalibrateResponse(id=run_id, result=result)
 
 

@@ -1,0 +1,76 @@
+"""A reviewer's decision on a unit, made the same way from the page's form and from the API."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ...calibration.adjudication import standing_labels
+from ...files import first_problem
+from ...schema import LABEL_FIELDS, MAX_TEXT, Cause, HumanLabel, LabelValues, ReviewDecision
+from .queue import Unit, values_of
+
+
+class DecisionRequest(BaseModel):
+    """What a reviewer decides about one unit (the page's form and POST .../decisions alike)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    item_id: str = Field(min_length=1, max_length=200)
+    turn: int = Field(0, ge=0)
+    action: Literal["adopt_judge", "adopt_annotator", "manual", "skip"]
+    source: str | None = Field(None, max_length=200, description="the annotator to adopt (adopt_annotator)")
+    labels: LabelValues | None = Field(None, description="the labels set by hand (manual)")
+    cause: Cause | None = None
+    note: str = Field("", max_length=MAX_TEXT)
+    flag_rubric: bool = False
+
+
+class DecisionError(ValueError):
+    """A decision that cannot be made (the message says why)."""
+
+
+def standing(unit: Unit, unit_decisions: Sequence[ReviewDecision], labels: Sequence[HumanLabel]) -> LabelValues:
+    """The unit's gold labels as they stand now (the majority, or the decision in force)."""
+    rows = standing_labels([h for h in labels if (h.item_id, h.turn) == unit.key], unit_decisions)
+    return values_of(rows[0]) if rows else unit.majority
+
+
+def make_decision(unit: Unit, request: DecisionRequest, reviewer: str, unit_decisions: Sequence[ReviewDecision],
+                  labels: Sequence[HumanLabel]) -> ReviewDecision:
+    if request.action == "adopt_judge":
+        if unit.judge is None:
+            raise DecisionError("the judge has no verdict for this unit: set the labels by hand")
+        chosen = unit.judge
+    elif request.action == "adopt_annotator":
+        if request.source not in unit.humans:
+            raise DecisionError(f"no annotator {request.source!r} labelled this unit (it has: {', '.join(unit.humans)})")
+        chosen = unit.humans[request.source]
+    elif request.action == "manual":
+        chosen = request.labels or LabelValues()
+        if not any(getattr(chosen, f) is not None for f in LABEL_FIELDS):
+            raise DecisionError("no label set: set at least one field, or skip the unit")
+    else:
+        chosen = LabelValues()
+    return ReviewDecision(item_id=unit.item_id, turn=unit.turn, reviewer=reviewer, decided_at=datetime.now(timezone.utc),
+                          action=request.action, source=request.source if request.action == "adopt_annotator" else None,
+                          labels=chosen, replaced=standing(unit, unit_decisions, labels), cause=request.cause,
+                          note=request.note, flag_rubric=request.flag_rubric)
+
+
+def from_form(form: Mapping[str, str]) -> DecisionRequest:
+    """The page's form as a DecisionRequest: the pressed button's value is the action
+    ('adopt_annotator:h1' names the annotator); empty selects are labels left unset."""
+    action, _, source = form.get("action", "").partition(":")
+    values = {f: form.get(f) or None for f in LABEL_FIELDS}
+    try:
+        return DecisionRequest.model_validate({
+            "item_id": form.get("item", ""), "turn": form.get("turn", "0"), "action": action,
+            "source": source or None, "labels": values if action == "manual" else None,
+            "cause": form.get("cause") or None, "note": form.get("note", ""),
+            "flag_rubric": form.get("flag_rubric") in ("on", "true", "1")})
+    except ValidationError as exc:
+        raise DecisionError(first_problem(exc)) from None

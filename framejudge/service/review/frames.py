@@ -1,0 +1,63 @@
+"""The frames a judge saw for a unit: sampled again with the sampler its verdict recorded (the
+frame cache answers when it holds them), in the service's killable decoding processes."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...frame_sampler import FrameSamplerError, to_data_url
+from ...judge.pipeline import turn_sampler
+from ...schema import GradeOptions, SamplerParams
+from ..problems import ProblemError
+from .queue import Unit
+
+THUMBNAIL_QUALITY = 80
+
+
+@dataclass
+class UnitFrames:
+    frames: list[tuple[float, str]] = field(default_factory=list)  # (timestamp, JPEG data URL)
+    note: str | None = None  # what the reviewer should know about them
+    window: tuple[float, float] | None = None
+
+
+def unit_sampler(unit: Unit) -> tuple[SamplerParams | None, bool]:
+    """(the sampler, whether the judge saw these frames): the verdict's own sampler, or for a judge
+    that read text only, the window its options would have sampled."""
+    v = unit.verdict
+    if v is not None and v.provenance.sampler is not None:
+        return v.provenance.sampler, True
+    if unit.item is None:
+        return None, False
+    options = v.provenance.options if v is not None and v.provenance.options else GradeOptions()
+    return turn_sampler(options.sampler, unit.item, unit.turn), False
+
+
+async def unit_frames(service, unit: Unit, resolved: bool, owner: str | None) -> UnitFrames:  # type: ignore[no-untyped-def]
+    """Frames for the unit page; a video that cannot be read gives a note, never an error page."""
+    item = unit.item
+    if item is None or not item.video:
+        return UnitFrames(note="no video: the calibration was not given this item" if item is None
+                          else "this item has no video")
+    params, seen = unit_sampler(unit)
+    assert params is not None
+    try:
+        path = Path(item.video) if resolved else await service.media.resolve(item.video, owner or "")
+        result = await asyncio.to_thread(service.decoder.sample, path, params)
+    except ProblemError as exc:
+        return UnitFrames(note=f"the video cannot be shown: {exc.detail}")
+    except (FrameSamplerError, OSError) as exc:
+        return UnitFrames(note=f"the video cannot be shown: {exc}")
+    frames = await asyncio.to_thread(lambda: [(f.info.timestamp, to_data_url(f.image, THUMBNAIL_QUALITY))
+                                              for f in result.frames])
+    note = None
+    if not seen:
+        note = "the judge read the text only and saw no frames; these are the frames of the window it would have seen"
+    elif unit.verdict is not None:
+        recorded = [round(t, 3) for t in unit.verdict.provenance.frame_timestamps]
+        if recorded != [round(t, 3) for t, _ in frames]:
+            note = ("these frames are not the ones the judge saw (the video has changed since it was graded): "
+                    f"the verdict names {', '.join(f'{t:.2f}' for t in recorded) or 'none'} s")
+    return UnitFrames(frames=frames, note=note, window=result.window)

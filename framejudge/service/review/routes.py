@@ -1,0 +1,362 @@
+"""The review pages (/review, signed in by cookie) and their API twins (/v1/calibrate/{id}/...,
+by bearer key): the queue, a unit, decisions, the adjudicated labels."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from pydantic import BaseModel, Field
+
+from ...calibration.adjudication import label_rows_csv, label_rows_jsonl, standing_labels
+from ...calibration.audit import AuditResult, gold_shift
+from ...calibration.inputs import human_rows, judge_rows, video_qa_fields
+from ...schema import LABEL_FIELDS, Category, Cause, Preference, ReviewDecision
+from ..context import ServiceDep, authorized
+from ..problems import ProblemError
+from ..store import ApiKey, CalibrationRun, check_key, key_by_id
+from .decide import DecisionError, DecisionRequest, from_form, make_decision
+from .frames import unit_frames
+from .queue import REASONS, STATES, Filters, Unit, build_units, neighbours, slices, state_of
+from .sessions import (COOKIE, PATH, SIGN_IN_COOKIE, CsrfRefused, Reviewer, SignInNeeded, check_csrf, may_review,
+                       new_sign_in_token, reviewer, safe_next, set_sign_in_cookie, sign_in_url, start_session)
+from .store import ReviewInputs, add_decision, close_session, decisions, review_run, review_runs, set_reviewers
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+pages = APIRouter(include_in_schema=False)
+api = APIRouter(tags=["review"])
+ReviewerDep = Annotated[Reviewer, Depends(reviewer)]
+FIGURE_REPLICATES = 200  # the page's before/after intervals; framejudge calibrate --gold for more
+HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",
+           "X-Content-Type-Options": "nosniff",
+           "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; script-src 'self'; "
+                                      "style-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"}
+FIELD_CHOICES: dict[str, list[str]] = {
+    "category_a": [c.value for c in Category], "category_b": [c.value for c in Category],
+    "preference": [p.value for p in Preference], "integrity_a": ["true", "false"], "integrity_b": ["true", "false"],
+    "transcription_error": ["true", "false"], "multiturn": ["true", "false"],
+}
+CAUSES = {Cause.judge_wrong: ("judge wrong", "w"), Cause.humans_wrong: ("humans wrong", "u"),
+          Cause.guideline_ambiguous: ("guideline ambiguous", "g"), Cause.needs_more_video: ("needs more of the video", "v"),
+          Cause.other: ("other", "o")}
+
+
+class Queue:
+    """A calibration under review, as one request sees it."""
+
+    def __init__(self, run: CalibrationRun, inputs: ReviewInputs, all_decisions: list[ReviewDecision]) -> None:
+        self.run, self.inputs, self.decisions = run, inputs, all_decisions
+        self.units = build_units(inputs.labels, inputs.records, inputs.items)
+        self.by_key = {u.key: u for u in self.units}
+        self.of_unit: dict[tuple[str, int], list[ReviewDecision]] = {}
+        for d in all_decisions:
+            self.of_unit.setdefault((d.item_id, d.turn), []).append(d)
+
+    def states(self, reviewer_id: str) -> dict[tuple[str, int], str]:
+        return {u.key: state_of(self.of_unit.get(u.key, []), reviewer_id) for u in self.units}
+
+    def gold(self) -> list[Any]:
+        return standing_labels(self.inputs.labels, self.decisions)
+
+
+def _inputs(run: CalibrationRun) -> ReviewInputs:
+    if not run.inputs_json:
+        raise ProblemError(409, "Not reviewable", f"calibration {run.id} was stored without its inputs "
+                           "(by an earlier version): run POST /v1/calibrate again to review it")
+    return ReviewInputs.model_validate_json(run.inputs_json)
+
+
+def load_queue(svc: Any, run_id: str, key: ApiKey) -> Queue:
+    run = review_run(svc.engine, run_id, key)
+    if run is None:
+        raise ProblemError(404, "No such calibration", f"no calibration with id {run_id!r}")
+    return Queue(run, _inputs(run), decisions(svc.engine, run_id))
+
+
+@lru_cache(maxsize=64)
+def _figures(run_id: str, decided: int, result_json: str, inputs_json: str, gold_json: str) -> list[Any]:
+    """Judge agreement per field before (human majority) and after (the standing gold), cached
+    until the next decision."""
+    inputs = ReviewInputs.model_validate_json(inputs_json)
+    from ...schema import HumanLabel
+
+    gold = [HumanLabel.model_validate(g) for g in json.loads(gold_json)]
+    rows_j, _ = judge_rows(inputs.records)
+    return gold_shift(human_rows(inputs.labels), rows_j, human_rows(gold), video_qa_fields(),
+                      replicates=FIGURE_REPLICATES, seed=0)
+
+
+async def figures(queue: Queue) -> list[Any]:
+    gold = json.dumps([g.model_dump(mode="json") for g in queue.gold()])
+    return await asyncio.to_thread(_figures, queue.run.id, len(queue.decisions), queue.run.result_json,
+                                   queue.run.inputs_json or "", gold)
+
+
+def _page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, context, status_code=status, headers=HEADERS)
+
+
+def _filters(field: str | None, category: str | None, slice_: str | None, state: str | None, blind: str | None) -> Filters:
+    if field and field not in LABEL_FIELDS:
+        raise ProblemError(422, "Invalid filter", f"field: {field!r} is not a label field ({', '.join(LABEL_FIELDS)})")
+    if category and category not in [c.value for c in Category]:
+        raise ProblemError(422, "Invalid filter", f"category: {category!r} is not a category")
+    if state and state not in STATES:
+        raise ProblemError(422, "Invalid filter", f"state: {state!r} is not one of {', '.join(STATES)}")
+    if slice_ and ":" not in slice_:
+        raise ProblemError(422, "Invalid filter", "slice: give it as key:value (task_type:multi_turn, domain:food)")
+    return Filters(field=field or None, category=category or None, slice=slice_ or None,
+                   state=state or None, blind=blind in ("1", "on", "true"))  # type: ignore[arg-type]
+
+
+FilterDep = Annotated[Filters, Depends(lambda field=None, category=None, slice=None, state=None, blind=None:
+                                       _filters(field, category, slice, state, blind))]
+
+
+def unit_url(run_id: str, unit: Unit | None, filters: Filters, **extra: str) -> str | None:
+    if unit is None:
+        return None
+    return f"{PATH}/{run_id}/unit?" + urlencode({"item": unit.item_id, "turn": unit.turn, **filters.query(), **extra})
+
+
+def queue_url(run_id: str, filters: Filters) -> str:
+    q = urlencode(filters.query())
+    return f"{PATH}/{run_id}" + (f"?{q}" if q else "")
+
+
+# ------------------------------------------------------------------------ sign in and out
+
+@pages.get(PATH + "/sign-in")
+def sign_in_page(request: Request, next: str | None = None, expired: str | None = None) -> HTMLResponse:
+    return _sign_in_form(request, safe_next(next), "Your session has expired: sign in again." if expired else None)
+
+
+def _sign_in_form(request: Request, next_path: str, error: str | None, status: int = 200) -> HTMLResponse:
+    token = new_sign_in_token()
+    response = _page(request, "sign_in.html", status, next=next_path, error=error, token=token)
+    set_sign_in_cookie(request, response, token)
+    return response
+
+
+@pages.post(PATH + "/sign-in")
+async def sign_in(request: Request, svc: ServiceDep) -> Response:
+    form = await request.form()
+    given, expected = str(form.get("csrf", "")), request.cookies.get(SIGN_IN_COOKIE, "")
+    next_path = safe_next(str(form.get("next", "")))
+    if not given or not expected or not secrets.compare_digest(given, expected):
+        return _sign_in_form(request, next_path, "The sign-in form had expired; sign in again.", 403)
+    wait = svc.limiter.take(f"sign-in:{request.client.host if request.client else ''}")
+    if wait is not None:
+        return _sign_in_form(request, next_path, f"Too many attempts: wait {max(1, round(wait))} s.", 429)
+    key = check_key(svc.engine, str(form.get("api_key", "")).strip())
+    if key is None:
+        return _sign_in_form(request, next_path, "Unknown or revoked API key.", 401)
+    if not may_review(key):
+        return _sign_in_form(request, next_path, "This API key lacks the 'review' scope.", 403)
+    response = RedirectResponse(next_path, status_code=303, headers=HEADERS)
+    start_session(request, response, key)
+    return response
+
+
+@pages.post(PATH + "/sign-out")
+async def sign_out(request: Request, svc: ServiceDep, who: ReviewerDep) -> Response:
+    form = await request.form()
+    check_csrf(who, str(form.get("csrf", "")))
+    close_session(svc.engine, request.cookies.get(COOKIE, ""))
+    response = RedirectResponse(f"{PATH}/sign-in", status_code=303, headers=HEADERS)
+    response.delete_cookie(COOKIE, path=PATH)
+    return response
+
+
+# ------------------------------------------------------------------------ the pages
+
+@pages.get(PATH)
+def review_index(request: Request, svc: ServiceDep, who: ReviewerDep) -> HTMLResponse:
+    runs = review_runs(svc.engine, who.key)
+    return _page(request, "index.html", who=who, runs=runs)
+
+
+@pages.get(PATH + "/{run_id}")
+async def queue_page(request: Request, run_id: str, svc: ServiceDep, who: ReviewerDep, filters: FilterDep) -> HTMLResponse:
+    queue = load_queue(svc, run_id, who.key)
+    states = queue.states(who.key.id)
+    shown = [u for u in queue.units if filters.keeps(u, states[u.key])]
+    counts = {s: sum(1 for v in states.values() if v == s) for s in STATES}
+    result = AuditResult.model_validate_json(queue.run.result_json)
+    first, _, _ = neighbours(shown, ("", -1), filters, states) if shown else (None, None, None)
+    return _page(request, "queue.html", who=who, run=queue.run, units=shown, total=len(queue.units), states=states,
+                 counts=counts, reasons=REASONS, filters=filters, fields=LABEL_FIELDS, categories=[c.value for c in Category],
+                 slices=slices(queue.units), state_names=STATES, result=result, shifts=await figures(queue),
+                 start=unit_url(run_id, shown[0], filters) if shown else None,
+                 unit_url=lambda u: unit_url(run_id, u, filters), export=f"{PATH}/{run_id}/labels")
+
+
+@pages.get(PATH + "/{run_id}/unit")
+async def unit_page(request: Request, run_id: str, svc: ServiceDep, who: ReviewerDep, filters: FilterDep,
+                    item: str, turn: int = 0, error: str | None = None) -> HTMLResponse:
+    queue = load_queue(svc, run_id, who.key)
+    unit = queue.by_key.get((item, turn))
+    if unit is None:
+        raise ProblemError(404, "No such unit", f"calibration {run_id} has no labelled turn {turn} of item {item!r}")
+    return await _unit(request, queue, unit, who, filters, error)
+
+
+async def _unit(request: Request, queue: Queue, unit: Unit, who: Reviewer, filters: Filters, error: str | None,
+                status: int = 200) -> HTMLResponse:
+    states = queue.states(who.key.id)
+    previous, following, to_decide = neighbours(queue.units, unit.key, filters, states)
+    mine = [d for d in queue.of_unit.get(unit.key, []) if d.reviewer == who.key.id and d.action != "skip"]
+    others = [d for d in queue.of_unit.get(unit.key, []) if d.action != "skip"]
+    hidden = filters.blind and not mine  # blind: nothing that could anchor the reviewer until they decide
+    frames = await unit_frames(request.app.state.service, unit, queue.inputs.resolved, queue.run.key_id)
+    order = [u.key for u in queue.units]
+    shown = [u.key for u in queue.units if filters.keeps(u, states[u.key], with_state=False)]
+    chosen = mine[-1].labels if mine else (None if filters.blind else unit.majority)
+    prefill = {} if chosen is None else {f: str(v).lower() if isinstance(v, bool) else v
+                                         for f, v in chosen.model_dump(mode="json").items() if v is not None}
+    run_id = queue.run.id
+    return _page(request, "unit.html", status, who=who, run=queue.run, unit=unit, item=unit.item, frames=frames,
+                 hidden=hidden, filters=filters, state=states[unit.key], reasons=REASONS, mine=mine, decisions=others,
+                 position=(shown.index(unit.key) + 1 if unit.key in shown else None), shown=len(shown),
+                 queue_position=order.index(unit.key) + 1, total=len(order), error=error,
+                 fields=LABEL_FIELDS, choices=FIELD_CHOICES, causes=CAUSES, prefill=prefill,
+                 previous=unit_url(run_id, previous, filters), next=unit_url(run_id, following, filters),
+                 to_decide=unit_url(run_id, to_decide, filters), queue=queue_url(run_id, filters),
+                 annotators=list(unit.humans))
+
+
+@pages.post(PATH + "/{run_id}/decide")
+async def decide_form(request: Request, run_id: str, svc: ServiceDep, who: ReviewerDep) -> Response:
+    form = {k: str(v) for k, v in (await request.form()).items()}
+    check_csrf(who, form.get("csrf"))
+    filters = _filters(form.get("field"), form.get("category"), form.get("slice"), form.get("state"), form.get("blind"))
+    queue = load_queue(svc, run_id, who.key)
+    try:
+        wanted = from_form(form)
+        unit = queue.by_key.get((wanted.item_id, wanted.turn))
+        if unit is None:
+            raise DecisionError(f"calibration {run_id} has no labelled turn {wanted.turn} of item {wanted.item_id!r}")
+        decision = make_decision(unit, wanted, who.key.id, queue.of_unit.get(unit.key, []), queue.inputs.labels)
+    except DecisionError as exc:
+        unit = queue.by_key.get((form.get("item", ""), int(form.get("turn", "0") or 0) if form.get("turn", "0").isdigit() else -1))
+        if unit is None:
+            raise ProblemError(422, "Invalid decision", str(exc)) from None
+        return await _unit(request, queue, unit, who, filters, str(exc), status=422)
+    await asyncio.to_thread(add_decision, svc.engine, run_id, decision)
+    queue = load_queue(svc, run_id, who.key)
+    if filters.blind and decision.action != "skip":  # show the reviewer what they were blind to, then go on
+        return RedirectResponse(unit_url(run_id, unit, filters) or queue_url(run_id, filters), status_code=303)
+    states = queue.states(who.key.id)
+    _, _, to_decide = neighbours(queue.units, unit.key, filters, states)
+    return RedirectResponse(unit_url(run_id, to_decide, filters) or queue_url(run_id, filters), status_code=303)
+
+
+def export_labels(queue: Queue, form: str) -> Response:
+    rows = queue.gold()
+    name = f"calibration-{queue.run.id}-gold"
+    if form == "csv":
+        return Response(label_rows_csv(rows), media_type="text/csv; charset=utf-8",
+                        headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})
+    return Response(label_rows_jsonl(rows), media_type="application/x-ndjson",
+                    headers={"Content-Disposition": f'attachment; filename="{name}.jsonl"'})
+
+
+@pages.get(PATH + "/{run_id}/labels")
+def export_page(run_id: str, svc: ServiceDep, who: ReviewerDep, format: Literal["csv", "jsonl"] = "jsonl") -> Response:
+    return export_labels(load_queue(svc, run_id, who.key), format)
+
+
+# ------------------------------------------------------------------------ the API twins
+
+def review_key(request: Request, authorization: Annotated[str | None, Header()] = None) -> ApiKey:
+    """A bearer key with the review or the calibrate scope (or admin)."""
+    svc = request.app.state.service
+    try:
+        return svc.authorize(authorization, "review")
+    except ProblemError as exc:
+        if exc.status != 403:
+            raise
+        return svc.authorize(authorization, "calibrate")
+
+
+ReviewKey = Annotated[ApiKey, Depends(review_key)]
+
+
+@api.get("/v1/calibrate/{run_id}/labels")
+def labels_api(run_id: str, svc: ServiceDep, key: ReviewKey,
+               format: Annotated[Literal["csv", "jsonl"], Query(description="label rows as JSONL or CSV")] = "jsonl") -> Response:
+    """The standing gold label of every labelled unit (unanimous, adjudicated or unresolved, with the
+    reviewer and time), as label rows `framejudge calibrate --human/--gold` reads."""
+    return export_labels(load_queue(svc, run_id, key), format)
+
+
+@api.get("/v1/calibrate/{run_id}/decisions", response_model=list[ReviewDecision])
+def decisions_api(run_id: str, svc: ServiceDep, key: ReviewKey) -> list[ReviewDecision]:
+    """Every reviewer's decisions on this calibration's units, oldest first (none is ever overwritten)."""
+    return load_queue(svc, run_id, key).decisions
+
+
+@api.post("/v1/calibrate/{run_id}/decisions", response_model=ReviewDecision, status_code=201)
+async def decide_api(run_id: str, body: DecisionRequest, svc: ServiceDep,
+                     key: Annotated[ApiKey, Depends(authorized("review"))]) -> ReviewDecision:
+    """A decision on one unit, as the review page makes it (needs the review scope)."""
+    queue = load_queue(svc, run_id, key)
+    unit = queue.by_key.get((body.item_id, body.turn))
+    if unit is None:
+        raise ProblemError(404, "No such unit", f"calibration {run_id} has no labelled turn {body.turn} of item {body.item_id!r}")
+    try:
+        decision = make_decision(unit, body, key.id, queue.of_unit.get(unit.key, []), queue.inputs.labels)
+    except DecisionError as exc:
+        raise ProblemError(422, "Invalid decision", str(exc)) from None
+    await asyncio.to_thread(add_decision, svc.engine, run_id, decision)
+    return decision
+
+
+class Reviewers(BaseModel):
+    reviewers: list[str] = Field(max_length=1000, description="ids of the API keys that may review (as `keys list` shows)")
+
+
+@api.put("/v1/calibrate/{run_id}/reviewers", response_model=Reviewers)
+def reviewers_api(run_id: str, body: Reviewers, svc: ServiceDep,
+                  key: Annotated[ApiKey, Depends(authorized("calibrate"))]) -> Reviewers:
+    """Who, besides this calibration's own key, may review it (only its own key, or an admin, says)."""
+    run = review_run(svc.engine, run_id, key)
+    if run is None or (run.key_id != key.id and "admin" not in key.scopes.split(",")):
+        raise ProblemError(404, "No such calibration", f"no calibration with id {run_id!r}")
+    unknown = [r for r in body.reviewers if key_by_id(svc.engine, r) is None]
+    if unknown:
+        raise ProblemError(422, "Unknown reviewer", f"reviewers: no valid API key with id {unknown[0]!r} "
+                           "(give key ids as `framejudge keys list` shows them)")
+    set_reviewers(svc.engine, run_id, body.reviewers)
+    return body
+
+
+# ------------------------------------------------------------------------ wiring
+
+def problem_page(request: Request, exc: ProblemError) -> HTMLResponse:
+    return _page(request, "refused.html", exc.status, why=f"{exc.title}: {exc.detail}")
+
+
+def install(app: FastAPI) -> None:
+    app.include_router(pages)
+    app.include_router(api)
+    app.mount(PATH + "/static", StaticFiles(directory=str(HERE / "static")), name="review-static")
+
+    @app.exception_handler(SignInNeeded)
+    async def _sign_in(_: Request, exc: SignInNeeded) -> Response:
+        return RedirectResponse(sign_in_url(exc.next_path, exc.expired), status_code=303, headers=HEADERS)
+
+    @app.exception_handler(CsrfRefused)
+    async def _csrf(request: Request, _: CsrfRefused) -> Response:
+        return _page(request, "refused.html", 403, why="This form came without its security token (or with an old "
+                                                       "one). Go back, reload the page and try again.")

@@ -1,0 +1,97 @@
+"""Signing a browser in: the API key is given once, on the sign-in form; the browser then holds an
+HttpOnly, SameSite=Strict session cookie whose token the database knows only by its hash. Every
+form that changes something carries the session's CSRF token; sessions expire."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from urllib.parse import quote
+
+from fastapi import Request, Response
+
+from ..store import ApiKey, key_by_id
+from .store import SessionRow, find_session, open_session
+
+COOKIE = "framejudge_review"
+SIGN_IN_COOKIE = "framejudge_signin"  # the sign-in form's own CSRF token (double submit)
+PATH = "/review"
+REVIEW_SCOPES = ("review", "admin")
+
+
+@dataclass
+class Reviewer:
+    key: ApiKey
+    session: SessionRow
+
+    @property
+    def csrf(self) -> str:
+        return self.session.csrf
+
+
+class SignInNeeded(Exception):
+    """No session, an expired one, or one whose key was revoked: the browser goes to sign in."""
+
+    def __init__(self, next_path: str, expired: bool) -> None:
+        super().__init__(next_path)
+        self.next_path, self.expired = next_path, expired
+
+
+class CsrfRefused(Exception):
+    """A form that changes something came without this session's CSRF token."""
+
+
+def may_review(key: ApiKey) -> bool:
+    return any(s in key.scopes.split(",") for s in REVIEW_SCOPES)
+
+
+def reviewer(request: Request) -> Reviewer:
+    """The signed-in reviewer of this request (a dependency of every review page)."""
+    svc = request.app.state.service
+    token = request.cookies.get(COOKIE)
+    next_path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    if request.method != "GET":
+        next_path = PATH
+    if not token:
+        raise SignInNeeded(next_path, expired=False)
+    row = find_session(svc.engine, token)
+    key = key_by_id(svc.engine, row.key_id) if row is not None else None
+    if row is None or key is None or not may_review(key):
+        raise SignInNeeded(next_path, expired=True)
+    return Reviewer(key=key, session=row)
+
+
+def check_csrf(who: Reviewer, given: str | None) -> None:
+    if not given or not secrets.compare_digest(given, who.csrf):
+        raise CsrfRefused()
+
+
+def start_session(request: Request, response: Response, key: ApiKey) -> None:
+    svc = request.app.state.service
+    minutes = svc.settings.review_session_minutes
+    token = open_session(svc.engine, key.id, timedelta(minutes=minutes))
+    response.set_cookie(COOKIE, token, max_age=int(minutes * 60), path=PATH, httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https")
+    response.delete_cookie(SIGN_IN_COOKIE, path=PATH)
+
+
+def new_sign_in_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def set_sign_in_cookie(request: Request, response: Response, token: str) -> None:
+    """The sign-in form's token is also set as a short-lived cookie the form's post must match."""
+    response.set_cookie(SIGN_IN_COOKIE, token, max_age=3600, path=PATH, httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https")
+
+
+def sign_in_url(next_path: str, expired: bool) -> str:
+    return f"{PATH}/sign-in?next={quote(next_path, safe='')}" + ("&expired=1" if expired else "")
+
+
+def safe_next(next_path: str | None) -> str:
+    """Where to go after signing in: only a path of the review pages (never another site)."""
+    if not next_path or not next_path.startswith(PATH) or next_path.startswith("//") or "\\" in next_path:
+        return PATH
+    return next_path

@@ -1,0 +1,147 @@
+"""What a review keeps: the inputs of a calibration (labels, records, items), every reviewer's
+decisions (append-only: nothing a reviewer did is overwritten), and browser sessions."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timedelta, timezone
+
+from pydantic import BaseModel, Field
+from sqlalchemy import DateTime, Integer, String, Text, delete, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from ...db import Base
+from ...schema import HumanLabel, Item, RecordIn, ReviewDecision
+from ..store import ApiKey, CalibrationRun, generated_id
+
+
+class ReviewInputs(BaseModel):
+    """A calibration's inputs, kept with it for review. `items` hold the videos as the server reads
+    them (a job's resolved paths) or as the client gave them (`resolved` false: resolved again,
+    for the calibration's key, when frames are shown)."""
+
+    labels: list[HumanLabel]
+    records: list[RecordIn]
+    items: list[Item] = Field(default_factory=list)
+    resolved: bool = False
+    job_id: str | None = None
+
+
+class DecisionRow(Base):
+    __tablename__ = "review_decisions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    calibration_id: Mapped[str] = mapped_column(String(32), index=True)
+    item_id: Mapped[str] = mapped_column(String(200))
+    turn: Mapped[int] = mapped_column(Integer)
+    reviewer: Mapped[str] = mapped_column(String(16))  # the reviewer's key id
+    decided_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    decision_json: Mapped[str] = mapped_column(Text)
+
+
+class SessionRow(Base):
+    __tablename__ = "review_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 of the cookie's token
+    key_id: Mapped[str] = mapped_column(String(16), index=True)
+    csrf: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)  # SQLite drops the zone
+
+
+# ------------------------------------------------------------------ calibrations under review
+
+def reviewable(run: CalibrationRun, key: ApiKey) -> bool:
+    """The calibration's own key, a key it names as a reviewer, or an admin key."""
+    return (run.key_id == key.id or key.id in (run.reviewers or "").split(",")
+            or "admin" in key.scopes.split(","))
+
+
+def review_run(engine: Engine, run_id: str, key: ApiKey) -> CalibrationRun | None:
+    """The calibration, for a key that may review it; None otherwise (as for an id that does not exist)."""
+    if not generated_id(run_id):
+        return None
+    with Session(engine) as s:
+        run = s.get(CalibrationRun, run_id)
+        if run is None or not reviewable(run, key):
+            return None
+        s.expunge(run)
+        return run
+
+
+def review_runs(engine: Engine, key: ApiKey) -> list[CalibrationRun]:
+    """The calibrations this key may review, newest first (without their stored texts)."""
+    with Session(engine) as s:
+        rows = s.execute(select(CalibrationRun.id, CalibrationRun.key_id, CalibrationRun.reviewers,
+                                CalibrationRun.created_at, CalibrationRun.inputs_json.is_not(None))
+                         .order_by(CalibrationRun.created_at.desc())).all()
+    runs = []
+    for run_id, key_id, reviewers, created_at, has_inputs in rows:
+        run = CalibrationRun(id=run_id, key_id=key_id, reviewers=reviewers, created_at=created_at,
+                             result_json="", inputs_json="" if has_inputs else None)
+        if reviewable(run, key):
+            runs.append(run)
+    return runs
+
+
+def set_reviewers(engine: Engine, run_id: str, reviewers: list[str]) -> None:
+    with Session(engine) as s, s.begin():
+        run = s.get(CalibrationRun, run_id)
+        if run is not None:
+            run.reviewers = ",".join(dict.fromkeys(reviewers)) or None
+
+
+# ------------------------------------------------------------------ decisions
+
+def add_decision(engine: Engine, calibration_id: str, decision: ReviewDecision) -> None:
+    """Appended in its own transaction: committed (and on disk) before the reviewer sees the next unit."""
+    with Session(engine) as s, s.begin():
+        s.add(DecisionRow(calibration_id=calibration_id, item_id=decision.item_id, turn=decision.turn,
+                          reviewer=decision.reviewer, decided_at=decision.decided_at,
+                          decision_json=decision.model_dump_json()))
+
+
+def decisions(engine: Engine, calibration_id: str) -> list[ReviewDecision]:
+    """Every decision on this calibration's units, in the order they were made."""
+    with Session(engine) as s:
+        rows = s.scalars(select(DecisionRow.decision_json).where(DecisionRow.calibration_id == calibration_id)
+                         .order_by(DecisionRow.id))
+        return [ReviewDecision.model_validate_json(r) for r in rows]
+
+
+# ------------------------------------------------------------------ sessions
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def open_session(engine: Engine, key_id: str, lifetime: timedelta) -> str:
+    """A new session for this key; the token goes in the cookie, only its hash is stored."""
+    token = secrets.token_urlsafe(32)
+    now = datetime.now(timezone.utc)
+    with Session(engine) as s, s.begin():
+        s.execute(delete(SessionRow).where(SessionRow.expires_at < now))  # expired ones go on every sign-in
+        s.add(SessionRow(id=_digest(token), key_id=key_id, csrf=secrets.token_urlsafe(32), created_at=now,
+                         expires_at=now + lifetime))
+    return token
+
+
+def find_session(engine: Engine, token: str) -> SessionRow | None:
+    """The session of this cookie token while it has not expired."""
+    with Session(engine) as s:
+        row = s.get(SessionRow, _digest(token))
+        if row is None or _aware(row.expires_at) <= datetime.now(timezone.utc):
+            return None
+        s.expunge(row)
+        return row
+
+
+def close_session(engine: Engine, token: str) -> None:
+    with Session(engine) as s, s.begin():
+        s.execute(delete(SessionRow).where(SessionRow.id == _digest(token)))
