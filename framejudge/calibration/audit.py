@@ -95,6 +95,26 @@ class FieldAudit(BaseModel):
     per_class: list[PerClass]
 
 
+class GoldShift(BaseModel):
+    """The judge against the human majority (before) and against adjudicated gold labels
+    (after), per field, and the paired difference (after minus before) with a bootstrap
+    interval over the same resampled items."""
+
+    field: str
+    before: Interval  # judge alpha vs the human majority
+    after: Interval  # judge alpha vs the gold
+    before_percent: Coefficient
+    after_percent: Coefficient
+    difference: float | None
+    low: float | None
+    high: float | None
+    replicates: int
+    undefined_replicates: int
+    units_before: int  # units with both a human majority and a judge label
+    units_after: int  # units with both a gold label and a judge label
+    changed: int  # units whose gold differs from the human majority
+
+
 class AuditResult(BaseModel):
     fields: list[FieldAudit]
     annotators: list[str]
@@ -105,6 +125,7 @@ class AuditResult(BaseModel):
     disagreements: list[Disagreement]
     swap_consistency: float | None = None  # carried over from the verdicts
     slices: dict[str, dict[str, AuditResult]] = Field(default_factory=dict)  # slice key -> value -> audit
+    gold: list[GoldShift] = Field(default_factory=list)  # against adjudicated gold labels, when given
 
 
 AuditResult.model_rebuild()
@@ -309,19 +330,88 @@ def compare_runs(
         stat = lambda r: krippendorff_alpha(r, spec.level)  # noqa: E731
         ia = bootstrap(ra, stat, replicates, seed, clusters=clusters)
         ib = bootstrap(rb, stat, replicates, seed, clusters=clusters)
-        diffs: list[float] = []
-        undefined = 0
-        for keep in resamples(groups, replicates, seed):  # the same draws for both runs: paired
-            x, y = stat(ra.subset(keep)).value, stat(rb.subset(keep)).value
-            if x is None or y is None:
-                undefined += 1
-            else:
-                diffs.append(y - x)
+        low, high, undefined = _paired(ra, rb, stat, groups, replicates, seed)
         point = None if ia.estimate is None or ib.estimate is None else ib.estimate - ia.estimate
-        out.append(RunComparison(
-            field=spec.name, first=ia, second=ib, difference=point,
-            low=float(np.quantile(diffs, 0.025)) if diffs else None,
-            high=float(np.quantile(diffs, 0.975)) if diffs else None,
-            replicates=replicates, undefined_replicates=undefined if groups else replicates,
-        ))
+        out.append(RunComparison(field=spec.name, first=ia, second=ib, difference=point, low=low, high=high,
+                                 replicates=replicates, undefined_replicates=undefined))
+    return out
+
+
+def _paired(ra: Ratings, rb: Ratings, stat: Callable[[Ratings], Coefficient], groups: list[list[int]],
+            replicates: int, seed: int, tick: Callable[[int], None] | None = None,
+            ) -> tuple[float | None, float | None, int]:
+    """The 95% percentile interval of stat(rb) - stat(ra) over the same bootstrap draws of
+    both (paired), and the replicates where either is undefined."""
+    diffs: list[float] = []
+    undefined = 0 if groups else replicates
+    for b, keep in enumerate(resamples(groups, replicates, seed)):
+        x, y = stat(ra.subset(keep)).value, stat(rb.subset(keep)).value
+        if x is None or y is None:
+            undefined += 1
+        else:
+            diffs.append(y - x)
+        if tick is not None:
+            tick(b + 1)
+    if not diffs:
+        return None, None, undefined
+    return float(np.quantile(diffs, 0.025)), float(np.quantile(diffs, 0.975)), undefined
+
+
+def gold_units(gold: Sequence[LabelRow]) -> dict[tuple[str, int], dict[str, Any]]:
+    """(item, turn) -> field -> gold label; a second gold row for a unit is an error naming both."""
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    by: dict[tuple[str, int], str] = {}
+    for row in gold:
+        key = (row.item_id, row.turn)
+        if key in by:
+            raise ValueError(f"gold labels item {row.item_id} turn {row.turn} twice (rows of {by[key]!r} and "
+                             f"{row.annotator!r}); gold has one row per unit")
+        by[key] = row.annotator
+        out[key] = dict(row.values)
+    return out
+
+
+def gold_shift(
+    humans: Sequence[LabelRow], judge: Sequence[LabelRow], gold: Sequence[LabelRow], fields: Sequence[FieldSpec],
+    replicates: int = 1000, seed: int = 0, progress: Callable[[str, int], None] | None = None,
+) -> list[GoldShift]:
+    """The judge against the human majority and against the gold, per field. A gold row's value
+    for a field replaces the human majority of that unit (a value of None there: the unit has no
+    gold for that field); units and fields the gold does not cover keep the majority. Gold for a
+    unit without human labels is an error."""
+    units = _human_units(humans)
+    golden = gold_units(gold)
+    stray = sorted(set(golden) - set(units))
+    if stray:
+        raise ValueError(f"gold labels item {stray[0][0]} turn {stray[0][1]}, which has no human labels")
+    keys = sorted(units)
+    clusters = [k[0] for k in keys]
+    groups = groups_of(len(keys), clusters)
+    judged = {(r.item_id, r.turn): r.values for r in judge}
+    out = []
+    for spec in fields:
+        before: list[dict[str, Any]] = []
+        after: list[dict[str, Any]] = []
+        changed = 0
+        for k in keys:
+            maj = majority([v[spec.name] for v in units[k].values() if v.get(spec.name) is not None])
+            g = golden.get(k, {})
+            ref = g[spec.name] if spec.name in g else maj  # a gold value of None withholds the label
+            changed += ref != maj
+            j = judged.get(k, {}).get(spec.name)
+            for rows, r in ((before, maj), (after, ref)):
+                rows.append({} if r is None else ({MAJORITY: r, JUDGE: j} if j is not None else {MAJORITY: r}))
+        cats = list(spec.categories)
+        rb, ra = Ratings(before, cats), Ratings(after, cats)
+        stat = lambda r: krippendorff_alpha(r, spec.level)  # noqa: E731
+        tick = (lambda b: progress(spec.name, b)) if progress else None
+        ib = bootstrap(rb, stat, replicates, seed, clusters=clusters, progress=tick)
+        ia = bootstrap(ra, stat, replicates, seed, clusters=clusters, progress=tick)
+        low, high, undefined = _paired(rb, ra, stat, groups, replicates, seed, tick)
+        point = None if ia.estimate is None or ib.estimate is None else ia.estimate - ib.estimate
+        out.append(GoldShift(
+            field=spec.name, before=ib, after=ia, before_percent=percent_agreement(rb),
+            after_percent=percent_agreement(ra), difference=point, low=low, high=high, replicates=replicates,
+            undefined_replicates=undefined, units_before=sum(len(r) == 2 for r in before),
+            units_after=sum(len(r) == 2 for r in after), changed=changed))
     return out

@@ -60,6 +60,16 @@ def human_rows(labels: list[HumanLabel]) -> list[LabelRow]:
                                     h.transcription_error, h.multiturn)) for h in labels]
 
 
+def gold_rows(labels: list[HumanLabel]) -> list[LabelRow]:
+    """Label rows of gold labels for `gold_shift`. A gold preference of Both or Neither also
+    decides preference_decided: the unit has no gold there (rather than the humans' A or B)."""
+    rows = human_rows(labels)
+    for row in rows:
+        if "preference" in row.values and "preference_decided" not in row.values:
+            row.values["preference_decided"] = None
+    return rows
+
+
 def unjudged_turns(labels: Iterable[LabelRow | HumanLabel],
                    records: Iterable[Verdict | JudgeError]) -> tuple[list[tuple[str, int]], int]:
     """The labelled (item, turn)s that have no record (verdict or judge error), in order, and how
@@ -130,6 +140,30 @@ def _csv_rows(p: Path, text: str) -> list[tuple[int, dict[str, str]]]:
 
 
 def load_human_labels(path: str | os.PathLike[str]) -> list[HumanLabel]:
+    return unique_labels(_read_labels(path), LabelsError)
+
+
+def load_gold_labels(path: str | os.PathLike[str], labelled: set[tuple[str, int]] | None = None) -> list[HumanLabel]:
+    """Gold label rows (as `standing_labels` writes them): a labels file with one row per unit,
+    whoever the annotator. A second row for a unit is an error naming both lines; so is a unit
+    not in `labelled` (the units of the human labels) when it is given."""
+    out: list[HumanLabel] = []
+    first: dict[tuple[str, int], str] = {}
+    for where, label in _read_labels(path):
+        unit = (label.item_id, label.turn)
+        if unit in first:
+            raise LabelsError(f"{where}: a second gold row for item {label.item_id} turn {label.turn} (the first "
+                              f"is {first[unit]}); gold has one row per unit")
+        if labelled is not None and unit not in labelled:
+            raise LabelsError(f"{where}: item {label.item_id} turn {label.turn} has no human label; gold replaces "
+                              "the human majority of labelled units only")
+        first[unit] = where
+        out.append(label)
+    return out
+
+
+def _read_labels(path: str | os.PathLike[str]) -> list[tuple[str, HumanLabel]]:
+    """(where: 'FILE:LINE', label) for every row of a labels file."""
     p = Path(path)
     text = read_text(p, "labels", LabelsError)
     rows: list[tuple[int, dict[str, Any]]] = []
@@ -151,7 +185,7 @@ def load_human_labels(path: str | os.PathLike[str]) -> list[HumanLabel]:
             raise LabelsError(f"{p}:{n}: {first_problem(exc)}") from None
     if not labels:
         raise LabelsError(f"{p}: no labels")
-    return unique_labels(labels, LabelsError)
+    return labels
 
 
 def unique_labels(labels: Iterable[tuple[str, HumanLabel]], error: type[ValueError]) -> list[HumanLabel]:

@@ -169,6 +169,21 @@ units without a verdict: {result.judge_units_missing}; bootstrap: {result.replic
             diff = "undefined" if c.difference is None else f"{c.difference:+.3f}" + ("" if c.low is None else f" [{c.low:+.3f}, {c.high:+.3f}]")
             parts.append(f"<tr><td>{e(c.field)}</td><td>{_fmt(c.first)}</td><td>{_fmt(c.second)}</td><td>{diff}</td></tr>")
         parts.append("</tbody></table>")
+    if result.gold:
+        parts.append("<h2>Against the adjudicated gold: before and after</h2>"
+                     "<p>Before: the judge against the human majority. After: against the gold labels, which "
+                     "replace the majority where a unit has them. Difference: after minus before, paired "
+                     "bootstrap over the same items.</p><table id=gold><thead><tr><th>field</th>"
+                     "<th>before: alpha vs majority</th><th>after: alpha vs gold</th><th>difference [95% CI]</th>"
+                     "<th>agreement before</th><th>agreement after</th><th>units before</th><th>units after</th>"
+                     "<th>units changed</th></tr></thead><tbody>")
+        for g in result.gold:
+            diff = "undefined" if g.difference is None else f"{g.difference:+.3f}" + ("" if g.low is None else f" [{g.low:+.3f}, {g.high:+.3f}]")
+            parts.append(f"<tr><td>{e(g.field)}</td><td>{_fmt(g.before)}</td><td>{_fmt(g.after)}</td><td>{diff}</td>"
+                         f"<td class=num>{_num(g.before_percent.value)}</td><td class=num>{_num(g.after_percent.value)}</td>"
+                         f"<td class=num>{g.units_before}</td><td class=num>{g.units_after}</td>"
+                         f"<td class=num>{g.changed}</td></tr>")
+        parts.append("</tbody></table>")
     parts.append("<h2>Disagreements to review</h2><table id=disagreements><thead><tr><th>item</th><th>turn</th><th>field</th>"
                  "<th>judge</th><th>majority</th><th>humans</th><th>kind</th><th>video</th><th>asked at</th><th>frames the judge saw (s)</th></tr></thead><tbody>")
     for d in result.disagreements[:200]:

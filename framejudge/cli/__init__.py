@@ -396,20 +396,23 @@ def calibrate(
     by: Annotated[Optional[list[str]], typer.Option("--by", help="also audit per value of: turn, or a metadata field")] = None,
     compare: Annotated[Optional[Path], typer.Option(help="a second verdicts file: compare the two runs")] = None,
     report: Annotated[Optional[Path], typer.Option(help="write a self-contained HTML report here")] = None,
+    gold: Annotated[Optional[Path], typer.Option(help="adjudicated gold labels (one row per unit, JSONL or CSV): "
+                                                      "the judge against them beside the human majority")] = None,
 ) -> None:
     """Judge vs human agreement beside the human-vs-human ceiling, with bootstrap intervals."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from ..calibration.audit import audit, audit_slices, compare_runs
-    from ..calibration.inputs import (LabelsError, human_rows, judge_rows, load_human_labels, swap_consistency,
-                                     video_qa_fields)
+    from ..calibration.audit import audit, audit_slices, compare_runs, gold_shift
+    from ..calibration.inputs import (LabelsError, gold_rows, human_rows, judge_rows, load_gold_labels,
+                                     load_human_labels, swap_consistency, video_qa_fields)
     from ..files import OutputError
     from ..judge import ItemsError, read_records
 
     try:
         check_outputs({"result": out_path, "report": report, "disagreements": disagreements},
-                      inputs=[human, judge_path, compare])
+                      inputs=[human, judge_path, compare, gold])
         labels = load_human_labels(human)
+        golden = load_gold_labels(gold, {(h.item_id, h.turn) for h in labels}) if gold is not None else None
         for verdicts in (judge_path, compare):
             if verdicts is not None and not verdicts.is_file():
                 raise LabelsError(f"{verdicts}: " + ("not a regular file" if verdicts.exists() else "no such verdicts file"))
@@ -425,13 +428,15 @@ def calibrate(
     check_calibration_inputs(rows_h, rows_j, records, fields, by or [], judge_path)
     with Progress(TextColumn("bootstrap {task.fields[field]}"), BarColumn(), MofNCompleteColumn(), console=err,
                   transient=True) as progress:
-        task = progress.add_task("b", total=replicates * 3 * len(fields), field="")
+        task = progress.add_task("b", total=replicates * 3 * len(fields) * (2 if golden else 1), field="")
 
         def tick(field: str, b: int) -> None:
             progress.update(task, advance=1, field=field)
 
         result = audit(rows_h, rows_j, fields, judge_errors=errors, replicates=replicates, seed=seed,
                        progress=tick)
+        if golden is not None:
+            result.gold = gold_shift(rows_h, rows_j, gold_rows(golden), fields, replicates, seed, progress=tick)
     result.swap_consistency = swap_consistency(records)
     for key in by or []:
         result.slices[key] = audit_slices(rows_h, rows_j, fields, key, replicates=replicates, seed=seed)
@@ -485,9 +490,24 @@ def calibrate(
                 f"{c.difference:+.3f}" + ("" if c.low is None else f" [{c.low:+.3f}, {c.high:+.3f}]"))
             t.add_row(c.field, fmt(c.first), fmt(c.second), diff)
         out.print(t)
+    if result.gold:
+        t = Table(title=f"against the adjudicated gold ({gold.name}): before (human majority) and after")
+        for col in ("field", "before", "after", "difference [95% CI]", "agreement before", "agreement after",
+                    "units before", "units after", "units changed"):
+            t.add_column(col)
+        for g in result.gold:
+            diff = "undefined" if g.difference is None else (
+                f"{g.difference:+.3f}" + ("" if g.low is None else f" [{g.low:+.3f}, {g.high:+.3f}]"))
+            t.add_row(g.field, fmt(g.before), fmt(g.after), diff, percent(g.before_percent.value),
+                      percent(g.after_percent.value), str(g.units_before), str(g.units_after), str(g.changed))
+        out.print(t)
     if result.swap_consistency is not None:
         out.print(f"swap consistency of the judge: {result.swap_consistency:.3f}")
     report_problems(problems)
+
+
+def percent(x: Optional[float]) -> str:
+    return "undefined" if x is None else f"{100 * x:.1f}%"
 
 
 def check_calibration_inputs(rows_h: list, rows_j: list, records: list, fields: list, by: list[str],

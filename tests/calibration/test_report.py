@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from framejudge.calibration.audit import audit, audit_slices, compare_runs
+from framejudge.calibration.audit import audit, audit_slices, compare_runs, gold_shift
 from framejudge.calibration.report import render_html
+from tests.calibration.test_adjudication import gold_from
 from tests.calibration.test_audit import synthetic
 
 from tests.chromium import CHROMIUM, devtools_page
@@ -27,6 +28,7 @@ def report_file(tmp_path_factory):
     result = audit(humans, judge, fields, replicates=200)
     result.slices["domain"] = audit_slices(humans, judge, fields, "domain", replicates=100)
     comparison = compare_runs(humans, judge, judge, fields, replicates=100)
+    result.gold = gold_shift(humans, judge, gold_from(humans, judge, humans_wrong=True)[0], fields, replicates=100)
     path = tmp_path_factory.mktemp("report") / "report.html"
     path.write_text(render_html(result, comparison), encoding="utf-8")
     return path
@@ -36,7 +38,7 @@ def test_report_is_self_contained(report_file):
     text = report_file.read_text()
     assert "<script" not in text and "http://" not in text and "https://" not in text
     assert text.count('src="data:image/png;base64,') >= 3
-    for table_id in ("agreement", "each", "comparison", "disagreements"):
+    for table_id in ("agreement", "each", "comparison", "gold", "disagreements"):
         assert f"id={table_id}" in text or f'id="{table_id}"' in text
 
 
@@ -77,6 +79,8 @@ async def _cdp(ws_url: str, url: str) -> dict:
             images: [...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight]),
             rows: document.querySelectorAll('#agreement tbody tr').length,
             tables: document.querySelectorAll('table').length,
+            gold: [...document.querySelectorAll('#gold tr')].map(r => [...r.cells].map(c => c.textContent)),
+            headings: [...document.querySelectorAll('h2')].map(h => h.textContent),
             heading: document.querySelector('h1').textContent})""")
         shot = await call("Page.captureScreenshot", format="png")
         return {"probe": json.loads(probe["result"]["value"]), "png": base64.b64decode(shot["data"]), "errors": errors}
@@ -89,7 +93,12 @@ def test_report_renders_in_headless_chromium(report_file):
     assert got["errors"] == []
     probe = got["probe"]
     assert probe["heading"] == "framejudge calibration"
-    assert probe["rows"] == 1 and probe["tables"] >= 5
+    assert probe["rows"] == 1 and probe["tables"] >= 6
+    assert "Against the adjudicated gold: before and after" in probe["headings"]
+    header, row = probe["gold"]
+    assert header[:4] == ["field", "before: alpha vs majority", "after: alpha vs gold", "difference [95% CI]"]
+    assert header[-1] == "units changed" and row[0] == "category_a" and int(row[-1]) > 0
+    assert row[3].startswith("+")  # the reviewer sided with the judge: its figure rises
     assert len(probe["images"]) >= 3 and all(ok and w > 100 and h > 50 for ok, w, h in probe["images"])
     shot = np.asarray(Image.open(io.BytesIO(got["png"])).convert("L"), dtype=float)
     assert shot.shape[1] == 1280
