@@ -163,6 +163,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 and not json_type(request)):  # a body FastAPI did not read as JSON
             given = request.headers.get("content-type") or "no Content-Type"
             return problem(415, "JSON expected", f"body: send it as application/json (got {given[:100]})")
+        if request.url.path.startswith(REVIEW_PAGES):
+            return await _problem(request, ProblemError(422, "Invalid request", validation_detail(errors)))
         return problem(422, "Invalid request", validation_detail(errors))
 
     @app.exception_handler(Exception)

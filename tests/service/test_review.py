@@ -84,7 +84,7 @@ def calibration(env: dict[str, Any]) -> dict[str, Any]:
         if r["item_id"] == "disputed":
             r["provenance"]["sampler"] = params.model_dump(mode="json")
             r["provenance"]["frame_timestamps"] = seen
-            r["swap"] = {"consistent": False, "swapped": {k: r[k] for k in ("response_a", "response_b", "preference")},
+            r["swap"] = {"consistent": False, "swapped": {k: r[k] for k in ("response_a", "response_b", "preference", "deciding_criterion")},
                          "resolution": "the orders disagreed; the stricter grade stands"}
     judged = {(r["item_id"], r["turn"]): r for r in records}
     labels = []
@@ -331,3 +331,12 @@ def test_other_keys_cannot_see_a_calibration_they_were_not_given(env):
     assert client.put(f"/v1/calibrate/{env['id']}/reviewers", json={"reviewers": [stranger.split("_")[1]]},
                       headers=owner).status_code == 200
     assert client.get(f"/review/{env['id']}").status_code == 200
+
+
+def test_bad_page_parameters_get_a_page_that_says_why(env):
+    client = env["client"]
+    sign_in(client, env["owner"])
+    bad = client.get(f"/review/{env['id']}/unit", params={"item": "disputed", "turn": "first"})
+    assert bad.status_code == 422 and bad.headers["content-type"].startswith("text/html") and "turn" in bad.text
+    missing = client.get(f"/review/{env['id']}/unit", params={"item": "nobody"})
+    assert missing.status_code == 404 and "no labelled turn 0 of item &#39;nobody&#39;" in missing.text
