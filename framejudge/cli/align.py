@@ -40,6 +40,7 @@ def align(
     """Write a new version of the rubric whose prompt carries the judge's corrected mistakes on some
     of the labelled items, and compare base and new rubric on the items held apart."""
     import contextlib
+    import re
     import sys
 
     from pydantic import ValidationError
@@ -63,6 +64,9 @@ def align(
         if out_path.suffix.lower() not in (".yaml", ".yml"):
             raise OutputError(f"--out {out_path}: a rubric file name ends in .yaml or .yml (so --rubric loads it)")
         check_outputs({"rubric": out_path, "report": report}, inputs=[labels_path, items, verdicts])
+        if rubric_id is not None and not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", rubric_id):
+            raise OutputError(f"--id {rubric_id}: a rubric id is lower-case letters, digits, '.', '_' and '-', "
+                              "beginning with a letter or digit")
         base = require_kind(get_rubric(rubric), "video_qa")
         labels = load_human_labels(labels_path)
         the_items = load_items(items)
@@ -92,8 +96,6 @@ def align(
                              budget_tokens=budget_tokens, replicates=replicates, rubric_id=rubric_id)
     except AlignError as exc:
         fail(str(exc))
-    except ValidationError as exc:  # a --id the rubric model refuses
-        fail(first_problem(exc, "--id"))
     for w in done.warnings:
         err.print(flagged("warning:", "yellow", w), highlight=False, soft_wrap=True)
     problems = [write_output(out_path, "rubric", rubric_yaml(done.rubric))]
