@@ -19,6 +19,11 @@ is there to compare with. What it does decide from text:
    subject instead of pointing at the video) an answer sharing no subject with it -> Irrelevant;
 7. otherwise Successful, as the guideline says.
 
+Before rules 2-7, a corrected example of the rubric from another item with the same question
+and the same response text (normalised) is a precedent: its right category is given. An item's
+own corrected example never is (`corrections_for`, the guard every judge uses). Preferences
+follow from the categories as below; a corrected preference is not copied.
+
 Pairs are ranked by the rubric's criteria in order (category, then factual accuracy,
 relevancy, not missing, helpfulness, conciseness, creativity for expression tasks).
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import re
 
+from ..rubrics.corrections import precedent
 from ..rubrics.model import Rubric
 from ..rubrics.rules import error_message_match, normalize
 from ..schema import Category, Item, Judgement, Preference, ResponseGrade
@@ -188,6 +194,12 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
         return Category.error_message, "the response is one of the fixed error strings"
     if not normalize(response):
         return Category.missing, "the response is empty"
+    found = precedent(rubric, item.id, question, response)
+    if found is not None:
+        c, side = found
+        category = c.category_a if side == "a" else c.category_b
+        assert category is not None
+        return category, f"as the corrected example from item {c.item_id}: {c.reason.strip()}"
 
     refusal = _refusal_span(response)
     if refusal:

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..schema import Category, Preference
+from ..schema import Category, Cause, Preference
 
 
 class _Strict(BaseModel):
@@ -134,6 +134,33 @@ class IntegrityTopic(_Strict):
     items: list[str] = Field(min_length=1)
 
 
+class Correction(_Strict):
+    """A unit the judge got wrong, with the right labels: shown to the judge as a corrected example
+    (never when grading the item it comes from: see corrections.corrections_for)."""
+
+    item_id: str = Field(min_length=1)
+    turn: int = Field(0, ge=0)
+    question: str
+    golden: str | None = None
+    response_a: str
+    response_b: str | None = None
+    category_a: Category | None = None
+    category_b: Category | None = None
+    preference: Preference | None = None
+    reason: str
+    cause: Cause | None = None
+
+    @model_validator(mode="after")
+    def _labelled(self) -> Correction:
+        if self.category_a is None and self.category_b is None and self.preference is None:
+            raise ValueError("a correction gives at least one right label (category_a, category_b or preference)")
+        if self.response_b is None and (self.category_b is not None or self.preference is not None):
+            raise ValueError("category_b and preference need a response_b")
+        if "\n" in self.reason.strip():
+            raise ValueError("a correction's reason is one line")
+        return self
+
+
 class Rubric(_Strict):
     """A versioned grading rubric. `content_hash` identifies the exact text a verdict used."""
 
@@ -153,6 +180,7 @@ class Rubric(_Strict):
     special_cases: list[SpecialCase] = []
     integrity_topics: list[IntegrityTopic] = []
     answer_format: str | None = None  # mcq: how a reply must name its option
+    corrections: list[Correction] = []  # corrected examples (framejudge align)
 
     @model_validator(mode="after")
     def _consistent(self) -> Rubric:
@@ -170,11 +198,19 @@ class Rubric(_Strict):
                 )
             if self.preference is None or self.error_messages is None:
                 raise ValueError("a video_qa rubric needs preference and error_messages sections")
+        elif self.corrections:
+            raise ValueError("corrected examples are for video_qa rubrics")
+        units = [(c.item_id, c.turn) for c in self.corrections]
+        twice = next((u for u in units if units.count(u) > 1), None)
+        if twice is not None:
+            raise ValueError(f"item {twice[0]} turn {twice[1]} is corrected twice")
         return self
 
     @property
     def content_hash(self) -> str:
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        # a rubric without corrections hashes as it did before they existed (written verdicts resume)
+        data = self.model_dump(mode="json", exclude=set() if self.corrections else {"corrections"})
+        canonical = json.dumps(data, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     def category(self, name: Category) -> CategoryDef:

@@ -3,8 +3,8 @@
 The system message carries the rubric; the user message carries the frames (each
 labelled with its time), the conversation so far, the question, the golden
 response and the responses. When the estimate exceeds the budget, worked examples
-are dropped first (category examples, then the health and presupposition cases,
-then the pairwise examples), then frames are thinned (the frame at the question
+are dropped first (the corrected examples, then category examples, then the health and
+presupposition cases, then the pairwise examples), then frames are thinned (the frame at the question
 time stays); rules are never dropped.
 """
 
@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..schema import Item, Judgement
-from .model import Rubric
+from .corrections import corrections_for
+from .model import Correction, Rubric
 
 # Rough costs: ~4 characters per text token; one image part as most vision APIs bill a
 # 768-px frame at low-to-medium detail.
@@ -54,9 +55,30 @@ def _tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
+estimate_tokens = _tokens  # the estimate render_prompt budgets with (about 4 characters a token)
+
+CORRECTIONS_HEADING = "## Corrected examples (earlier grading mistakes, with the right labels)"
+
+
+def correction_text(c: Correction) -> str:
+    """One corrected example as its lines in the rubric text."""
+    lines = [f"- Q: {c.question.strip()}"]
+    if c.golden:
+        lines.append(f"  Golden response: {c.golden.strip()}")
+    lines.append(f"  Response A: {c.response_a.strip()}")
+    if c.response_b is not None:
+        lines.append(f"  Response B: {c.response_b.strip()}")
+    right = [f"{side} {cat.value}" for side, cat in (("A", c.category_a), ("B", c.category_b)) if cat is not None]
+    if c.preference is not None:
+        right.append(f"preference {c.preference.value}")
+    lines.append(f"  Right labels: {', '.join(right)}. Why: {c.reason.strip()}")
+    return "\n".join(lines)
+
+
 def rubric_text(rubric: Rubric, *, category_examples: bool = True, cases: bool = True,
-                pair_examples: bool = True) -> str:
-    """The rubric as plain text for a system message."""
+                pair_examples: bool = True, corrections: bool = True, item_id: str | None = None) -> str:
+    """The rubric as plain text for a system message. The corrected examples shown are those
+    `corrections_for(rubric, item_id)` allows: never the item's own when grading it."""
     out: list[str] = [f"# {rubric.title} (rubric {rubric.id} v{rubric.version})", "", rubric.summary.strip(), ""]
     if rubric.task_types:
         out.append("## Task types")
@@ -134,6 +156,11 @@ def rubric_text(rubric: Rubric, *, category_examples: bool = True, cases: bool =
         out.append("")
     if rubric.answer_format:
         out += ["## Answer format", rubric.answer_format.strip(), ""]
+    shown = corrections_for(rubric, item_id) if corrections else []
+    if shown:
+        out.append(CORRECTIONS_HEADING)
+        out.extend(correction_text(c) for c in shown)
+        out.append("")
     return "\n".join(out).strip() + "\n"
 
 
@@ -222,14 +249,17 @@ def render_prompt(
         raise ValueError(f"item {item.id} has no turn {turn}")
     frames = list(frames or [])
     levels = [
-        ({}, []),
         ({"category_examples": False}, ["category examples"]),
         ({"category_examples": False, "cases": False}, ["category examples", "special-case examples"]),
         ({"category_examples": False, "cases": False, "pair_examples": False},
          ["category examples", "special-case examples", "preference examples"]),
     ]
+    if corrections_for(rubric, item.id):  # the corrected examples go first, before the other examples
+        levels = [({"corrections": False, **o}, ["corrected examples", *d]) for o, d in levels]
+        levels.insert(0, ({"corrections": False}, ["corrected examples"]))
+    levels.insert(0, ({}, []))
     for options, dropped in levels:
-        system = rubric_text(rubric, **options)
+        system = rubric_text(rubric, item_id=item.id, **options)
         content = _user_content(item, turn, frames)
         est = _estimate(system, content)
         if est <= token_budget:
