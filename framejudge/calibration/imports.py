@@ -8,6 +8,7 @@ that chose none of the mapped options."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,11 +81,16 @@ def lookup(record: Any, path: str) -> Any:
     for part in path.split("."):
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and _index(part) is not None and _index(part) < len(node):
             node = node[int(part)]
         else:
             return MISSING
     return node
+
+
+def _index(text: str) -> int | None:
+    """A whole number written in ASCII digits (not '²', not thousands of digits), else None."""
+    return int(text) if re.fullmatch(r"[0-9]{1,9}", text) else None
 
 
 def _text(value: Any) -> str | None:
@@ -99,7 +105,11 @@ def _text(value: Any) -> str | None:
 
 
 def _shown(value: Any) -> str:
-    return repr(value) if isinstance(value, str) else str(value)
+    """A value from the export in a message: text quoted, and cut short when it is long."""
+    if isinstance(value, str) and len(value) > 60:
+        return f"{value[:40]!r}... ({len(value)} characters)"
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 80 else text[:60] + "..."
 
 
 @dataclass
@@ -122,7 +132,7 @@ def _label(rec: _Record, mapping: LabelMapping, kind: str) -> HumanLabel | None:
     turn: Any = 0
     if mapping.turn is not None:
         raw = lookup(rec.item, mapping.turn)
-        turn = int(raw) if isinstance(raw, str) and raw.strip().isdigit() else raw
+        turn = _index(raw.strip()) if isinstance(raw, str) else raw
         if isinstance(turn, bool) or not isinstance(turn, int) or turn < 0:
             raise LabelsError(f"{rec.where}: no turn index (a whole number >= 0) at {mapping.turn} "
                               f"(found {_found(raw)})")

@@ -328,17 +328,19 @@ def test_bad_potato_output(tmp_path):
     refused(lambda: import_potato(tmp_path / "empty", mapping), "empty: no user folders with annotated_instances.jsonl")
 
 
-def test_a_turn_that_is_not_an_index(ls_files):
+@pytest.mark.parametrize("turn, found", [("second", "'second'"), ("\u00b2", "'\u00b2'"), (-1, "-1"), (True, "True"),
+                                         ("9" * 5000, "'" + "9" * 40 + "'... (5000 characters)"), (1.5, "1.5")])
+def test_a_turn_that_is_not_an_index(ls_files, turn, found):
     export, mapping = ls_files
     tasks = ls_export()
     for task in tasks:
         task["data"]["turn"] = 0
-    tasks[1]["data"]["turn"] = "second"
+    tasks[1]["data"]["turn"] = turn
     export.write_text(json.dumps(tasks))
     mapping.write_text("turn: data.turn\n" + LS_MAPPING)
     refused(lambda: import_label_studio(export, mapping),
             "task 2 (id 18), annotation 1 (by ann@x.org): no turn index (a whole number >= 0) at data.turn "
-            "(found 'second')")
+            f"(found {found})")
 
 
 @pytest.mark.parametrize("text, words", [
