@@ -44,7 +44,7 @@ def test_label_studio_to_jsonl_and_csv_that_load_back_the_same(tmp_path, files):
         assert load_human_labels(tmp_path / name) == imported, name
     header = (tmp_path / "labels.csv").read_text().splitlines()[0]
     assert header == ("item_id,turn,annotator,category_a,category_b,preference,integrity_a,integrity_b,"
-                      "transcription_error,multiturn,domain")
+                      "transcription_error,multiturn,standing,reviewer,decided_at,cause,note,flag_rubric,domain")
     first = json.loads((tmp_path / "labels.jsonl").read_text().splitlines()[0])
     assert first == {"item_id": "clip-1", "turn": 0, "annotator": "ann@x.org", "category_a": "Successful",
                      "category_b": "Not Successful", "preference": "A", "integrity_a": False,

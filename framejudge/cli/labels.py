@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -34,6 +31,7 @@ def labels_import(
                                                          ".csv")],
 ) -> None:
     """Turn a labelling tool's export into framejudge label rows."""
+    from ..calibration.adjudication import label_rows_csv, label_rows_jsonl
     from ..calibration.imports import import_label_studio, import_potato, load_mapping
     from ..calibration.inputs import LabelsError
     from ..files import OutputError
@@ -48,35 +46,9 @@ def labels_import(
         labels = read(export, the_mapping)
     except (LabelsError, OutputError) as exc:
         fail(str(exc))
-    text = labels_csv(labels) if suffix == ".csv" else "".join(
-        label.model_dump_json(exclude_none=True) + "\n" for label in labels)
+    text = label_rows_csv(labels) if suffix == ".csv" else label_rows_jsonl(labels)
     report_problems([write_output(out_path, "labels", text)])
     left = f"{labels.cancelled} cancelled or skipped annotation(s) and {labels.empty} with none of the mapped " \
            "options left out"
     out.print(f"{len(labels)} label(s) by {len(labels.annotators)} annotator(s) on {len(labels.units)} unit(s) "
               f"written to {out_path}; {left}", highlight=False, soft_wrap=True)
-
-
-def labels_csv(labels: list[Any]) -> str:
-    """Label rows as CSV, as `load_human_labels` reads them: the label columns, then one column per
-    metadata key (text as it is, other values as JSON)."""
-    from ..schema import LABEL_FIELDS
-
-    keys = list(dict.fromkeys(k for label in labels for k in label.metadata))
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["item_id", "turn", "annotator", *LABEL_FIELDS, *keys])
-    for label in labels:
-        row = label.model_dump(mode="json")
-        cells = [label.item_id, label.turn, label.annotator]
-        cells += ["" if row[f] is None else str(row[f]).lower() if isinstance(row[f], bool) else row[f]
-                  for f in LABEL_FIELDS]
-        cells += [_cell(label.metadata.get(k)) for k in keys]
-        writer.writerow(cells)
-    return buf.getvalue()
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
