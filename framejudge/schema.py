@@ -417,6 +417,113 @@ class HumanLabel(LabelValues):
     metadata: Metadata = Field(default_factory=dict)
 
 
+LABEL_ROW_FIELDS = ("item_id", "turn", "annotator", *LABEL_FIELDS, "metadata")
+
+
+def _dotted(path: str) -> str:
+    if not path or any(not part.strip() or part != part.strip() for part in path.split(".")):
+        raise ValueError(f"{path!r} is not a dotted path such as data.item_id")
+    return path
+
+
+DottedPath = Annotated[str, Field(max_length=500), AfterValidator(_dotted)]
+
+
+def _label_choices(field: str) -> list[Any]:
+    """The values a label field takes: categories, preferences or booleans."""
+    annotation = LabelValues.model_fields[field].annotation
+    for kind in (Category, Preference):
+        if kind in getattr(annotation, "__args__", ()):
+            return [c.value for c in kind]
+    return [False, True]
+
+
+def mapping_value_problem(field: str, value: Any) -> str | None:
+    """Why `value` cannot be the framejudge value of label field `field`, if it cannot."""
+    choices = _label_choices(field)
+    if isinstance(value, bool) != isinstance(choices[0], bool) or value not in choices:
+        takes = ", ".join(str(c).lower() if isinstance(c, bool) else c for c in choices)
+        return f"{field} does not take {json.dumps(value) if isinstance(value, bool) else repr(value)} (it takes: {takes})"
+    return None
+
+
+class FieldMapping(BaseModel):
+    """Where one framejudge label field comes from in a labelling tool's export: the tool's control
+    (Label Studio's from_name) or annotation scheme (Potato), and what each of its options means."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    control: str = Field(min_length=1, max_length=200, description="the tool's control or scheme name")
+    values: dict[str | int, Any] = Field(
+        min_length=1, description="the tool's option -> the framejudge value (a category, A/B/Both/Neither, or "
+                                  "true/false for a flag)")
+    absent: Any = Field(None, description="the value when an annotation chose none of the mapped options "
+                                          "(e.g. false for an unticked check box); left out: not rated")
+
+    @field_validator("values", mode="before")
+    @classmethod
+    def _keys(cls, values: Any) -> Any:
+        if isinstance(values, dict):
+            for key in values:
+                if isinstance(key, bool):
+                    raise ValueError(f"option {key!r} was read as a boolean (YAML reads yes, no, on, off, true "
+                                     "and false so): quote the tool's option, e.g. 'yes': true")
+                if not isinstance(key, (str, int)):
+                    raise ValueError(f"option {key!r}: the tool's options are text or whole numbers")
+            shown = [str(k) for k in values]
+            twice = next((k for k in shown if shown.count(k) > 1), None)
+            if twice is not None:
+                raise ValueError(f"option {twice!r} is given twice")
+        return values
+
+
+class LabelMapping(BaseModel):
+    """How the records of a labelling tool's export become framejudge label rows. Paths are dotted
+    (`data.item_id`, `completed_by.email`); a path part that is a number indexes a list."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    item_id: DottedPath = Field(description="path of the item id")
+    turn: DottedPath | None = Field(None, description="path of the turn index; left out: every label is turn 0")
+    annotator: DottedPath | None = Field(
+        None, description="path of the annotator; left out: Label Studio's completed_by (its email where the export "
+                    "has one, else its id), Potato's user folder")
+    metadata: dict[str, DottedPath] = Field(
+        default_factory=dict, description="metadata name -> path, copied into each label's metadata (when present)")
+    labels: dict[str, FieldMapping] = Field(min_length=1, description="framejudge label field -> where it comes from")
+
+    @field_validator("labels")
+    @classmethod
+    def _fields(cls, labels: dict[str, FieldMapping]) -> dict[str, FieldMapping]:
+        for field, spec in labels.items():
+            if field not in LABEL_FIELDS:
+                raise ValueError(f"{field!r} is not a label field (they are: {', '.join(LABEL_FIELDS)})")
+            problem = next(mapping_problems(field, spec), None)
+            if problem is not None:
+                raise ValueError(f"{field}.{problem[0]}: {problem[1]}")
+        return labels
+
+    @field_validator("metadata")
+    @classmethod
+    def _names(cls, metadata: dict[str, str]) -> dict[str, str]:
+        taken = next((name for name in metadata if name in LABEL_ROW_FIELDS), None)
+        if taken is not None:
+            raise ValueError(f"{taken!r} is a column of the label rows; name the metadata otherwise")
+        return metadata
+
+
+def mapping_problems(field: str, spec: FieldMapping) -> Any:
+    """(where under the field, why) for each value of `spec` that label field `field` does not take."""
+    for key, value in spec.values.items():
+        problem = mapping_value_problem(field, value)
+        if problem is not None:
+            yield f"values.{key}", f"option {key!r}: {problem}"
+    if spec.absent is not None:
+        problem = mapping_value_problem(field, spec.absent)
+        if problem is not None:
+            yield "absent", problem
+
+
 class Cause(str, Enum):
     """Why a reviewed unit's labels were wrong (a reviewer's tag)."""
 
