@@ -336,12 +336,17 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
           judge_spec: str, *, items_where: str = "the items", verdicts: Sequence[Any] | None = None,
           verdicts_where: str = "the verdicts", options: Any = None, media_root: Path | None = None,
           holdout: float = 0.5, seed: int = 0, budget_tokens: int = 1500, replicates: int = 1000,
-          rubric_id: str | None = None, today: date | None = None) -> Aligned:
+          rubric_id: str | None = None, today: date | None = None, sample: Any = None) -> Aligned:
     """Split, find and choose the corrections, make the new rubric, and measure base and new
-    rubric on the held-apart units (graded with `judge` through the runner)."""
+    rubric on the held-apart units (graded with `judge` through the runner; `sample` decodes the
+    frames, as for Grader: in this process by default)."""
     import asyncio
+    from functools import partial
 
-    from ..judge import Grader
+    from ..frame_sampler import sample_frames
+    from ..judge import Grader as PlainGrader
+
+    Grader = partial(PlainGrader, sample=sample or sample_frames)  # noqa: N806
 
     if budget_tokens < 1:
         raise AlignError(f"--budget-tokens {budget_tokens}: the budget must be at least 1 token")
