@@ -20,6 +20,7 @@ from ..schema import RECORD_KINDS
 from .context import MAX_BODY, Service
 from .limits import BodyLimit
 from .problems import ProblemError, document_problems, problem
+from .review.routes import install as install_review  # before the database opens: its tables
 from .routes import calibration, grading, info, jobs
 from .settings import Settings
 
@@ -110,8 +111,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.service = service
     for module in (info, grading, jobs, calibration):
         app.include_router(module.router)
-    from .review.routes import install as install_review
-
     install_review(app)
 
     def openapi() -> dict[str, Any]:

@@ -340,3 +340,39 @@ def test_bad_page_parameters_get_a_page_that_says_why(env):
     assert bad.status_code == 422 and bad.headers["content-type"].startswith("text/html") and "turn" in bad.text
     missing = client.get(f"/review/{env['id']}/unit", params={"item": "nobody"})
     assert missing.status_code == 404 and "no labelled turn 0 of item &#39;nobody&#39;" in missing.text
+
+
+def test_aligning_from_the_queue_measures_on_items_held_apart(env):
+    import yaml
+
+    from framejudge.rubrics.model import Rubric
+
+    client = env["client"]
+    auth = {"Authorization": f"Bearer {env['owner']}"}
+    made = []
+    for seed in range(12):  # seeds whose example half holds one of the judge's mistakes can align
+        got = client.post(f"/v1/calibrate/{env['id']}/alignments", json={"seed": seed, "replicates": 50}, headers=auth)
+        assert got.status_code in (201, 422), got.text
+        if got.status_code == 422:
+            assert "no mistake to correct" in got.json()["detail"]
+        else:
+            made.append(got.json())
+    assert made, "no seed put a mistake among the examples"
+    for a in made:
+        r = a["result"]
+        corrected = {u["item_id"] for u in r["corrections"]}
+        assert corrected and corrected.isdisjoint(r["held_apart_items"])  # never measured on its own examples
+        assert {u["item_id"] for u in r["held_apart_units"]} <= set(r["held_apart_items"])
+        assert r["judge"] == "reference" and r["rubric_version"] == "1.1.0"
+        assert "split" not in {u["item_id"] for u in r["example_units"] + r["held_apart_units"]}  # unresolved: no gold
+    listed = client.get(f"/v1/calibrate/{env['id']}/alignments", headers=auth).json()
+    assert [a["id"] for a in listed] == [a["id"] for a in reversed(made)]
+    text = client.get(f"/v1/calibrate/{env['id']}/alignments/{made[-1]['id']}/rubric", headers=auth).text
+    rubric = Rubric.model_validate(yaml.safe_load(text))
+    assert rubric.content_hash == made[-1]["result"]["rubric_hash"] and rubric.corrections
+    sign_in(client, env["owner"])
+    page = client.get(f"/review/{env['id']}").text
+    assert 'id="alignment"' in page and f'/alignments/{made[-1]["id"]}/rubric.yaml' in page
+    assert f'<span id="held-apart">{len(made[-1]["result"]["held_apart_units"])}</span>' in page
+    refused = client.post(f"/v1/calibrate/{env['id']}/alignments", json={"judge": "litellm:gpt-x"}, headers=auth)
+    assert refused.status_code == 400 and "allows: reference" in refused.json()["detail"]

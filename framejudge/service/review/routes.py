@@ -24,6 +24,7 @@ from ...schema import LABEL_FIELDS, Category, Cause, Preference, ReviewDecision
 from ..context import ServiceDep, authorized
 from ..problems import ProblemError
 from ..store import ApiKey, CalibrationRun, check_key, key_by_id
+from .alignments import AlignRequest, Alignment, aligned_rubric_file, alignments, calibration_judge, run_alignment
 from .decide import DecisionError, DecisionRequest, from_form, make_decision
 from .frames import unit_frames
 from .queue import REASONS, STATES, Filters, Unit, build_units, neighbours, slices, state_of
@@ -198,7 +199,9 @@ async def queue_page(request: Request, run_id: str, svc: ServiceDep, who: Review
                  counts=counts, reasons=REASONS, filters=filters, fields=LABEL_FIELDS, categories=[c.value for c in Category],
                  slices=slices(queue.units), state_names=STATES, result=result, shifts=await figures(queue),
                  start=unit_url(run_id, shown[0], filters) if shown else None,
-                 unit_url=lambda u: unit_url(run_id, u, filters), export=f"{PATH}/{run_id}/labels")
+                 unit_url=lambda u: unit_url(run_id, u, filters), export=f"{PATH}/{run_id}/labels",
+                 alignments=alignments(svc.engine, run_id), judges=svc.allowed_judges,
+                 judge=calibration_judge(queue.inputs.records), align_error=None)
 
 
 @pages.get(PATH + "/{run_id}/unit")
@@ -261,6 +264,37 @@ async def decide_form(request: Request, run_id: str, svc: ServiceDep, who: Revie
     return RedirectResponse(unit_url(run_id, to_decide, filters) or queue_url(run_id, filters), status_code=303)
 
 
+@pages.post(PATH + "/{run_id}/align")
+async def align_form(request: Request, run_id: str, svc: ServiceDep, who: ReviewerDep) -> Response:
+    form = {k: str(v) for k, v in (await request.form()).items()}
+    check_csrf(who, form.get("csrf"))
+    queue = load_queue(svc, run_id, who.key)
+    from pydantic import ValidationError
+
+    from ...files import first_problem
+
+    try:
+        wanted = AlignRequest.model_validate({k: v for k, v in form.items() if k in AlignRequest.model_fields and v})
+    except ValidationError as exc:
+        raise ProblemError(422, "Invalid alignment", first_problem(exc)) from None
+    await run_alignment(svc, queue, who.key.id, wanted)
+    return RedirectResponse(f"{PATH}/{run_id}#alignments", status_code=303)
+
+
+@pages.get(PATH + "/{run_id}/alignments/{alignment_id}/rubric.yaml")
+def aligned_rubric_page(run_id: str, alignment_id: str, svc: ServiceDep, who: ReviewerDep) -> Response:
+    load_queue(svc, run_id, who.key)
+    return _rubric_file(svc, run_id, alignment_id)
+
+
+def _rubric_file(svc: Any, run_id: str, alignment_id: str) -> Response:
+    text = aligned_rubric_file(svc.engine, run_id, alignment_id)
+    if text is None:
+        raise ProblemError(404, "No such alignment", f"calibration {run_id} has no alignment {alignment_id!r}")
+    return Response(text, media_type="application/yaml",
+                    headers={"Content-Disposition": f'attachment; filename="aligned-{alignment_id}.yaml"'})
+
+
 def export_labels(queue: Queue, form: str) -> Response:
     rows = queue.gold()
     name = f"calibration-{queue.run.id}-gold"
@@ -320,6 +354,27 @@ async def decide_api(run_id: str, body: DecisionRequest, svc: ServiceDep,
         raise ProblemError(422, "Invalid decision", str(exc)) from None
     await asyncio.to_thread(add_decision, svc.engine, run_id, decision)
     return decision
+
+
+@api.post("/v1/calibrate/{run_id}/alignments", response_model=Alignment, status_code=201)
+async def align_api(run_id: str, body: AlignRequest, svc: ServiceDep, key: ReviewKey) -> Alignment:
+    """Align the judge from this calibration's corrections: a new rubric version carrying the judge's
+    corrected mistakes on a seeded share of the items, measured against the labels as they stand on
+    the items held apart (framejudge align, on the server)."""
+    return await run_alignment(svc, load_queue(svc, run_id, key), key.id, body)
+
+
+@api.get("/v1/calibrate/{run_id}/alignments", response_model=list[Alignment])
+def alignments_api(run_id: str, svc: ServiceDep, key: ReviewKey) -> list[Alignment]:
+    load_queue(svc, run_id, key)
+    return alignments(svc.engine, run_id)
+
+
+@api.get("/v1/calibrate/{run_id}/alignments/{alignment_id}/rubric", response_class=Response)
+def aligned_rubric_api(run_id: str, alignment_id: str, svc: ServiceDep, key: ReviewKey) -> Response:
+    """The aligned rubric as a YAML file (`framejudge grade --rubric aligned.yaml`)."""
+    load_queue(svc, run_id, key)
+    return _rubric_file(svc, run_id, alignment_id)
 
 
 class Reviewers(BaseModel):
