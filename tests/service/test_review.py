@@ -50,15 +50,14 @@ ITEMS = [
 
 
 @contextmanager
-def review_app(tmp_path: Path, **settings: Any) -> Iterator[dict[str, Any]]:
-    """The real app on a SQLite file with a media root holding c.mp4, and keys: the owner's
-    (calibrate and review), a second reviewer's, and a grade-only key."""
+def review_app(tmp_path: Path, database_url: str | None = None, **settings: Any) -> Iterator[dict[str, Any]]:
+    """The real app on a SQLite file (or `database_url`) with a media root holding c.mp4."""
     media = tmp_path / "media"
     media.mkdir(exist_ok=True)
     if not (media / "c.mp4").exists():
         write_video(media / "c.mp4", countdown, cfr_times(2, 30), gop=30)
-    s = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", media_root=media, upload_dir=tmp_path / "uploads",
-                 run_worker=False, **settings)
+    s = Settings(database_url=database_url or f"sqlite:///{tmp_path / 'db.sqlite'}", media_root=media,
+                 upload_dir=tmp_path / "uploads", **{"run_worker": False, **settings})
     engine = engine_for(s.database_url)
     with TestClient(create_app(s)) as client:
         yield {"client": client, "engine": engine, "settings": s, "media": media}
@@ -376,3 +375,37 @@ def test_aligning_from_the_queue_measures_on_items_held_apart(env):
     assert f'<span id="held-apart">{len(made[-1]["result"]["held_apart_units"])}</span>' in page
     refused = client.post(f"/v1/calibrate/{env['id']}/alignments", json={"judge": "litellm:gpt-x"}, headers=auth)
     assert refused.status_code == 400 and "allows: reference" in refused.json()["detail"]
+
+
+def test_a_jobs_calibration_is_reviewed_with_the_jobs_items_and_kept_across_a_restart(tmp_path, database_url):
+    import time
+
+    with review_app(tmp_path, database_url, run_worker=True) as env:
+        client = env["client"]
+        owner = create_key(env["engine"], ["calibrate", "review", "grade"], "lead")
+        auth = {"Authorization": f"Bearer {owner}"}
+        job = client.post("/v1/jobs", json=ITEMS, headers=auth)
+        assert job.status_code == 202, job.text
+        job_id = job.json()["id"]
+        deadline = time.time() + 60
+        while client.get(f"/v1/jobs/{job_id}", headers=auth).json()["state"] != "done":
+            assert time.time() < deadline, "the job did not finish"
+            time.sleep(0.05)
+        records = client.get(f"/v1/jobs/{job_id}/verdicts", headers=auth).json()["records"]
+        labels = [{"item_id": r["item_id"], "turn": r["turn"], "annotator": a,
+                   "category_a": OTHER[r["response_a"]["category"]] if r["item_id"] == "disputed" else
+                   r["response_a"]["category"]} for r in records for a in ("h1", "h2")]
+        made = client.post("/v1/calibrate", json={"job_id": job_id, "labels": labels, "replicates": 20}, headers=auth)
+        assert made.status_code == 200, made.text
+        run_id = made.json()["id"]
+        sign_in(client, owner)
+        page = client.get(f"/review/{run_id}/unit", params={"item": "talk", "turn": 1}).text
+        assert "And now?" in page and page.count('src="data:image/jpeg;base64,') > 0  # the job's resolved video
+        assert decide(client, run_id, "disputed", action="adopt_judge", cause="humans_wrong").status_code == 303
+        client.delete(f"/v1/jobs/{job_id}", headers=auth)  # the job goes; the review keeps its inputs
+    with review_app(tmp_path, database_url) as env:
+        client = env["client"]
+        sign_in(client, owner)
+        assert "What number is shown?" in client.get(f"/review/{run_id}/unit", params={"item": "disputed"}).text
+        rows = load_rows(client.get(f"/review/{run_id}/labels"), env["engine"], "jsonl", tmp_path)
+        assert next(r for r in rows if r.item_id == "disputed").metadata["standing"] == "adjudicated"
