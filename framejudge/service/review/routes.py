@@ -326,7 +326,8 @@ def review_key(request: Request, authorization: Annotated[str | None, Header()] 
 ReviewKey = Annotated[ApiKey, Depends(review_key)]
 
 
-@api.get("/v1/calibrate/{run_id}/labels")
+@api.get("/v1/calibrate/{run_id}/labels", response_class=Response,
+         responses={200: {"description": "label rows", "content": {"application/x-ndjson": {}, "text/csv": {}}}})
 def labels_api(run_id: str, svc: ServiceDep, key: ReviewKey,
                format: Annotated[Literal["csv", "jsonl"], Query(description="label rows as JSONL or CSV")] = "jsonl") -> Response:
     """The standing gold label of every labelled unit (unanimous, adjudicated or unresolved, with the
@@ -370,7 +371,8 @@ def alignments_api(run_id: str, svc: ServiceDep, key: ReviewKey) -> list[Alignme
     return alignments(svc.engine, run_id)
 
 
-@api.get("/v1/calibrate/{run_id}/alignments/{alignment_id}/rubric", response_class=Response)
+@api.get("/v1/calibrate/{run_id}/alignments/{alignment_id}/rubric", response_class=Response,
+         responses={200: {"description": "the rubric file", "content": {"application/yaml": {}}}})
 def aligned_rubric_api(run_id: str, alignment_id: str, svc: ServiceDep, key: ReviewKey) -> Response:
     """The aligned rubric as a YAML file (`framejudge grade --rubric aligned.yaml`)."""
     load_queue(svc, run_id, key)
