@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -235,6 +236,7 @@ async def _unit(request: Request, queue: Queue, unit: Unit, who: Reviewer, filte
                  fields=LABEL_FIELDS, choices=FIELD_CHOICES, causes=CAUSES, prefill=prefill,
                  previous=unit_url(run_id, previous, filters), next=unit_url(run_id, following, filters),
                  to_decide=unit_url(run_id, to_decide, filters), queue=queue_url(run_id, filters),
+                 toggle_blind=unit_url(run_id, unit, replace(filters, blind=not filters.blind)),
                  annotators=list(unit.humans))
 
 
