@@ -346,6 +346,36 @@ class SwapCheck(BaseModel):
     resolution: str | None = Field(None, description="how a disagreement was settled")
 
 
+ConfidenceMethod = Literal["swap", "samples", "logprobs", "blind"]
+
+
+class Confidence(BaseModel):
+    """How sure a judge is of each field of its verdict, and how that was obtained."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    informative: bool = Field(description="false for a deterministic judge: it would give the same answer "
+                                          "whatever its certainty, so its confidence says nothing (fields empty)")
+    fields: dict[str, float] = Field(default_factory=dict,
+                                     description="label field (category_a, preference, integrity_a, ...) -> "
+                                                 "confidence in [0, 1] that the verdict's label is right: the "
+                                                 "lowest over the methods that measured it")
+    methods: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="method (swap, samples, logprobs, blind) -> field -> its confidence")
+    note: str | None = None
+
+
+class TriageMark(BaseModel):
+    """Whether a verdict may stand as it is (auto) or goes to people (to_review), by a thresholds file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["auto", "to_review"]
+    below: list[str] = Field(default_factory=list,
+                             description="the fields whose confidence is below their threshold (or has none)")
+    thresholds: str = Field(description="sha256 of the thresholds file applied")
+
+
 class Verdict(Judgement):
     """A judgement about one turn of one item, with its provenance."""
 
@@ -361,6 +391,8 @@ class Verdict(Judgement):
     blind_unchanged: bool | None = Field(
         None, description="blind control: the verdict was the same without any frames"
     )
+    confidence: Confidence | None = Field(None, description="per-field confidence and how it was obtained")
+    triage: TriageMark | None = Field(None, description="auto or to_review, where a thresholds file was applied")
     metadata: Metadata = Field(default_factory=dict, description="the item's metadata, untouched")
     provenance: Provenance
 
