@@ -39,7 +39,7 @@ async def unit_frames(service, unit: Unit, resolved: bool, owner: str | None) ->
     """Frames for the unit page; a video that cannot be read gives a note, never an error page."""
     item = unit.item
     if item is None or not item.video:
-        return UnitFrames(note="no video: the calibration was not given this item" if item is None
+        return UnitFrames(note="no video: the calibration was not given this item (or not this turn of it)" if item is None
                           else "this item has no video")
     params, seen = unit_sampler(unit)
     assert params is not None
