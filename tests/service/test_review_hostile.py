@@ -58,6 +58,26 @@ def test_signing_in_again_ends_the_session_the_browser_held(env):
     assert client.get("/review").status_code == 200
 
 
+def test_signing_out_needs_the_token_and_ends_the_session(env):
+    client = env["client"]
+    sign_in(client, env["owner"])
+    token = client.cookies.get("framejudge_review")
+    refused = client.post("/review/sign-out", data={}, follow_redirects=False)
+    assert refused.status_code == 403 and client.get("/review").status_code == 200  # a cross-site post ends nothing
+    out = client.post("/review/sign-out", data={"csrf": csrf_of(client.get("/review").text)}, follow_redirects=False)
+    assert out.status_code == 303
+    stale = TestClient(client.app)
+    stale.cookies.set("framejudge_review", token)
+    assert stale.get("/review", follow_redirects=False).status_code == 303
+
+
+def test_over_https_the_cookies_are_secure(env):
+    client = TestClient(env["client"].app, base_url="https://testserver")
+    signed = sign_in(client, env["owner"])
+    cookies = [v for k, v in signed.headers.multi_items() if k == "set-cookie" and v.startswith("framejudge_review=")]
+    assert cookies and all("Secure" in c and "HttpOnly" in c for c in cookies)
+
+
 def test_a_revoked_key_or_one_without_the_review_scope_loses_its_session(env):
     second, other = TestClient(env["client"].app), TestClient(env["client"].app)
     sign_in(second, env["second"])
@@ -199,6 +219,26 @@ def test_a_slice_whose_key_holds_a_colon_still_filters(env):
 
 # ------------------------------------------------------------------------ forms and bodies
 
+def test_two_browsers_deciding_at_once_keep_every_decision(env):
+    from concurrent.futures import ThreadPoolExecutor
+
+    first, second = TestClient(env["client"].app), TestClient(env["client"].app)
+    sign_in(first, env["owner"])
+    sign_in(second, env["second"])
+    tokens = {id(c): csrf_of(c.get("/review").text) for c in (first, second)}
+
+    def post(n: int) -> int:
+        client = (first, second)[n % 2]
+        return client.post(f"/review/{env['id']}/decide", data={"csrf": tokens[id(client)], "item": "split", "turn": "0",
+                                                               "action": "manual", "category_a": "Successful",
+                                                               "note": str(n)}, follow_redirects=False).status_code
+
+    with ThreadPoolExecutor(4) as pool:
+        assert set(pool.map(post, range(12))) == {303}
+    got = env["client"].get(f"/v1/calibrate/{env['id']}/decisions", headers=bearer(env["owner"])).json()
+    assert sorted(int(d["note"]) for d in got) == list(range(12))
+
+
 @pytest.mark.parametrize("turn", ["²", "9" * 5000, "-1", " 1", "0x1"])
 def test_a_form_whose_turn_is_not_a_number_gets_a_page(env, turn):
     client = env["client"]
@@ -295,3 +335,39 @@ def test_the_figures_cache_keeps_no_calibrations_text(tmp_path):
         finally:
             tracemalloc.stop()
     assert kept < 4_000_000, kept  # the texts are over 2 MB a copy: four copies kept would be over 8 MB
+
+
+@pytest.fixture()
+def video_server(tmp_path):
+    """A loopback server that serves c.mp4, as a site on the allow-list would."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    (tmp_path / "site").mkdir()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(tmp_path / "site")))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield tmp_path / "site", f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_video_url_is_fetched_for_the_page_and_not_kept(tmp_path, video_server):
+    site, base = video_server
+    with review_app(tmp_path, url_hosts=["127.0.0.1"], url_allow_private=True) as env:
+        made = calibration(env)
+        (site / "c.mp4").write_bytes((env["media"] / "c.mp4").read_bytes())
+        items = [{**item, "video": f"{base}/c.mp4"} for item in ITEMS]
+        body = {"labels": made["labels"], "verdicts": made["records"], "items": items, "replicates": 10}
+        got = env["client"].post("/v1/calibrate", json=body, headers=bearer(made["owner"]))
+        assert got.status_code == 200, got.text
+        client = env["client"]
+        sign_in(client, made["owner"])
+        for _ in range(3):
+            page = client.get(f"/review/{got.json()['id']}/unit", params={"item": "disputed"}).text
+            assert page.count('src="data:image/jpeg;base64,') == 4
+        assert [p for p in env["settings"].upload_dir.rglob("*") if p.is_file()] == []  # no copy left per view
