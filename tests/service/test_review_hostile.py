@@ -371,3 +371,15 @@ def test_a_video_url_is_fetched_for_the_page_and_not_kept(tmp_path, video_server
             page = client.get(f"/review/{got.json()['id']}/unit", params={"item": "disputed"}).text
             assert page.count('src="data:image/jpeg;base64,') == 4
         assert [p for p in env["settings"].upload_dir.rglob("*") if p.is_file()] == []  # no copy left per view
+
+
+def test_a_key_with_a_nul_on_the_sign_in_form_is_unknown_on_every_database(tmp_path, database_url):
+    from framejudge.service.app import create_app
+    from framejudge.service.settings import Settings
+
+    settings = Settings(database_url=database_url, upload_dir=tmp_path / "uploads", run_worker=False)
+    with TestClient(create_app(settings)) as client:
+        for given in ("fj_ab\x00cd_secret", "fj_\x00_\x00", "fj_" + "a" * 5000 + "_x"):
+            token = csrf_of(client.get("/review/sign-in").text)
+            refused = client.post("/review/sign-in", data={"api_key": given, "csrf": token}, follow_redirects=False)
+            assert refused.status_code == 401 and "Unknown or revoked API key" in refused.text
