@@ -161,6 +161,24 @@ def repeated_key(root: yaml.Node | None) -> tuple[str, int, int] | None:
     return None
 
 
+def unreadable_scalar(text: str) -> tuple[int, str]:
+    """(line, text) of the first value in a YAML document that cannot be constructed (1, '' if none is found)."""
+    constructor = yaml.constructor.SafeConstructor()
+    nodes = [yaml.compose(text)]
+    while nodes:
+        node = nodes.pop(0)
+        if isinstance(node, yaml.ScalarNode):
+            try:
+                constructor.construct_object(node)
+            except ValueError:
+                return node.start_mark.line + 1, str(node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            nodes[:0] = node.value
+        elif isinstance(node, yaml.MappingNode):
+            nodes[:0] = [part for pair in node.value for part in pair]
+    return 1, ""
+
+
 def parse_yaml_model(text: str, source: str, model: type[M], error: type[Exception], what: str,
                      check: Callable[[dict[str, Any], yaml.Node], None] | None = None) -> M:
     """A YAML mapping validated as `model`; every problem as 'source:line: field.path: message'.
@@ -175,6 +193,10 @@ def parse_yaml_model(text: str, source: str, model: type[M], error: type[Excepti
         raise error(f"{where}: not valid YAML ({problem})") from None
     except RecursionError:
         raise error(f"{source}: nested too deeply to read") from None
+    except ValueError as exc:  # well-formed YAML whose value Python cannot hold: a date 2020-13-45, a 5000-digit number
+        line, value = unreadable_scalar(text)
+        raise error(f"{source}:{line}: not valid YAML ({value[:40]!r} cannot be read: "
+                    f"{str(exc).split(';')[0]})") from None
     if not isinstance(data, dict):
         raise error(f"{source}:1: {what}")
     twice = repeated_key(root)

@@ -98,3 +98,15 @@ def test_the_output_is_checked_before_anything_is_read(tmp_path, files):
             "the labels would overwrite an input of this command")
     res = run(export, "--from", "prodigy", "--mapping", mapping, "--out", tmp_path / "l.jsonl")
     assert res.exit_code == 2 and "prodigy" in res.output
+
+
+@pytest.mark.parametrize("value, words", [("2020-13-45", "'2020-13-45' cannot be read: month must be in 1..12"),
+                                          ("9" * 5000, "cannot be read: Exceeds the limit (4300 digits)")])
+def test_a_mapping_value_yaml_cannot_hold_is_an_error_on_its_line(tmp_path, files, value, words):
+    export, mapping = files
+    mapping.write_text(LS_MAPPING.replace("  domain: data.domain", f"  domain: data.domain\n  when: {value}"))
+    out = tmp_path / "labels.jsonl"
+    refused(run(export, "--from", "label-studio", "--mapping", mapping, "--out", out),
+            f"{mapping}:5: not valid YAML (")
+    assert words in run(export, "--from", "label-studio", "--mapping", mapping, "--out", out).stderr
+    assert not out.exists()

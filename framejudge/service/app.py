@@ -146,7 +146,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return problem(exc.status, exc.title, exc.detail, exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Any:
+        if request.url.path.startswith(REVIEW_PAGES):  # an unknown review page, or a method it does not take
+            titles = {404: "No such page", 405: "Not here"}
+            return await _problem(request, ProblemError(exc.status_code, titles.get(exc.status_code, "Error"),
+                                                        f"{request.method} {request.url.path}: {exc.detail}"))
         if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's "error parsing the body"
             bad = exc.__cause__  # named by line and column, as /v1/jobs and the CLI's files name it
             return problem(422, "Invalid request", f"line {text_line(bad.object, bad.start)}: {not_utf8(bad)}")

@@ -84,7 +84,7 @@ def create_key(engine: Engine, scopes: list[str], name: str = "") -> str:
 
 def check_key(engine: Engine, token: str) -> ApiKey | None:
     parts = token.split("_", 2)
-    if len(parts) != 3 or parts[0] != "fj":
+    if len(parts) != 3 or parts[0] != "fj" or not generated_id(parts[1]):  # a form's text may hold a NUL
         return None
     with Session(engine) as s:
         key = s.scalar(select(ApiKey).where(ApiKey.id == parts[1]))

@@ -152,6 +152,8 @@ def test_bad_rubric_file_errors_name_the_line(tmp_path):
 
     with pytest.raises(RubricError, match=r":3: not valid YAML"):
         parse_rubric("id: x\nkind: mcq\n  broken: [", "x.yaml")
+    with pytest.raises(RubricError, match=r"z.yaml:2: not valid YAML \('2020-13-45' cannot be read: month must be"):
+        parse_rubric("id: x\nversion: 2020-13-45\n", "z.yaml")  # well-formed YAML, but no such date
     with pytest.raises(RubricError, match="changelog entry is 0.9.0 but the rubric version is 1.0.0"):
         parse_rubric(good.replace("  - version: 1.0.0", "  - version: 0.9.0"), "y.yaml")
     with pytest.raises(RubricError, match=r"z.yaml:\d+: colour: Extra inputs are not permitted"):

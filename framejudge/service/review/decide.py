@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ...calibration.adjudication import standing_labels
 from ...files import first_problem
@@ -27,6 +27,15 @@ class DecisionRequest(BaseModel):
     cause: Cause | None = None
     note: str = Field("", max_length=MAX_TEXT)
     flag_rubric: bool = False
+
+    @model_validator(mode="after")
+    def _used(self) -> DecisionRequest:
+        """Nothing given is silently dropped: labels go with a manual decision, a source with adopt_annotator."""
+        if self.labels is not None and self.action != "manual":
+            raise ValueError(f"labels: only a manual decision sets labels (this one is {self.action})")
+        if self.source is not None and self.action != "adopt_annotator":
+            raise ValueError(f"source: only adopt_annotator names an annotator (this decision is {self.action})")
+        return self
 
 
 class DecisionError(ValueError):
@@ -61,6 +70,12 @@ def make_decision(unit: Unit, request: DecisionRequest, reviewer: str, unit_deci
                           note=request.note, flag_rubric=request.flag_rubric)
 
 
+def form_turn(form: Mapping[str, str]) -> int:
+    """The form's turn, or -1 (no unit) for one that is not a plain number (a form's text may be anything)."""
+    given = form.get("turn", "0") or "0"
+    return int(given) if given.isascii() and given.isdigit() and len(given) < 10 else -1
+
+
 def from_form(form: Mapping[str, str]) -> DecisionRequest:
     """The page's form as a DecisionRequest: the pressed button's value is the action
     ('adopt_annotator:h1' names the annotator); empty selects are labels left unset."""
@@ -73,4 +88,4 @@ def from_form(form: Mapping[str, str]) -> DecisionRequest:
             "cause": form.get("cause") or None, "note": form.get("note", ""),
             "flag_rubric": form.get("flag_rubric") in ("on", "true", "1")})
     except ValidationError as exc:
-        raise DecisionError(first_problem(exc)) from None
+        raise DecisionError(first_problem(exc, "decision")) from None

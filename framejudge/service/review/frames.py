@@ -11,6 +11,7 @@ from ...frame_sampler import FrameSamplerError, to_data_url
 from ...judge.pipeline import turn_sampler
 from ...schema import GradeOptions, SamplerParams
 from ..problems import ProblemError
+from ..uploads import Upload
 from .queue import Unit
 
 THUMBNAIL_QUALITY = 80
@@ -39,17 +40,21 @@ async def unit_frames(service, unit: Unit, resolved: bool, owner: str | None) ->
     """Frames for the unit page; a video that cannot be read gives a note, never an error page."""
     item = unit.item
     if item is None or not item.video:
-        return UnitFrames(note="no video: the calibration was not given this item" if item is None
+        return UnitFrames(note="no video: the calibration was not given this item (or not this turn of it)" if item is None
                           else "this item has no video")
     params, seen = unit_sampler(unit)
     assert params is not None
+    fetched: list[Upload] = []  # a video URL is fetched for this page only: kept, every view would add a copy
     try:
-        path = Path(item.video) if resolved else await service.media.resolve(item.video, owner or "")
+        path = Path(item.video) if resolved else await service.media.resolve(item.video, owner or "", fetched)
         result = await asyncio.to_thread(service.decoder.sample, path, params)
     except ProblemError as exc:
         return UnitFrames(note=f"the video cannot be shown: {exc.detail}")
     except (FrameSamplerError, OSError) as exc:
         return UnitFrames(note=f"the video cannot be shown: {exc}")
+    finally:
+        for upload in fetched:
+            service.store.forget(upload)
     frames = await asyncio.to_thread(lambda: [(f.info.timestamp, to_data_url(f.image, THUMBNAIL_QUALITY))
                                               for f in result.frames])
     note = None

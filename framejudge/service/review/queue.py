@@ -72,6 +72,13 @@ class Unit:
             value = self.metadata.get(key)
         return None if value is None else str(value)
 
+    def in_slices(self) -> set[str]:
+        """The 'key:value' slices the unit falls in: its task type and its scalar metadata."""
+        task_type = self.slice_value("task_type")
+        found = {f"task_type:{task_type}"} if task_type else set()
+        return found | {f"{k}:{v}" for k, v in self.metadata.items()
+                        if k != "task_type" and isinstance(v, (str, int, float, bool))}
+
     def categories(self) -> set[str]:
         """Every category anyone gave this unit (annotators, majority, judge)."""
         rows = [*self.humans.values(), self.majority, *([self.judge] if self.judge else [])]
@@ -91,6 +98,9 @@ def build_units(labels: Sequence[HumanLabel], records: Sequence[Verdict | JudgeE
     for key in sorted(grouped):
         rows = grouped[key]
         verdict = verdicts.get(key)
+        item = by_id.get(key[0])
+        if item is not None and key[1] >= len(item.turns):
+            item = None  # labels of a turn the item does not have: shown as an item not given
         metadata: dict[str, Any] = {}
         for row in rows:
             metadata.update(row.metadata)
@@ -98,7 +108,7 @@ def build_units(labels: Sequence[HumanLabel], records: Sequence[Verdict | JudgeE
             metadata = {**verdict.metadata, **({"task_type": verdict.task_type.value} if verdict.task_type else {}),
                         **metadata}
         unit = Unit(item_id=key[0], turn=key[1], humans={r.annotator: values_of(r) for r in rows},
-                    majority=majority_values(rows), verdict=verdict, error=errors.get(key), item=by_id.get(key[0]),
+                    majority=majority_values(rows), verdict=verdict, error=errors.get(key), item=item,
                     metadata=metadata)
         _diagnose(unit)
         units.append(unit)
@@ -161,10 +171,8 @@ class Filters:
             return False
         if self.category and self.category not in unit.categories():
             return False
-        if self.slice:
-            key, _, value = self.slice.partition(":")
-            if unit.slice_value(key) != value:
-                return False
+        if self.slice and self.slice not in unit.in_slices():  # whole: a metadata key may hold a ':'
+            return False
         return not (with_state and self.state and state != self.state)
 
     def query(self) -> dict[str, str]:
@@ -178,9 +186,7 @@ def slices(units: Sequence[Unit]) -> list[str]:
     """The 'key:value' slices the units fall in (task type and scalar metadata), for the filter menu."""
     found: set[str] = set()
     for u in units:
-        for key, value in [("task_type", u.slice_value("task_type")), *u.metadata.items()]:
-            if isinstance(value, (str, int, float, bool)) and key != "task_type" or key == "task_type" and value:
-                found.add(f"{key}:{value}")
+        found |= u.in_slices()
     return sorted(found)[:200]
 
 
@@ -189,11 +195,11 @@ def neighbours(units: Sequence[Unit], current: tuple[str, int], filters: Filters
     """(previous, next, next to decide): previous and next among the units the filter keeps,
     whatever their state; 'next to decide' is the next one after this that the state filter also
     keeps (Submit & next and Skip go there)."""
-    order = [u.key for u in units]
-    at = order.index(current) if current in order else -1
+    order = {u.key: i for i, u in enumerate(units)}
+    at = order.get(current, -1)
     shown = [u for u in units if filters.keeps(u, states[u.key], with_state=False)]
-    before = [u for u in shown if order.index(u.key) < at]
-    after = [u for u in shown if order.index(u.key) > at]
+    before = [u for u in shown if order[u.key] < at]
+    after = [u for u in shown if order[u.key] > at]
     wanted = filters.state or "to_review"
     following = [u for u in after if states[u.key] == wanted] or [u for u in shown if states[u.key] == wanted
                                                                      and u.key != current]

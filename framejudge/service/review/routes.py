@@ -4,10 +4,11 @@ by bearer key): the queue, a unit, decisions, the adjudicated labels."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import secrets
+from collections import OrderedDict
 from dataclasses import replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
@@ -24,13 +25,15 @@ from ...calibration.inputs import human_rows, judge_rows, video_qa_fields
 from ...schema import LABEL_FIELDS, Category, Cause, Preference, ReviewDecision
 from ..context import ServiceDep, authorized
 from ..problems import ProblemError
-from ..store import ApiKey, CalibrationRun, check_key, key_by_id
+from ..store import ApiKey, CalibrationRun, check_key
 from .alignments import AlignRequest, Alignment, aligned_rubric_file, alignments, calibration_judge, run_alignment
 from .decide import DecisionError, DecisionRequest, from_form, make_decision
 from .frames import unit_frames
 from .queue import REASONS, STATES, Filters, Unit, build_units, neighbours, slices, state_of
 from .sessions import (COOKIE, PATH, SIGN_IN_COOKIE, CsrfRefused, Reviewer, SignInNeeded, check_csrf, may_review,
                        new_sign_in_token, reviewer, safe_next, set_sign_in_cookie, sign_in_url, start_session)
+from .decide import form_turn
+from .sessions import reviewers_problem
 from .store import ReviewInputs, add_decision, close_session, decisions, review_run, review_runs, set_reviewers
 
 HERE = Path(__file__).parent
@@ -85,23 +88,27 @@ def load_queue(svc: Any, run_id: str, key: ApiKey) -> Queue:
     return Queue(run, _inputs(run), decisions(svc.engine, run_id))
 
 
-@lru_cache(maxsize=64)
-def _figures(run_id: str, decided: int, result_json: str, inputs_json: str, gold_json: str) -> list[Any]:
-    """Judge agreement per field before (human majority) and after (the standing gold), cached
-    until the next decision."""
-    inputs = ReviewInputs.model_validate_json(inputs_json)
-    from ...schema import HumanLabel
+FIGURES: OrderedDict[tuple[str, str], list[Any]] = OrderedDict()  # (calibration, gold digest) -> figures
+FIGURES_KEPT = 64
 
-    gold = [HumanLabel.model_validate(g) for g in json.loads(gold_json)]
+
+def _figures(inputs: ReviewInputs, gold: list[Any]) -> list[Any]:
+    """Judge agreement per field before (human majority) and after (the standing gold)."""
     rows_j, _ = judge_rows(inputs.records)
     return gold_shift(human_rows(inputs.labels), rows_j, human_rows(gold), video_qa_fields(),
                       replicates=FIGURE_REPLICATES, seed=0)
 
 
 async def figures(queue: Queue) -> list[Any]:
-    gold = json.dumps([g.model_dump(mode="json") for g in queue.gold()])
-    return await asyncio.to_thread(_figures, queue.run.id, len(queue.decisions), queue.run.result_json,
-                                   queue.run.inputs_json or "", gold)
+    """The figures, kept until the gold changes (by a digest: the cache holds no calibration's texts)."""
+    gold = queue.gold()
+    digest = hashlib.sha256(json.dumps([g.model_dump(mode="json") for g in gold]).encode()).hexdigest()
+    key = (queue.run.id, digest)
+    if key not in FIGURES:
+        FIGURES[key] = await asyncio.to_thread(_figures, queue.inputs, gold)
+        while len(FIGURES) > FIGURES_KEPT:
+            FIGURES.popitem(last=False)
+    return FIGURES[key]
 
 
 def _page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -253,7 +260,7 @@ async def decide_form(request: Request, run_id: str, svc: ServiceDep, who: Revie
             raise DecisionError(f"calibration {run_id} has no labelled turn {wanted.turn} of item {wanted.item_id!r}")
         decision = make_decision(unit, wanted, who.key.id, queue.of_unit.get(unit.key, []), queue.inputs.labels)
     except DecisionError as exc:
-        unit = queue.by_key.get((form.get("item", ""), int(form.get("turn", "0") or 0) if form.get("turn", "0").isdigit() else -1))
+        unit = queue.by_key.get((form.get("item", ""), form_turn(form)))
         if unit is None:
             raise ProblemError(422, "Invalid decision", str(exc)) from None
         return await _unit(request, queue, unit, who, filters, str(exc), status=422)
@@ -300,11 +307,12 @@ def _rubric_file(svc: Any, run_id: str, alignment_id: str) -> Response:
 def export_labels(queue: Queue, form: str) -> Response:
     rows = queue.gold()
     name = f"calibration-{queue.run.id}-gold"
+    kept = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}  # labels: in no shared cache
     if form == "csv":
         return Response(label_rows_csv(rows), media_type="text/csv; charset=utf-8",
-                        headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})
+                        headers={"Content-Disposition": f'attachment; filename="{name}.csv"', **kept})
     return Response(label_rows_jsonl(rows), media_type="application/x-ndjson",
-                    headers={"Content-Disposition": f'attachment; filename="{name}.jsonl"'})
+                    headers={"Content-Disposition": f'attachment; filename="{name}.jsonl"', **kept})
 
 
 @pages.get(PATH + "/{run_id}/labels")
@@ -392,10 +400,9 @@ def reviewers_api(run_id: str, body: Reviewers, svc: ServiceDep,
     run = review_run(svc.engine, run_id, key)
     if run is None or (run.key_id != key.id and "admin" not in key.scopes.split(",")):
         raise ProblemError(404, "No such calibration", f"no calibration with id {run_id!r}")
-    unknown = [r for r in body.reviewers if key_by_id(svc.engine, r) is None]
-    if unknown:
-        raise ProblemError(422, "Unknown reviewer", f"reviewers: no valid API key with id {unknown[0]!r} "
-                           "(give key ids as `framejudge keys list` shows them)")
+    refused = reviewers_problem(svc.engine, body.reviewers)
+    if refused:
+        raise ProblemError(422, "Invalid reviewer", refused)
     set_reviewers(svc.engine, run_id, body.reviewers)
     return body
 

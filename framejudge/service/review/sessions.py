@@ -7,12 +7,14 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
-from urllib.parse import quote
+from posixpath import normpath
+from urllib.parse import quote, unquote, urlsplit
 
 from fastapi import Request, Response
+from sqlalchemy.engine import Engine
 
 from ..store import ApiKey, key_by_id
-from .store import SessionRow, find_session, open_session
+from .store import SessionRow, close_session, find_session, open_session
 
 COOKIE = "framejudge_review"
 SIGN_IN_COOKIE = "framejudge_signin"  # the sign-in form's own CSRF token (double submit)
@@ -46,6 +48,19 @@ def may_review(key: ApiKey) -> bool:
     return any(s in key.scopes.split(",") for s in REVIEW_SCOPES)
 
 
+def reviewers_problem(engine: Engine, key_ids: list[str]) -> str | None:
+    """Why these key ids cannot be named as a calibration's reviewers (None when they can): each
+    must be a valid key that may review."""
+    for key_id in key_ids:
+        key = key_by_id(engine, key_id)
+        if key is None:
+            return (f"reviewers: no valid API key with id {key_id[:100]!r} "
+                    "(give key ids as `framejudge keys list` shows them)")
+        if not may_review(key):
+            return f"reviewers: API key {key_id} lacks the 'review' scope (it could not sign in to review)"
+    return None
+
+
 def reviewer(request: Request) -> Reviewer:
     """The signed-in reviewer of this request (a dependency of every review page)."""
     svc = request.app.state.service
@@ -70,6 +85,8 @@ def check_csrf(who: Reviewer, given: str | None) -> None:
 def start_session(request: Request, response: Response, key: ApiKey) -> None:
     svc = request.app.state.service
     minutes = svc.settings.review_session_minutes
+    if request.cookies.get(COOKIE):  # a new token on every sign-in, and the one the browser held ends
+        close_session(svc.engine, request.cookies[COOKIE])
     token = open_session(svc.engine, key.id, timedelta(minutes=minutes))
     response.set_cookie(COOKIE, token, max_age=int(minutes * 60), path=PATH, httponly=True, samesite="strict",
                         secure=request.url.scheme == "https")
@@ -91,7 +108,14 @@ def sign_in_url(next_path: str, expired: bool) -> str:
 
 
 def safe_next(next_path: str | None) -> str:
-    """Where to go after signing in: only a path of the review pages (never another site)."""
-    if not next_path or not next_path.startswith(PATH) or next_path.startswith("//") or "\\" in next_path:
+    """Where to go after signing in: only a path of the review pages (never another site, nor a
+    path that leaves them by '..' or that a browser would read otherwise: backslashes, control
+    characters)."""
+    if not next_path or "\\" in next_path or any(ord(c) < 32 or ord(c) == 127 for c in next_path):
+        return PATH
+    parts = urlsplit(next_path)
+    path = unquote(parts.path)
+    if parts.scheme or parts.netloc or normpath(path) != path.rstrip("/") or path.startswith("//") \
+            or not (path == PATH or path.startswith(PATH + "/")):
         return PATH
     return next_path

@@ -16,8 +16,9 @@ from ..context import ServiceDep, authorized
 from ..jobs import job_items, job_records
 from ..models import CalibrateRequest, CalibrateResponse
 from ..problems import ProblemError
+from ..review.sessions import reviewers_problem
 from ..review.store import ReviewInputs
-from ..store import ApiKey, key_by_id, load_calibration, save_calibration
+from ..store import ApiKey, load_calibration, save_calibration
 
 router = APIRouter()
 CalibrateKey = Annotated[ApiKey, Depends(authorized("calibrate"))]
@@ -48,10 +49,9 @@ async def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) 
                            f"this server computes at most {limit:,} per request (FRAMEJUDGE_MAX_CALIBRATION_DRAWS): "
                            + (f"ask for at most {fewer} replicates, " if fewer else "")
                            + "or run framejudge calibrate")
-    unknown = [r for r in body.reviewers if key_by_id(svc.engine, r) is None]
-    if unknown:
-        raise ProblemError(422, "Unknown reviewer", f"reviewers: no valid API key with id {unknown[0]!r} "
-                           "(give key ids as `framejudge keys list` shows them)")
+    refused = reviewers_problem(svc.engine, body.reviewers)
+    if refused:
+        raise ProblemError(422, "Invalid reviewer", refused)
     rows_j, errors = judge_rows(records)
     result = await asyncio.to_thread(audit, human_rows(body.labels), rows_j, video_qa_fields(), errors,
                                      body.replicates, body.seed)

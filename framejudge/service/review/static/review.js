@@ -37,7 +37,11 @@
     if (e.ctrlKey || typing(active)) return;
     if (e.key === "Enter" && active && active.tagName === "BUTTON") return;
     if (e.key === "Enter" && active && active.classList.contains("thumb")) return;
-    var target = document.querySelector('[data-key="' + (e.key === "Enter" ? "Enter" : e.key.toLowerCase()) + '"]');
+    var key = e.key === "Enter" ? "Enter" : e.key.toLowerCase();
+    var target = null;
+    document.querySelectorAll("[data-key]").forEach(function (el) {
+      if (!target && el.dataset.key === key) target = el;
+    });
     if (!target) return;
     e.preventDefault();
     if (target.tagName === "A") { window.location.href = target.href; }
