@@ -10,8 +10,30 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
+from numbers import Real
+from typing import Any
+
+import numpy as np
 
 Label = Hashable
+
+
+def _is_bool(label: Label) -> bool:
+    return isinstance(label, bool | np.bool_)
+
+
+def codebook_order(label: Label) -> tuple[Any, ...]:
+    """Sort key of the default codebook: false before true, then numbers by value (int and
+    float alike; NaN last), then strings, then anything else by type name and repr."""
+    if _is_bool(label):
+        return (0, bool(label))
+    if isinstance(label, Real | Decimal):
+        nan = label != label
+        return (1, nan, 0 if nan else label)
+    if isinstance(label, str):
+        return (2, label)
+    return (3, type(label).__name__, repr(label))
 
 
 @dataclass
@@ -40,7 +62,8 @@ class Ratings:
 
     @classmethod
     def from_columns(cls, columns: Mapping[str, Sequence[Label | None]], categories: Sequence[Label] | None = None) -> Ratings:
-        """rater -> ratings per unit (None: no rating), as published tables are laid out."""
+        """rater -> ratings per unit (None: no rating), as published tables are laid out.
+        Without `categories` the codebook is the labels seen, in `codebook_order`."""
         raters = list(columns)
         n = {len(v) for v in columns.values()}
         if len(n) > 1:
@@ -48,8 +71,14 @@ class Ratings:
         size = n.pop() if n else 0
         units = [{r: columns[r][i] for r in raters if columns[r][i] is not None} for i in range(size)]
         if categories is None:
-            seen = {lab for u in units for lab in u.values()}
-            categories = sorted(seen, key=lambda x: (str(type(x)), x))  # type: ignore[arg-type]
+            seen: dict[Label, Label] = {}
+            for u in units:
+                for lab in u.values():
+                    first = seen.setdefault(lab, lab)
+                    if _is_bool(first) != _is_bool(lab):
+                        raise ValueError(f"the ratings mix {first!r} and {lab!r}, which are one label to Python; "
+                                         "write them all as numbers or all as true/false")
+            categories = sorted(seen, key=codebook_order)
         return cls(units, list(categories))
 
     @classmethod

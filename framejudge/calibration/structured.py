@@ -53,7 +53,16 @@ def match(a: Sequence[Segment], b: Sequence[Segment], threshold: float = 0.5) ->
     eligible = iou >= threshold
     if not eligible.any():
         return []
-    weight = np.where(eligible, 1.0 + iou, 0.0)  # more pairs first, then more overlap
+    # Lexicographic order: the most pairs first, then the largest total IoU. Every
+    # matching has at most n = min(len(a), len(b)) pairs, and an eligible pair weighs
+    # (n + 1) + IoU with IoU in [0, 1]. A matching of k eligible pairs then totals
+    # between k(n + 1) and k(n + 1) + k <= k(n + 1) + n - 1 < (k + 1)(n + 1) whenever
+    # k < n, so any matching with one pair more outweighs it, whatever the IoUs; among
+    # matchings with the same k the totals differ only by the IoU sum. (A flat
+    # 1 + IoU fails: four pairs of IoU 1 total 8 > five pairs of IoU 0.5, 7.5.)
+    # Ineligible cells weigh 0 and are dropped from the solver's answer below.
+    n = min(len(a), len(b))
+    weight = np.where(eligible, (n + 1) + iou, 0.0)
     rows, cols = linear_sum_assignment(weight, maximize=True)
     return [(int(i), int(j), float(iou[i, j])) for i, j in zip(rows, cols) if eligible[i, j]]
 

@@ -165,3 +165,33 @@ def test_alpha_and_kappa_bounds(pairs):
         assert (c.value is None) != (c.undefined is None)
         if c.value is not None:
             assert -1.0 - 1e-9 <= c.value <= 1.0 + 1e-9
+
+
+def test_mixed_int_and_float_labels_are_ordered_by_value():
+    krippendorff = pytest.importorskip("krippendorff")
+    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    a = [1, 1, 2.5, 2.5, 3, 3, 1, 2.5, 3, 1, 3, 2.5]
+    b = [1, 2.5, 2.5, 3, 3, 2.5, 1, 2.5, 3, 2.5, 3, 1]
+    r = Ratings.from_columns({"a": a, "b": b})
+    assert r.categories == [1, 2.5, 3]
+    theirs = krippendorff.alpha(reliability_data=np.array([a, b], dtype=float), level_of_measurement="ordinal",
+                                value_domain=[1, 2.5, 3])
+    assert v(krippendorff_alpha(r, "ordinal")) == pytest.approx(theirs, abs=1e-9)
+    assert theirs == pytest.approx(0.684, abs=5e-4)  # 0.368 with the codebook [2.5, 1, 3]
+    rank = {x: i for i, x in enumerate(sorted({*a, *b}))}  # scikit-learn wants discrete labels
+    for w in ("linear", "quadratic"):
+        want = sklearn_metrics.cohen_kappa_score([rank[x] for x in a], [rank[x] for x in b], weights=w)
+        assert v(cohen_kappa(r, weights=w)) == pytest.approx(want, abs=1e-9)
+
+
+def test_default_codebook_order():
+    r = Ratings.from_columns({"a": ["b", 10, True, 2.5, None, (1, 2)],
+                              "b": ["a", np.int64(-1), False, float("nan"), 3, None]})
+    assert r.categories[:7] == [False, True, -1, 2.5, 3, 10, r.categories[6]]
+    assert r.categories[6] != r.categories[6]  # NaN after the other numbers
+    assert r.categories[7:] == ["a", "b", (1, 2)]
+    assert [type(c) for c in r.categories[:2]] == [bool, bool]  # true/false kept apart from 0 and 1
+    with pytest.raises(ValueError, match="mix 1 and True, which are one label"):
+        Ratings.from_columns({"a": [1, 2], "b": [True, 2]})
+    with pytest.raises(ValueError, match="mix False and 0.0"):
+        Ratings.from_columns({"a": [False, 0.0]})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -35,6 +36,60 @@ def test_matching_maximises_the_number_of_pairs():
     a = [s(0, 10), s(10, 20)]
     b = [s(0, 10), s(10, 20)]
     assert sorted((i, j) for i, j, _ in match(a, b)) == [(0, 0), (1, 1)]
+
+
+def test_more_pairs_beat_better_pairs_however_many_compete():
+    # Four perfect pairs (IoU 1) against five pairs of IoU 0.5: the five win.
+    a = [s(0, 1), s(0, 2), s(0, 4), s(0, 8), s(-1, 1)]
+    b = [s(0, 1), s(0, 2), s(0, 4), s(0, 8), s(0, 16)]
+    pairs = match(a, b, 0.5)
+    assert sorted((i, j) for i, j, _ in pairs) == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 0)]
+    assert all(v == pytest.approx(0.5) for _, _, v in pairs)
+    assert item_agreement(a, b) == pytest.approx(0.5)
+
+
+def test_same_number_of_pairs_keeps_the_most_overlap():
+    # Both assignments pair both segments; the one with total IoU 2 beats 1.6.
+    a = [s(0, 10), s(0, 8)]
+    b = [s(0, 10), s(0, 8)]
+    assert sorted((i, j) for i, j, _ in match(a, b, 0.5)) == [(0, 0), (1, 1)]
+
+
+def best_by_search(a, b, threshold):
+    """(pairs, total IoU) of the lexicographically best matching, by exhaustive search."""
+    iou = [[temporal_iou(x, y) for y in b] for x in a]
+
+    def go(i, used):
+        if i == len(a):
+            return (0, 0.0)
+        best = go(i + 1, used)
+        for j in range(len(b)):
+            if j not in used and iou[i][j] >= threshold:
+                k, total = go(i + 1, used | {j})
+                best = max(best, (k + 1, total + iou[i][j]))
+        return best
+
+    return go(0, frozenset())
+
+
+def nested(rng):
+    """Up to 7 segments ending at distinct powers of two, most starting at 0: many close
+    overlaps compete, as in the case above."""
+    ends = rng.permutation([1, 2, 4, 8, 16, 32, 64])[: rng.integers(0, 8)]
+    return [s(int(rng.choice([0, 0, 0, 0, -1, 1])), int(e)) for e in ends]
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5])
+def test_matching_agrees_with_exhaustive_search(threshold):
+    rng = np.random.default_rng(7)
+    for _ in range(1000):
+        a, b = nested(rng), nested(rng)
+        pairs = match(a, b, threshold)
+        assert len({i for i, _, _ in pairs}) == len({j for _, j, _ in pairs}) == len(pairs)
+        assert all(v >= threshold for _, _, v in pairs)
+        k, total = best_by_search(a, b, threshold)
+        assert len(pairs) == k
+        assert sum(v for _, _, v in pairs) == pytest.approx(total)
 
 
 def test_item_agreement_hand_computed():
