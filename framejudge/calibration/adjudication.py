@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..schema import LABEL_FIELDS, HumanLabel, LabelValues, ReviewDecision, Standing
@@ -55,7 +55,7 @@ def _latest(decisions: Sequence[ReviewDecision]) -> dict[Unit, dict[str, ReviewD
 
 
 def standing_labels(humans: Sequence[HumanLabel], decisions: Sequence[ReviewDecision],
-                    annotator: str = "gold") -> list[HumanLabel]:
+                    annotator: str = "gold", unlabelled: Iterable[Unit] = ()) -> list[HumanLabel]:
     """One row per labelled unit (item, turn), sorted, as `annotator`, with
     `metadata["standing"]` and `metadata["annotators"]` (how many annotators labelled it):
 
@@ -70,9 +70,11 @@ def standing_labels(humans: Sequence[HumanLabel], decisions: Sequence[ReviewDeci
     - unresolved: no decision and the annotators differ; the values are the human majority
       per field (a field where they tie is left empty).
 
-    The other metadata is the annotators' (the first annotator's value of a key wins). A
-    decision on a unit nobody labelled is an error."""
-    units: dict[Unit, list[HumanLabel]] = {}
+    The other metadata is the annotators' (the first annotator's value of a key wins).
+    `unlabelled` names units no annotator labelled that are under review all the same (a
+    triage's to_review turns): adjudicated when decided, else unresolved with no labels. A
+    decision on any other unit nobody labelled is an error."""
+    units: dict[Unit, list[HumanLabel]] = {unit: [] for unit in unlabelled}
     for h in humans:
         units.setdefault((h.item_id, h.turn), []).append(h)
     latest = _latest(decisions)
@@ -105,7 +107,7 @@ def standing_labels(humans: Sequence[HumanLabel], decisions: Sequence[ReviewDeci
             else:
                 meta = {"standing": Standing.unresolved.value, "conflict": True, "reviewers": reviewers}
         else:
-            meta = {"standing": (Standing.unanimous if _unanimous(labels) else Standing.unresolved).value}
+            meta = {"standing": (Standing.unanimous if labels and _unanimous(labels) else Standing.unresolved).value}
         meta["annotators"] = len({h.annotator for h in labels})
         out.append(HumanLabel(item_id=unit[0], turn=unit[1], annotator=annotator, **values.model_dump(),
                               metadata={**context, **meta}))
