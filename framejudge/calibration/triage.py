@@ -248,6 +248,13 @@ def marker(thresholds: Thresholds, problem: str | None = None) -> Callable[[Any]
     return apply
 
 
+def mark_graded(records: list[Any], thresholds: Thresholds, grader: Any) -> list[Any]:
+    """The records a grader made, marked by thresholds; thresholds that do not hold for the
+    grader's judge, model or rubric send every verdict to review."""
+    problem = mismatch(thresholds, grader.judge.backend, grader.judge.model_id, grader.rubric_hash)
+    return [marker(thresholds, problem)(r) for r in records]
+
+
 def review_rows(verdicts: Sequence[Verdict], reviewer: str = "reviewer") -> list[Any]:
     """The to_review verdicts as label rows to fill in (as `relabel_rows` writes disagreements):
     each names the unit, the fields below their threshold and the judge's labels and confidence
