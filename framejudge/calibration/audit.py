@@ -20,6 +20,7 @@ from .cohen import cohen_kappa
 from .krippendorff_alpha import Level, krippendorff_alpha
 from .multirater import fleiss_kappa, gwet_ac1, pabak, percent_agreement
 from .ratings import Ratings
+from .reliability import FieldReliability
 from .result import Coefficient
 
 JUDGE = "judge"
@@ -126,6 +127,9 @@ class AuditResult(BaseModel):
     swap_consistency: float | None = None  # carried over from the verdicts
     slices: dict[str, dict[str, AuditResult]] = Field(default_factory=dict)  # slice key -> value -> audit
     gold: list[GoldShift] = Field(default_factory=list)  # against adjudicated gold labels, when given
+    # the judge's confidence against agreement with the majority (ECE, Brier, reliability diagram), per field,
+    # when the verdicts carry confidence
+    reliability: list[FieldReliability] | None = None
 
 
 AuditResult.model_rebuild()

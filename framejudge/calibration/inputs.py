@@ -83,6 +83,13 @@ def swap_consistency(records: list[Verdict | JudgeError]) -> float | None:
     return batch_swap_consistency(list(latest(records)[0].values()))
 
 
+def verdict_values(v: Verdict) -> dict[str, Any]:
+    """The labelled fields of a verdict (those it has), as label rows hold them."""
+    return _values(v.response_a.category, v.response_b.category if v.response_b else None, v.preference,
+                   v.response_a.integrity_violation, v.response_b.integrity_violation if v.response_b else None,
+                   v.transcription_error, v.multiturn)
+
+
 def judge_rows(records: list[Verdict | JudgeError]) -> tuple[list[LabelRow], int]:
     """Label rows from verdicts; judge errors are counted, never labels. A later verdict for
     the same (item, turn) replaces an earlier one (a resumed run)."""
@@ -91,10 +98,8 @@ def judge_rows(records: list[Verdict | JudgeError]) -> tuple[list[LabelRow], int
                      metadata={**({"task_type": v.task_type.value} if v.task_type else {}), **v.metadata},
                      video=v.provenance.video,
                      turn_time=v.provenance.sampler.end_at if v.provenance.sampler else None,
-                     frame_timestamps=v.provenance.frame_timestamps, values=_values(
-        v.response_a.category, v.response_b.category if v.response_b else None, v.preference,
-        v.response_a.integrity_violation, v.response_b.integrity_violation if v.response_b else None,
-        v.transcription_error, v.multiturn)) for v in standing.values()]
+                     frame_timestamps=v.provenance.frame_timestamps, values=verdict_values(v))
+            for v in standing.values()]
     return rows, len(errors)
 
 

@@ -7,8 +7,14 @@ import html
 import io
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from .audit import AuditResult, FieldAudit, RunComparison
 from .bootstrap import Interval
+from .reliability import FieldReliability
+
+if TYPE_CHECKING:
+    from .triage import FieldCurve, TriageResult
 
 
 def _png(fig: Any) -> str:
@@ -109,6 +115,129 @@ def slice_plot(key: str, groups: dict[str, AuditResult], field: str) -> str:
     return _png(fig)
 
 
+def reliability_plot(r: FieldReliability) -> str:
+    """The reliability diagram: accuracy against mean confidence per bin, beside the diagonal of
+    a judge whose confidence is its hit rate, with the bins' unit counts."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.2, 4.0))
+    ax.plot([0, 1], [0, 1], color="#999999", linestyle="--", linewidth=1, label="calibrated")
+    full = [b for b in r.bins if b.count]
+    ax.bar([(b.low + b.high) / 2 for b in full], [b.accuracy for b in full], width=0.09, color="#4c72b0",
+           alpha=0.8, label="accuracy per bin")
+    ax.plot([b.mean_confidence for b in full], [b.accuracy for b in full], "o", color="#dd8452",
+            label="mean confidence")
+    for b in full:
+        ax.text((b.low + b.high) / 2, (b.accuracy or 0) + 0.02, str(b.count), ha="center", fontsize=7)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.08)
+    ax.set_xlabel("judge confidence")
+    ax.set_ylabel("agreement with the human majority")
+    ece = "" if r.ece is None else f" (ECE {r.ece:.3f}, Brier {r.brier:.3f})"
+    ax.set_title(f"{r.field}{ece}", fontsize=9)
+    ax.legend(loc="upper left", fontsize=7)
+    return _png(fig)
+
+
+def reliability_section(rows: list[FieldReliability]) -> str:
+    e = html.escape
+    parts = ["<h2>Confidence against agreement (reliability)</h2><p>A unit's label is right when it is the "
+             "human majority's; units where the humans tie, and units without an informative confidence, are "
+             "left out. 10 equal-width bins of confidence.</p><table id=reliability><thead><tr><th>field</th>"
+             "<th>units</th><th>ECE</th><th>Brier</th><th>left out: ties</th><th>left out: no confidence</th>"
+             "</tr></thead><tbody>"]
+    for r in rows:
+        shown = ("<td colspan=2>not informative</td>" if not r.informative else
+                 f"<td class=num>{_num(r.ece)}</td><td class=num>{_num(r.brier)}</td>")
+        parts.append(f"<tr><td>{e(r.field)}</td><td class=num>{r.units}</td>{shown}<td class=num>{r.no_majority}"
+                     f"</td><td class=num>{r.no_confidence}</td></tr>")
+    parts.append("</tbody></table><div class=grid>")
+    for r in rows:
+        if r.informative and r.units:
+            parts.append(f'<img class="reliability-plot" alt="reliability diagram {e(r.field)}" '
+                         f'src="{reliability_plot(r)}">')
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def coverage_plot(c: FieldCurve, result: TriageResult) -> str:
+    """Agreement above each threshold against the coverage it leaves, on the calibration and test
+    parts, with the chosen threshold's points, the target line and the human-human ceiling."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = result.thresholds
+    f = t.fields[c.field]
+    fig, ax = plt.subplots(figsize=(5.5, 4.0))
+    for points, style, name in ((c.calibration, "-", "calibration part"), (c.test, "--", "test part")):
+        shown = [p for p in points if p.agreement is not None]
+        if shown:
+            ax.plot([p.coverage for p in shown], [p.agreement for p in shown], style, marker=".", label=name)
+    ax.axhline(t.target, color="#c44e52", linewidth=1, label=f"target {t.target:.0%}")
+    if f.human_agreement is not None:
+        ax.axhline(f.human_agreement, color="#55a868", linewidth=1, linestyle=":",
+                   label=f"human-human {f.human_agreement:.0%}")
+    for part, colour, name in ((f.calibration, "#4c72b0", "chosen (calibration)"), (f.test, "#dd8452", "chosen (test)")):
+        if f.threshold is not None and part is not None and part.agreement_above is not None:
+            ax.plot([part.coverage], [part.agreement_above], "*", markersize=14, color=colour, label=name)
+    ax.set_xlim(0, 1.02)
+    ax.set_xlabel("coverage (share graded automatically)")
+    ax.set_ylabel("agreement with the human majority above the threshold")
+    chosen = "no threshold" if f.threshold is None else f"threshold {f.threshold:.3f}"
+    ax.set_title(f"{c.field}: {chosen}", fontsize=9)
+    ax.legend(loc="lower left", fontsize=7)
+    return _png(fig)
+
+
+def render_triage_html(result: TriageResult, title: str = "framejudge selective judging") -> str:
+    """The thresholds of `framejudge triage`, their coverage-vs-agreement curves and the judge's
+    reliability, as one self-contained page."""
+    e = html.escape
+    t = result.thresholds
+
+    def pct(x: float | None) -> str:
+        return "&ndash;" if x is None else f"{100 * x:.1f}%"
+
+    parts = [f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>
+<style>
+body{{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem;color:#222}}
+table{{border-collapse:collapse;margin:1rem 0;font-size:0.9rem}}
+th,td{{border:1px solid #ccc;padding:0.3rem 0.6rem;text-align:left}}
+th{{background:#f3f3f3}} td.num{{text-align:right;font-variant-numeric:tabular-nums}}
+img{{max-width:100%}} .grid{{display:flex;flex-wrap:wrap;gap:1rem}}
+</style></head><body>
+<h1>{e(title)}</h1>
+<p id="summary">Judge {e(t.judge_backend)} {e(t.model_id)}, rubric {e(t.rubric_id)} ({e(t.rubric_hash[:12])}).
+Target: {t.target:.0%} agreement with the human majority above each field's threshold, with probability at least
+{1 - t.delta:.0%} (fixed-sequence testing with exact binomial bounds, as in Trust or Escalate, Jung et al., ICLR 2025).
+Items split by seed {t.seed}: {t.split:.0%} to choose the thresholds, the rest to check them.</p>
+<h2>Thresholds</h2><table id=thresholds><thead><tr><th>field</th><th>threshold</th><th>guaranteed</th>
+<th>coverage (calibration)</th><th>coverage (test)</th><th>agreement above (test)</th><th>agreement below (test)</th>
+<th>human-human</th></tr></thead><tbody>"""]
+    for name, f in t.fields.items():
+        test = f.test
+        parts.append(f"<tr><td>{e(name)}</td><td class=num>{'none' if f.threshold is None else f'{f.threshold:.3f}'}</td>"
+                     f"<td class=num>{pct(f.guaranteed)}</td><td class=num>{pct(f.calibration.coverage)}</td>"
+                     f"<td class=num>{pct(test.coverage if test else None)}</td>"
+                     f"<td class=num>{pct(test.agreement_above if test else None)}</td>"
+                     f"<td class=num>{pct(test.agreement_below if test else None)}</td>"
+                     f"<td class=num>{pct(f.human_agreement)}</td></tr>")
+    parts.append("</tbody></table><h2>Coverage against agreement</h2><div class=grid>")
+    for c in result.curves:
+        parts.append(f'<img class="coverage-plot" alt="coverage against agreement {e(c.field)}" '
+                     f'src="{coverage_plot(c, result)}">')
+    parts.append("</div>")
+    if result.reliability:
+        parts.append(reliability_section(result.reliability))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
 def render_html(result: AuditResult, comparison: list[RunComparison] | None = None, title: str = "framejudge calibration") -> str:
     e = html.escape
     parts = [f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>
@@ -184,6 +313,8 @@ units without a verdict: {result.judge_units_missing}; bootstrap: {result.replic
                          f"<td class=num>{g.units_before}</td><td class=num>{g.units_after}</td>"
                          f"<td class=num>{g.changed}</td></tr>")
         parts.append("</tbody></table>")
+    if result.reliability:
+        parts.append(reliability_section(result.reliability))
     parts.append("<h2>Disagreements to review</h2><table id=disagreements><thead><tr><th>item</th><th>turn</th><th>field</th>"
                  "<th>judge</th><th>majority</th><th>humans</th><th>kind</th><th>video</th><th>asked at</th><th>frames the judge saw (s)</th></tr></thead><tbody>")
     for d in result.disagreements[:200]:

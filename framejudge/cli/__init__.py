@@ -237,6 +237,10 @@ def grade(
     decode_memory_mb: Annotated[int, typer.Option(help="memory cap per decoding process, MB (at least 256)")] = 4096,
     decode_workers: Annotated[Optional[int], typer.Option(
         help="decoding processes, working while model calls wait [default: the CPU count]")] = None,
+    triage_path: Annotated[Optional[Path], typer.Option(
+        "--triage", help="a thresholds file from framejudge triage: mark every verdict auto or to_review")] = None,
+    review_out: Annotated[Optional[Path], typer.Option(
+        help="with --triage: write the to_review turns as JSONL label rows to fill in (and feed back with --human)")] = None,
 ) -> None:
     """Grade ITEMS and append verdicts to --out as they finish, then print a summary."""
     import asyncio
@@ -255,14 +259,22 @@ def grade(
     from ..runner.decode import SharedDecodes
     from ..runner.judges import Judges, JudgesFileError
     from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible, planned_calls
-    from ..runner.resume import ResumeConflict, plan_resume, superseded_path
+    from ..calibration.triage import marker, mismatch, review_rows
+    from ..runner.resume import ResumeConflict, mark_kept, plan_resume, superseded_path
     from ..schema import GradeOptions
+    from .triage import load_thresholds
 
     try:
         the_items = load_items(items)
         check_output(out_path, "verdicts", inputs=[items], read_back=True)
         if summary_json is not None and str(summary_json) != "-":
             check_output(summary_json, "summary", inputs=[items, out_path])
+        if review_out is not None:
+            if triage_path is None:
+                raise ItemsError("--review-out writes the turns --triage sends to review: give --triage too")
+            check_outputs({"summary": summary_json if str(summary_json) != "-" else None, "review rows": review_out},
+                          inputs=[items, out_path, triage_path])
+        thresholds = load_thresholds(triage_path) if triage_path is not None else None
         the_rubric = get_rubric(rubric)
         judges = Judges.from_env(judges_file)
         judges.api_base = api_base or judges.api_base
@@ -296,7 +308,14 @@ def grade(
             # the verdict cache (--no-cache: none), the frame cache of the decodes (FRAMEJUDGE_NO_CACHE: none)
             check_cache_folder("pass --no-cache and set FRAMEJUDGE_NO_CACHE=1 to use neither cache")
         grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent)
+        if thresholds is not None:
+            problem = mismatch(thresholds, the_judge.backend, the_judge.model_id, grader.rubric_hash)
+            if problem:
+                raise ItemsError(f"--triage {triage_path}: {problem}")
         plan = plan_resume(grader, the_items, out_path, regrade=regrade)
+        mark = marker(thresholds) if thresholds is not None else None
+        if mark is not None:
+            mark_kept(plan, out_path, the_items, mark)
         if plan.superseded:
             check_output(superseded_path(out_path), "superseded verdicts", inputs=[items], read_back=True)
     except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest, ResumeConflict,
@@ -364,7 +383,7 @@ def grade(
         try:
             summary = asyncio.run(interruptible(
                 run_batch(grader, the_items, out_path, concurrency=concurrency or 4, on_progress=show,
-                          prefetch=(decoder.workers if decoder else 0) + 2, plan=plan),
+                          prefetch=(decoder.workers if decoder else 0) + 2, plan=plan, mark=mark),
                 interrupted, interrupted_again))
         except Interrupted:
             progress.stop()
@@ -376,6 +395,14 @@ def grade(
         finally:
             if decoder is not None:
                 decoder.close()
+    problems = []
+    if review_out is not None:
+        from ..judge.batch import latest, read_records
+
+        keys = {(it.id, t) for it in the_items for t in range(len(it.turns))}
+        standing = [v for k, v in sorted(latest(read_records(out_path))[0].items()) if k in keys]
+        problems.append(write_output(review_out, "review rows", "".join(
+            row.model_dump_json(exclude_none=True) + "\n" for row in review_rows(standing))))
     if summary_json is not None and str(summary_json) != "-":
         try:
             summary_json.write_text(summary.model_dump_json(indent=1), encoding="utf-8")
@@ -383,6 +410,7 @@ def grade(
             out.print_json(summary.model_dump_json())
             fail(write_problem(summary_json, "summary", exc))
     out.print_json(summary.model_dump_json())
+    report_problems(problems)
 
 
 @app.command()
@@ -403,6 +431,7 @@ def calibrate(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from ..calibration.audit import audit, audit_slices, compare_runs, gold_shift
+    from ..calibration.reliability import reliability
     from ..calibration.inputs import (LabelsError, gold_rows, human_rows, judge_rows, load_gold_labels,
                                      load_human_labels, swap_consistency, video_qa_fields)
     from ..files import OutputError
@@ -438,6 +467,7 @@ def calibrate(
         if golden is not None:
             result.gold = gold_shift(rows_h, rows_j, gold_rows(golden), fields, replicates, seed, progress=tick)
     result.swap_consistency = swap_consistency(records)
+    result.reliability = reliability(rows_h, records)
     for key in by or []:
         result.slices[key] = audit_slices(rows_h, rows_j, fields, key, replicates=replicates, seed=seed)
     comparison = compare_runs(rows_h, rows_j, judge_rows(second)[0], fields, replicates, seed) if second is not None else None
@@ -500,6 +530,15 @@ def calibrate(
                 f"{g.difference:+.3f}" + ("" if g.low is None else f" [{g.low:+.3f}, {g.high:+.3f}]"))
             t.add_row(g.field, fmt(g.before), fmt(g.after), diff, percent(g.before_percent.value),
                       percent(g.after_percent.value), str(g.units_before), str(g.units_after), str(g.changed))
+        out.print(t)
+    if result.reliability:
+        t = Table(title="the judge's confidence against agreement with the majority (10 equal-width bins)")
+        for col in ("field", "units", "ECE", "Brier", "left out: ties", "left out: no confidence"):
+            t.add_column(col)
+        for r in result.reliability:
+            shown = ("not informative", "") if not r.informative else (
+                "undefined" if r.ece is None else f"{r.ece:.3f}", "undefined" if r.brier is None else f"{r.brier:.3f}")
+            t.add_row(r.field, str(r.units), *shown, str(r.no_majority), str(r.no_confidence))
         out.print(t)
     if result.swap_consistency is not None:
         out.print(f"swap consistency of the judge: {result.swap_consistency:.3f}")
@@ -834,4 +873,4 @@ def main() -> None:
 
 
 # the command groups kept in their own modules register themselves on `app`
-from . import align, labels  # noqa: E402,F401
+from . import align, labels, triage  # noqa: E402,F401

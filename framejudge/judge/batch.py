@@ -87,6 +87,16 @@ class Interval(BaseModel):
     n: int
 
 
+class TriageCounts(BaseModel):
+    """The verdicts a thresholds file marked auto and to_review, and what the judge cost for each."""
+
+    auto: int
+    to_review: int
+    cost_usd_auto: float | None  # None: no cost known for these verdicts
+    cost_usd_to_review: float | None
+    thresholds: list[str]  # sha256 of the thresholds files the marks came from
+
+
 class GradeSummary(BaseModel):
     """What a batch produced. Judge errors are counted apart and never become labels."""
 
@@ -105,6 +115,7 @@ class GradeSummary(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float | None
+    triage: TriageCounts | None = None  # where verdicts carry auto / to_review marks
 
 
 def wilson(successes: int, n: int, z: float = 1.959964) -> Interval:
@@ -162,4 +173,21 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
         prompt_tokens=sum(u.prompt_tokens for u in usages),
         completion_tokens=sum(u.completion_tokens for u in usages),
         cost_usd=sum(costs) if costs else None,
+        triage=triage_counts(vs),
     )
+
+
+def triage_counts(verdicts: list[Verdict]) -> TriageCounts | None:
+    marked = [v for v in verdicts if v.triage is not None]
+    if not marked:
+        return None
+
+    def cost(decision: str) -> float | None:
+        known = [v.provenance.usage.cost_usd for v in marked if v.triage.decision == decision  # type: ignore[union-attr]
+                 and v.provenance.usage is not None and v.provenance.usage.cost_usd is not None]
+        return sum(known) if known else None
+
+    auto = sum(v.triage.decision == "auto" for v in marked)  # type: ignore[union-attr]
+    return TriageCounts(auto=auto, to_review=len(marked) - auto, cost_usd_auto=cost("auto"),
+                        cost_usd_to_review=cost("to_review"),
+                        thresholds=sorted({v.triage.thresholds for v in marked}))  # type: ignore[union-attr]

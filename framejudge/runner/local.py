@@ -69,13 +69,15 @@ async def run_batch(
     prefetch: int = 2,
     on_progress: Callable[[RunProgress], None] | None = None,
     plan: ResumePlan | None = None,
+    mark: Callable[[Record], Record] | None = None,
 ) -> GradeSummary:
     """Grade every unfinished (item, turn) and append each record as soon as it exists.
 
     A rerun with the same `out` skips turns that already have a verdict graded the same way
     and retries the ones that failed (see `resume`: verdicts graded differently are a
     conflict, unless the `plan` was made to regrade them). Each record is one write of one line, flushed: a run killed at any moment
-    leaves every finished verdict in place (a torn last line is dropped on the next run).
+    leaves every finished verdict in place (a torn last line is dropped on the next run). `mark`
+    (a thresholds file's marker) marks each record auto or to_review before it is written.
     """
     out.parent.mkdir(parents=True, exist_ok=True)
     plan = plan or plan_resume(grader, items, out)
@@ -99,6 +101,8 @@ async def run_batch(
                 if turn in skip:
                     continue
                 r = await grader.grade_turn(item, turn)
+                if mark is not None:
+                    r = mark(r)
                 # each turn's line as it finishes (an interrupted conversation keeps its graded
                 # turns); one event loop: no other task writes in the middle of a line
                 f.write(r.model_dump_json() + "\n")

@@ -14,7 +14,7 @@ lines are dropped when the rerun starts, so retries do not pile up duplicates.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,6 +134,24 @@ def plan_resume(grader: Grader, items: list[Item], out: Path, regrade: bool = Fa
         leaving = set(moved) | set(stale)
         plan.rewrite = [r for i, r in enumerate(records) if i not in leaving]
     return plan
+
+
+def mark_kept(plan: ResumePlan, out: Path, items: list[Item], mark: Callable[[Record], Record]) -> int:
+    """Mark the verdicts of this run's turns that stay in `out` (by a thresholds file), so that
+    `apply_plan` rewrites the file with them and every standing verdict carries this run's mark;
+    the number whose mark changed."""
+    records = plan.rewrite if plan.rewrite is not None else read_records(out)
+    keys = {(it.id, t) for it in items for t in range(len(it.turns))}
+    changed, marked = 0, []
+    for r in records:
+        if isinstance(r, Verdict) and (r.item_id, r.turn) in keys:
+            now = mark(r)
+            changed += now.triage != r.triage
+            r = now
+        marked.append(r)
+    if changed:
+        plan.rewrite = marked
+    return changed
 
 
 def apply_plan(plan: ResumePlan, out: Path) -> None:

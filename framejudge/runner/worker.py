@@ -162,11 +162,17 @@ class QueueWorker:
         """The item's records. A judge that cannot be made, or a failure the pipeline did not turn
         into a record, becomes a backend_error per turn: the worker goes on with the next item."""
         item = Item.model_validate_json(c.item_json)
+        thresholds = c.options.triage  # marks the verdicts; the grading does not depend on it
+        options = c.options.model_copy(update={"triage": None}) if thresholds is not None else c.options
         try:
             # in a thread: a judge made on first use (an import, a model load) must not stall the
             # event loop, whose heartbeats keep this worker's leases alive
-            grader = await asyncio.to_thread(self.graders.get, c.judge, get_rubric(c.rubric), c.options)
+            grader = await asyncio.to_thread(self.graders.get, c.judge, get_rubric(c.rubric), options)
             records = await grader.grade(item)
+            if thresholds is not None:
+                from ..calibration.triage import mark_graded
+
+                records = mark_graded(records, thresholds, grader)
         except Exception as exc:  # noqa: BLE001 - one item's failure must not stop the worker
             log.error("job %s item %s: %s", c.job_id, item.id, exc, exc_info=not isinstance(exc, JudgeSpecError))
             records = [JudgeError(item_id=item.id, turn=turn, kind=JudgeErrorKind.backend_error,

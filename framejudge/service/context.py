@@ -112,6 +112,24 @@ class Service:
         if unused:
             raise ProblemError(422, "Invalid options", unused)
 
+    def check_triage(self, spec: str, rubric: Rubric, options: GradeOptions) -> None:
+        """422 for thresholds (options.triage) calibrated for another judge, model or rubric, as the
+        CLI refuses them before grading. The model is checked where the spec names it without
+        making the judge (a local model's weights are checked by the worker, which then sends every
+        verdict to review)."""
+        if options.triage is None:
+            return
+        from ..calibration.triage import mismatch
+
+        cls = judge_class(spec)
+        if cls is None:
+            return
+        kind, _, target = spec.partition(":")
+        model = target if kind == "litellm" else getattr(cls, "model_id", None)
+        problem = mismatch(options.triage, cls.backend, model if isinstance(model, str) else None, rubric.content_hash)
+        if problem:
+            raise ProblemError(422, "Invalid options", f"options.triage: {problem}")
+
     def grader(self, spec: str, rubric: Rubric, options: GradeOptions) -> Grader:
         try:
             return self.graders.get(spec, rubric, options)

@@ -13,10 +13,13 @@ import pytest
 from PIL import Image
 
 from framejudge.calibration.audit import audit, audit_slices, compare_runs, gold_shift
-from framejudge.calibration.report import render_html
+from framejudge.calibration.reliability import reliability
+from framejudge.calibration.report import render_html, render_triage_html
+from framejudge.calibration.triage import calibrate_triage
 from tests.calibration.test_adjudication import gold_from
 from tests.calibration.test_audit import synthetic
 
+from tests.calibration.simulated import simulate
 from tests.chromium import CHROMIUM, devtools_page
 
 
@@ -29,6 +32,8 @@ def report_file(tmp_path_factory):
     result.slices["domain"] = audit_slices(humans, judge, fields, "domain", replicates=100)
     comparison = compare_runs(humans, judge, judge, fields, replicates=100)
     result.gold = gold_shift(humans, judge, gold_from(humans, judge, humans_wrong=True)[0], fields, replicates=100)
+    rows, _, verdicts = simulate(300, 3)
+    result.reliability = reliability(rows, verdicts) + reliability(*simulate(20, 0, informative=False)[::2])
     path = tmp_path_factory.mktemp("report") / "report.html"
     path.write_text(render_html(result, comparison), encoding="utf-8")
     return path
@@ -77,6 +82,9 @@ async def _cdp(ws_url: str, url: str) -> dict:
             await asyncio.sleep(0.1)
         probe = await call("Runtime.evaluate", returnByValue=True, expression="""JSON.stringify({
             images: [...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight]),
+            plots: [...document.images].map(i => i.className),
+            thresholds: [...document.querySelectorAll('#thresholds tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
+            reliability: [...document.querySelectorAll('#reliability tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
             rows: document.querySelectorAll('#agreement tbody tr').length,
             tables: document.querySelectorAll('table').length,
             gold: [...document.querySelectorAll('#gold tr')].map(r => [...r.cells].map(c => c.textContent)),
@@ -103,3 +111,32 @@ def test_report_renders_in_headless_chromium(report_file):
     shot = np.asarray(Image.open(io.BytesIO(got["png"])).convert("L"), dtype=float)
     assert shot.shape[1] == 1280
     assert shot.std() > 10  # not a blank page: text, tables and plots are drawn
+
+
+@pytest.fixture(scope="module")
+def triage_file(tmp_path_factory):
+    rows, _, verdicts = simulate(400, 2)
+    path = tmp_path_factory.mktemp("triage") / "triage.html"
+    path.write_text(render_triage_html(calibrate_triage(rows, verdicts, 0.9, 0.1)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian package 'chromium')")
+def test_reliability_diagram_and_coverage_curve_are_drawn(report_file, triage_file):
+    with devtools_page() as ws:
+        audit_page = asyncio.run(_cdp(ws, report_file.as_uri()))
+        triage_page = asyncio.run(_cdp(ws, triage_file.as_uri()))
+    assert audit_page["errors"] == [] and triage_page["errors"] == []
+    probe = audit_page["probe"]
+    assert "Confidence against agreement (reliability)" in probe["headings"]
+    assert probe["plots"].count("reliability-plot") == 1  # the informative field only
+    informative, flat = probe["reliability"]
+    assert informative[0] == "category_a" and float(informative[2]) < 0.1
+    assert "not informative" in flat
+    probe = triage_page["probe"]
+    assert probe["plots"].count("coverage-plot") == 1 and probe["plots"].count("reliability-plot") == 1
+    assert all(ok and w > 300 and h > 200 for ok, w, h in probe["images"])
+    [row] = probe["thresholds"]
+    assert row[0] == "category_a" and row[2] == "90.0%" and row[1] != "none"
+    shot = np.asarray(Image.open(io.BytesIO(triage_page["png"])).convert("L"), dtype=float)
+    assert shot.std() > 10

@@ -25,12 +25,19 @@ GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
 @router.post("/v1/grade", tags=["grading"], response_model=GradeResponse)
 async def grade(body: GradeRequest, svc: ServiceDep, key: GradeKey) -> GradeResponse:
     rubric = svc.judge_and_rubric(body.judge, body.rubric)
-    check_frame_pixels(body.grade_options().sampler, svc.settings.max_frame_megapixels)
-    svc.check_options(body.judge, body.grade_options())
+    options = body.grade_options()
+    check_frame_pixels(options.sampler, svc.settings.max_frame_megapixels)
+    svc.check_options(body.judge, options)
+    svc.check_triage(body.judge, rubric, options)
     fetched: list[Upload] = []  # videos fetched from URLs for this request only
     try:
         [item], [ref] = await svc.resolved([body.item], key, fetched)
-        records = await svc.grader(body.judge, rubric, body.grade_options()).grade(item)
+        grader = svc.grader(body.judge, rubric, options.model_copy(update={"triage": None}))
+        records = await grader.grade(item)
+        if options.triage is not None:
+            from ...calibration.triage import mark_graded
+
+            records = mark_graded(records, options.triage, grader)
     finally:
         for upload in fetched:
             svc.store.forget(upload)

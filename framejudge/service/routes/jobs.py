@@ -55,7 +55,7 @@ async def submit_job(
     "priority": N}, JSONL, or multipart/form-data with an `items` part (JSON or JSONL), an optional
     `options` part and video file parts that items name by their file name. The options are the
     same as `framejudge grade`'s (one model, GradeOptions)."""
-    svc.judge_and_rubric(judge, rubric)
+    the_rubric = svc.judge_and_rubric(judge, rubric)
     content_type = request.headers.get("content-type", "")
     given: list[Any] = [] if options is None else [_json_option(options)]  # options, from wherever given
     form = None
@@ -85,6 +85,7 @@ async def submit_job(
         grade_options = _options(given, n, lookback)
         check_frame_pixels(grade_options.sampler, svc.settings.max_frame_megapixels)
         svc.check_options(judge, grade_options)
+        svc.check_triage(judge, the_rubric, grade_options)
         if "priority" in extra and priority is not None:
             raise ProblemError(422, "Invalid body", "give priority once: in the body or as a query parameter")
         job_priority = extra.get("priority", priority if priority is not None else 0)
