@@ -409,3 +409,43 @@ def test_a_jobs_calibration_is_reviewed_with_the_jobs_items_and_kept_across_a_re
         assert "What number is shown?" in client.get(f"/review/{run_id}/unit", params={"item": "disputed"}).text
         rows = load_rows(client.get(f"/review/{run_id}/labels"), env["engine"], "jsonl", tmp_path)
         assert next(r for r in rows if r.item_id == "disputed").metadata["standing"] == "adjudicated"
+
+
+def test_the_turns_a_triage_sent_to_review_become_a_queue(tmp_path):
+    import time
+
+    from tests.test_cli_triage import reference_thresholds
+
+    with review_app(tmp_path, run_worker=True) as env:
+        client = env["client"]
+        owner = create_key(env["engine"], ["calibrate", "review", "grade"], "lead")
+        auth = {"Authorization": f"Bearer {owner}"}
+        plain = client.post("/v1/jobs", json=ITEMS, headers=auth).json()["id"]
+        options = {"triage": reference_thresholds(tmp_path / "t.json").model_dump(mode="json")}
+        job = client.post("/v1/jobs", json={"items": ITEMS, "options": options}, headers=auth).json()["id"]
+        for j in (plain, job):
+            deadline = time.time() + 60
+            while client.get(f"/v1/jobs/{j}", headers=auth).json()["state"] != "done":
+                assert time.time() < deadline, "the job did not finish"
+                time.sleep(0.05)
+        unmarked = client.post("/v1/reviews", json={"job_id": plain}, headers=auth)
+        assert unmarked.status_code == 422 and "none carries a triage mark" in unmarked.json()["detail"]
+        made = client.post("/v1/reviews", json={"job_id": job}, headers=auth)
+        assert made.status_code == 201, made.text
+        queue = made.json()
+        assert queue["units"] == 5  # the reference judge's confidence says nothing: every turn to review
+        sign_in(client, owner)
+        page = client.get(f"/review/{queue['id']}").text
+        assert 'id="no-figures"' in page and "<strong>5</strong> units" in page
+        assert "below the triage threshold" in page
+        unit = client.get(f"/review/{queue['id']}/unit", params={"item": "talk", "turn": 1}).text
+        assert "And now?" in unit and 'id="judge"' in unit and "<th>majority</th>" in unit
+        assert decide(client, queue["id"], "disputed", action="manual", category_a="Successful",
+                      category_b="Not Successful").status_code == 303
+        assert decide(client, queue["id"], "agreed", action="adopt_judge").status_code == 303
+        rows = load_rows(client.get(f"/v1/calibrate/{queue['id']}/labels", headers=auth), env["engine"], "jsonl",
+                         tmp_path)
+        by = {(r.item_id, r.turn): r for r in rows}
+        assert len(by) == 5 and by[("disputed", 0)].metadata["standing"] == "adjudicated"
+        assert by[("disputed", 0)].category_a.value == "Successful" and by[("agreed", 0)].metadata["standing"] == "adjudicated"
+        assert by[("talk", 1)].metadata["standing"] == "unresolved" and by[("talk", 1)].category_a is None

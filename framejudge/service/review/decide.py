@@ -44,7 +44,8 @@ class DecisionError(ValueError):
 
 def standing(unit: Unit, unit_decisions: Sequence[ReviewDecision], labels: Sequence[HumanLabel]) -> LabelValues:
     """The unit's gold labels as they stand now (the majority, or the decision in force)."""
-    rows = standing_labels([h for h in labels if (h.item_id, h.turn) == unit.key], unit_decisions)
+    rows = standing_labels([h for h in labels if (h.item_id, h.turn) == unit.key], unit_decisions,
+                           unlabelled=[] if unit.humans else [unit.key])
     return values_of(rows[0]) if rows else unit.majority
 
 

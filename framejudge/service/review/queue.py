@@ -19,6 +19,7 @@ REASONS = {
     "swap_inconsistent": "the judge changed its mind when A and B were swapped",
     "blind_unchanged": "the judge's verdict did not change without the video",
     "low_confidence": "the judge's samples did not agree",
+    "triage": "the judge's confidence is below the triage threshold",
     "agreed": "judge and annotators agree",
 }
 State = Literal["to_review", "done", "skipped", "conflicting"]
@@ -86,12 +87,17 @@ class Unit:
 
 
 def build_units(labels: Sequence[HumanLabel], records: Sequence[Verdict | JudgeError],
-                items: Sequence[Item]) -> list[Unit]:
-    """One unit per labelled (item, turn), in queue order: by the most important reason to look,
-    then by how many fields are in dispute, then by item and turn."""
+                items: Sequence[Item], to_review: bool = False) -> list[Unit]:
+    """One unit per labelled (item, turn) (and with `to_review`, per verdict a triage sent to
+    review, labelled or not), in queue order: by the most important reason to look, then by how
+    many fields are in dispute, then by item and turn."""
     verdicts, errors = latest(list(records))
     by_id = {it.id: it for it in items}
     grouped: dict[tuple[str, int], list[HumanLabel]] = {}
+    if to_review:
+        for key, v in verdicts.items():
+            if v.triage is not None and v.triage.decision == "to_review":
+                grouped[key] = []
     for label in labels:
         grouped.setdefault((label.item_id, label.turn), []).append(label)
     units = []
@@ -129,7 +135,8 @@ def _diagnose(unit: Unit) -> None:
     checks = [("judge_vs_majority", bool(unit.judge_disagrees)), ("humans_split", bool(unit.humans_disagree)),
               ("swap_inconsistent", v is not None and v.swap is not None and not v.swap.consistent),
               ("blind_unchanged", v is not None and v.blind_unchanged is True),
-              ("low_confidence", v is not None and v.sample_agreement is not None and v.sample_agreement < 1)]
+              ("low_confidence", v is not None and v.sample_agreement is not None and v.sample_agreement < 1),
+              ("triage", v is not None and v.triage is not None and v.triage.decision == "to_review")]
     unit.reasons = [name for name, hit in checks if hit] or ["agreed"]
 
 

@@ -17,15 +17,16 @@ from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from ...calibration.adjudication import label_rows_csv, label_rows_jsonl, standing_labels
 from ...calibration.audit import AuditResult, gold_shift
 from ...calibration.inputs import human_rows, judge_rows, video_qa_fields
-from ...schema import LABEL_FIELDS, Category, Cause, Preference, ReviewDecision
+from ...schema import LABEL_FIELDS, Category, Cause, Item, JudgeError, Preference, RecordIn, ReviewDecision, Verdict
 from ..context import ServiceDep, authorized
 from ..problems import ProblemError
-from ..store import ApiKey, CalibrationRun, check_key
+from ..jobs import job_items, job_records
+from ..store import ApiKey, CalibrationRun, check_key, save_calibration
 from .alignments import AlignRequest, Alignment, aligned_rubric_file, alignments, calibration_judge, run_alignment
 from .decide import DecisionError, DecisionRequest, from_form, make_decision
 from .frames import unit_frames
@@ -61,7 +62,7 @@ class Queue:
 
     def __init__(self, run: CalibrationRun, inputs: ReviewInputs, all_decisions: list[ReviewDecision]) -> None:
         self.run, self.inputs, self.decisions = run, inputs, all_decisions
-        self.units = build_units(inputs.labels, inputs.records, inputs.items)
+        self.units = build_units(inputs.labels, inputs.records, inputs.items, to_review=inputs.to_review)
         self.by_key = {u.key: u for u in self.units}
         self.of_unit: dict[tuple[str, int], list[ReviewDecision]] = {}
         for d in all_decisions:
@@ -71,7 +72,7 @@ class Queue:
         return {u.key: state_of(self.of_unit.get(u.key, []), reviewer_id) for u in self.units}
 
     def gold(self) -> list[Any]:
-        return standing_labels(self.inputs.labels, self.decisions)
+        return standing_labels(self.inputs.labels, self.decisions, unlabelled=[u.key for u in self.units if not u.humans])
 
 
 def _inputs(run: CalibrationRun) -> ReviewInputs:
@@ -93,7 +94,10 @@ FIGURES_KEPT = 64
 
 
 def _figures(inputs: ReviewInputs, gold: list[Any]) -> list[Any]:
-    """Judge agreement per field before (human majority) and after (the standing gold)."""
+    """Judge agreement per field before (human majority) and after (the standing gold); none
+    without human labels (a triage's queue)."""
+    if not inputs.labels:
+        return []
     rows_j, _ = judge_rows(inputs.records)
     return gold_shift(human_rows(inputs.labels), rows_j, human_rows(gold), video_qa_fields(),
                       replicates=FIGURE_REPLICATES, seed=0)
@@ -387,6 +391,64 @@ def aligned_rubric_api(run_id: str, alignment_id: str, svc: ServiceDep, key: Rev
     """The aligned rubric as a YAML file (`framejudge grade --rubric aligned.yaml`)."""
     load_queue(svc, run_id, key)
     return _rubric_file(svc, run_id, alignment_id)
+
+
+RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(RecordIn)
+
+
+class ReviewRequest(BaseModel):
+    """The turns a triage sent to review (verdicts marked to_review), as a review queue."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str | None = Field(None, max_length=32, description="a job graded with the triage option")
+    verdicts: list[RecordIn] | None = Field(None, min_length=1, max_length=100_000,
+                                            description="or verdicts marked by `framejudge grade --triage`")
+    items: list[Item] | None = Field(None, max_length=100_000, description="with `verdicts`: their items")
+    reviewers: list[str] = Field(default_factory=list, max_length=1000,
+                                 description="ids of other API keys (with the review scope) that may review it")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ReviewRequest:
+        if (self.verdicts is None) == (self.job_id is None):
+            raise ValueError("give exactly one of `verdicts` and `job_id`")
+        if self.items is not None and self.job_id is not None:
+            raise ValueError("give `items` with `verdicts`; a job's own items are used with `job_id`")
+        return self
+
+
+class ReviewCreated(BaseModel):
+    id: str = Field(description="the queue's id: /review/{id}, and /v1/calibrate/{id}/labels for its labels")
+    units: int
+
+
+@api.post("/v1/reviews", response_model=ReviewCreated, status_code=201)
+async def review_queue_api(body: ReviewRequest, svc: ServiceDep, key: ReviewKey) -> ReviewCreated:
+    """A review queue of the turns a triage sent to people: reviewers label them in /review, and
+    the labels they decide are exported like a calibration's."""
+    if body.job_id is not None:
+        svc.own_job(body.job_id, key)
+        records: list[Any] = [RECORD.validate_json(r) for r in job_records(svc.engine, body.job_id, 0, None)]
+        items, resolved = job_items(svc.engine, body.job_id), True
+    else:
+        records, items, resolved = list(body.verdicts or []), list(body.items or []), False
+    marked = [r for r in records if getattr(r, "triage", None) is not None]
+    waiting = [r for r in marked if r.triage.decision == "to_review"]
+    if not waiting:
+        where = f"job {body.job_id}" if body.job_id else "the verdicts"
+        raise ProblemError(422, "Nothing to review", f"no verdict in {where} was sent to review by a triage" +
+                           ("" if marked else " (none carries a triage mark: grade with the triage option, or "
+                                              "framejudge grade --triage)"))
+    problem = reviewers_problem(svc.engine, body.reviewers)
+    if problem:
+        raise ProblemError(422, "Unknown reviewer", problem)
+    inputs = ReviewInputs(labels=[], records=records, items=items, resolved=resolved, job_id=body.job_id,
+                          to_review=True)
+    empty = AuditResult(fields=[], annotators=[], judge_errors=0, judge_units_missing=0, replicates=0, seed=0,
+                        disagreements=[])
+    run_id = await asyncio.to_thread(save_calibration, svc.engine, key.id, empty.model_dump_json(),
+                                     inputs.model_dump_json(), body.reviewers)
+    return ReviewCreated(id=run_id, units=len(waiting))
 
 
 class Reviewers(BaseModel):

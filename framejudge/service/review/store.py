@@ -27,6 +27,7 @@ class ReviewInputs(BaseModel):
     items: list[Item] = Field(default_factory=list)
     resolved: bool = False
     job_id: str | None = None
+    to_review: bool = False  # the queue also holds the verdicts a triage sent to review
 
 
 class DecisionRow(Base):
