@@ -18,7 +18,7 @@ REASONS = {
     "humans_split": "the annotators disagree",
     "swap_inconsistent": "the judge changed its mind when A and B were swapped",
     "blind_unchanged": "the judge's verdict did not change without the video",
-    "low_confidence": "the judge's samples did not agree",
+    "low_confidence": "the judge was not sure (its samples, orders or label probabilities disagreed)",
     "triage": "the judge's confidence is below the triage threshold",
     "agreed": "judge and annotators agree",
 }
@@ -135,9 +135,19 @@ def _diagnose(unit: Unit) -> None:
     checks = [("judge_vs_majority", bool(unit.judge_disagrees)), ("humans_split", bool(unit.humans_disagree)),
               ("swap_inconsistent", v is not None and v.swap is not None and not v.swap.consistent),
               ("blind_unchanged", v is not None and v.blind_unchanged is True),
-              ("low_confidence", v is not None and v.sample_agreement is not None and v.sample_agreement < 1),
+              ("low_confidence", v is not None and (v.sample_agreement is not None and v.sample_agreement < 1
+                                                    or unsure(v))),
               ("triage", v is not None and v.triage is not None and v.triage.decision == "to_review")]
     unit.reasons = [name for name, hit in checks if hit] or ["agreed"]
+
+
+LOW_CONFIDENCE = 0.75
+
+
+def unsure(verdict: Verdict) -> bool:
+    """Whether the judge's own confidence in some field of the verdict is below LOW_CONFIDENCE."""
+    c = verdict.confidence
+    return c is not None and c.informative and any(value < LOW_CONFIDENCE for value in c.fields.values())
 
 
 def standing_decisions(unit_decisions: Sequence[ReviewDecision]) -> dict[str, ReviewDecision]:
