@@ -293,8 +293,14 @@ def test_a_server_that_refuses_logprobs_still_grades_and_is_not_asked_for_them_a
     assert ["logprobs" in r["body"] for r in server.requests] == [True, False, False]
     assert any("the server refused logprobs" in n for n in v1.provenance.notes)
     assert v1.confidence.informative is False and v1.provenance.usage.attempts == 1
-    # a judges file can say not to ask at all
-    assert LiteLLMJudge("openai/scripted", api_base=base, logprobs=False).logprobs is False
+    # a judges file can say not to ask at all, or to ask where litellm does not know
+    from framejudge.schema import JudgeConfig
+
+    spec = "litellm:openai/scripted"
+    assert make_judge(spec, base, JudgeConfig(spec=spec, logprobs=False)).logprobs is False
+    assert make_judge("litellm:anthropic/claude-x", base).logprobs is False  # litellm: it does not take them
+    assert make_judge("litellm:anthropic/claude-x", base,
+                      JudgeConfig(spec="litellm:anthropic/claude-x", logprobs=True)).logprobs is True
 
 
 def test_k_samples_reach_the_server_at_a_temperature_with_a_seed_each():
