@@ -365,6 +365,10 @@ class GradeOptions(BaseModel):
                                    description="which frames the judge sees (multi-turn windows end at each question)")
     swap: bool | None = Field(None, description="also grade B/A; null: on for judges that are not deterministic")
     samples: int = Field(1, ge=1, le=32, description="k samples with a majority vote")
+    sample_temperature: float = Field(
+        0.7, gt=0, le=2, allow_inf_nan=False,
+        description="the temperature of each of k > 1 samples, sample i drawn with seed i (one sample is "
+                    "drawn at temperature 0)")
     blind: bool = Field(False, description="blind control: grade again without frames")
     cache: bool = Field(True, description="use the verdict cache of model judges")
     jpeg_quality: int = Field(85, ge=1, le=100, description="quality of the frames sent to a model")
@@ -505,6 +509,15 @@ class LabelValues(BaseModel):
 
 
 LABEL_FIELDS = tuple(LabelValues.model_fields)
+
+
+def judge_values(judgement: Judgement) -> LabelValues:
+    """A judgement's (a verdict's) labels in the fields annotators label."""
+    a, b = judgement.response_a, judgement.response_b
+    return LabelValues(category_a=a.category, category_b=b.category if b else None,
+                       preference=judgement.preference, integrity_a=a.integrity_violation,
+                       integrity_b=b.integrity_violation if b else None,
+                       transcription_error=judgement.transcription_error, multiturn=judgement.multiturn)
 
 
 class HumanLabel(LabelValues):
@@ -694,6 +707,8 @@ class JudgeConfig(BaseModel):
     overload_budget_s: float = Field(600.0, ge=0, le=86400, allow_inf_nan=False,
                                      description="how long 429s, 503s and timeouts are retried before a judge error")
     price: TokenPrice | None = Field(None, description="cost per token instead of litellm's price list")
+    logprobs: bool | None = Field(None, description="ask for the reply's token log-probabilities (label "
+                                                    "confidence); null: where litellm says the provider takes them")
 
     @model_validator(mode="after")
     def _check(self) -> JudgeConfig:

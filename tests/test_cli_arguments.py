@@ -31,6 +31,7 @@ def refused(proc: subprocess.CompletedProcess[str], words: str) -> None:
     (["--concurrency", "-4"], "--concurrency and --max-concurrency must be at least 1"),
     (["--samples", "5"], "--samples 5: the reference judge is deterministic"),
     (["--samples", "1000"], "samples: Input should be less than or equal to 32"),
+    (["--sample-temperature", "0"], "sample_temperature: Input should be greater than 0"),
     (["--blind"], "--blind: the reference judge never sees frames"),
     (["--media-root", "/nonexistent-media"], "--media-root /nonexistent-media: no such folder"),
     (["--media-root", EXAMPLES], f"--media-root {EXAMPLES}: not a folder"),

@@ -60,7 +60,7 @@ def make_judge(spec: str = "reference", api_base: str | None = None, config: Jud
                 raise JudgeSpecError(f"judge {spec!r} takes its API key from ${config.api_key_env}, which is not set")
         price = (config.price.prompt_usd_per_token, config.price.completion_usd_per_token) if config.price else None
         return LiteLLMJudge(target, api_base=config.api_base or api_base, api_key=api_key, timeout=config.timeout_s,
-                            overload_budget_s=config.overload_budget_s, price=price)
+                            overload_budget_s=config.overload_budget_s, price=price, logprobs=config.logprobs)
     if kind == "transformers" and target:
         try:
             import torch  # noqa: F401

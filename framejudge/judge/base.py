@@ -18,7 +18,9 @@ class JudgeRequest:
     turn: int
     rubric: Rubric
     frames: list[PromptFrame] = field(default_factory=list)
-    sample: int = 0  # index among k samples (backends may vary their seed by it)
+    sample: int = 0  # index among k samples
+    temperature: float | None = None  # None: the judge's own (0 for the model judges)
+    seed: int | None = None  # None: the judge's own
 
 
 @dataclass
@@ -28,6 +30,9 @@ class JudgeResult:
     prompt_hash: str | None = None
     raw_output: str | None = None
     notes: list[str] = field(default_factory=list)
+    # label field -> option -> probability, from the label tokens' probabilities (None: the
+    # backend gave none); options are named as confidence.option_key names them
+    label_probs: dict[str, dict[str, float]] | None = None
 
 
 class JudgeFailure(Exception):
@@ -53,7 +58,7 @@ class Judge(Protocol):
     model_id: str  # pinned model identity recorded in provenance
     needs_frames: bool  # False: the pipeline skips frame decoding entirely
     sees_images: bool  # False: frames reach the model as timestamps only
-    deterministic: bool  # True: k samples and swaps of the same input cannot differ
+    deterministic: bool  # True: k samples and swaps of the same input cannot differ (no temperature)
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
         """Grade one turn; raise JudgeFailure when no valid judgement can be had."""

@@ -1,7 +1,11 @@
 """Any model litellm can reach (hosted APIs, or a self-hosted OpenAI-compatible server via
 api_base), with validated JSON replies and retries through tenacity.
 
-- temperature 0 and a fixed seed by default; the model id the server reports is recorded;
+- temperature 0 and a fixed seed by default (k > 1 samples: the request's temperature and seed);
+  the model id the server reports is recorded;
+- the reply's token log-probabilities (`logprobs`, 5 candidates a token) where the provider takes
+  them, mapped to the probability of each option of each label field; a server that refuses the
+  parameter is asked again without it, and no more after that;
 - a reply that breaks the rubric is re-asked with the validator's reason (bounded; reask.py);
 - tenacity retries 429, 5xx, timeouts and dropped connections with exponential backoff
   and jitter, waiting as long as a Retry-After header asks when there is one; signs of
@@ -26,8 +30,10 @@ from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
 from ..runner.endpoint import EndpointBusy, Gate, UnlimitedGate
 from ..schema import Item, Judgement, JudgeErrorKind, Usage
 from .base import JudgeFailure, JudgeRequest, JudgeResult
-from .reask import InvalidReply, parse_judgement, problems, reask_messages
+from .confidence import LabelProbs, field_options, label_probabilities, steps_from_logprobs
+from .reask import InvalidReply, json_text, parse_judgement, problems, reask_messages
 
+TOP_LOGPROBS = 5
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 OVERLOAD_STATUS = {408, 429, 503, 529}  # the server is over capacity, or did not answer in time
 
@@ -118,9 +124,11 @@ class LiteLLMJudge:
                  temperature: float = 0.0, seed: int = 1234, timeout: float = 120.0, max_retries: int = 5,
                  max_reasks: int = 2, images: bool = True, max_wait: float = 60.0,
                  max_tokens: int = 1024, overload_budget_s: float = 600.0,
-                 price: tuple[float, float] | None = None, gate: Gate | None = None) -> None:
+                 price: tuple[float, float] | None = None, gate: Gate | None = None,
+                 logprobs: bool | None = None) -> None:
         """`price`: (USD per prompt token, per completion token) instead of litellm's price list
-        (0, 0 for a self-hosted model). `gate`: the runner's Endpoint for this model server."""
+        (0, 0 for a self-hosted model). `gate`: the runner's Endpoint for this model server.
+        `logprobs`: ask for token log-probabilities (None: where litellm says the provider takes them)."""
         import litellm
 
         # litellm prints banners and "Give Feedback" notes to stdout on errors and unknown prices;
@@ -144,6 +152,17 @@ class LiteLLMJudge:
         self.price = price
         self.gate: Gate = gate or UnlimitedGate()
         self._priced: bool | None = None  # whether litellm knows this model's price (None: not asked yet)
+        self.logprobs = logprobs if logprobs is not None else self._provider_takes_logprobs()
+
+    def _provider_takes_logprobs(self) -> bool:
+        import litellm
+
+        try:
+            _, provider, _, _ = litellm.get_llm_provider(self.model, api_base=self.api_base)
+            params = litellm.get_supported_openai_params(model=self.model, custom_llm_provider=provider)
+        except Exception:  # a model litellm cannot place: do not ask
+            return False
+        return "logprobs" in (params or [])
 
     def server(self) -> str | None:
         """The base URL of the self-hosted server this judge calls (vLLM, Ollama, an
@@ -198,6 +217,9 @@ class LiteLLMJudge:
         usage = Usage(prompt_tokens=0, completion_tokens=0, cost_usd=None, attempts=0)
         raws: list[str] = []
         served: list[str] = []
+        notes: list[str] = []
+        temperature = self.temperature if request.temperature is None else request.temperature
+        seed = self.seed if request.seed is None else request.seed
 
         def on_response(response: Any) -> None:
             usage.attempts += 1
@@ -251,7 +273,8 @@ class LiteLLMJudge:
                     left = self.overload_budget_s - (time.monotonic() - started)
                     async with self.gate.slot(tokens, wait_s=max(left, 0.0)) as slot:
                         try:
-                            judgement = await self._ask(messages, rubric, t, on_response)
+                            judgement, probs = await self._ask(messages, rubric, t, on_response,
+                                                               temperature, seed, notes)
                         except Exception as exc:
                             if is_overload(exc):
                                 cause = api_error(exc) or exc
@@ -267,32 +290,66 @@ class LiteLLMJudge:
                                f"{self.overload_budget_s:g} s after {tries} attempt(s): {exc}", None, usage) from None
         except Exception as exc:  # every failure becomes a record, never a crash or a label
             raise self._failure(exc, raws, usage, tries) from None
-        notes = [f"served by {m}" for m in served]
-        return JudgeResult(judgement, usage, rendered.hash, raws[-1] if raws else None, notes)
+        notes += [f"served by {m}" for m in served]
+        return JudgeResult(judgement, usage, rendered.hash, raws[-1] if raws else None, notes, label_probs=probs)
 
-    async def _ask(self, messages: list[dict[str, Any]], rubric: Rubric, t: Any,
-                   on_response: Any) -> Judgement:
-        """One attempt: a call, and up to `max_reasks` more when the reply breaks the rubric."""
+    async def _complete(self, messages: list[dict[str, Any]], temperature: float, seed: int,
+                        notes: list[str]) -> Any:
+        """One call; with logprobs where they are asked for. A server that refuses them (400, 422)
+        is asked again without, and not asked for them again once that works."""
+        import litellm
+
+        kwargs: dict[str, Any] = dict(
+            model=self.model, messages=messages, response_format={"type": "json_object"},
+            temperature=temperature, seed=seed, max_tokens=self.max_tokens, timeout=self.timeout,
+            api_base=self.api_base, api_key=self.api_key, num_retries=0)
+        if not self.logprobs:
+            return await litellm.acompletion(**kwargs)
+        try:
+            return await litellm.acompletion(**kwargs, logprobs=True, top_logprobs=TOP_LOGPROBS)
+        except (litellm.BadRequestError, litellm.UnprocessableEntityError) as exc:
+            refused = exc
+        response = await litellm.acompletion(**kwargs)  # fails as it would have: not about logprobs
+        self.logprobs = False
+        notes.append(f"the server refused logprobs ({str(refused)[:200]}); asked without them from now on")
+        return response
+
+    async def _ask(self, messages: list[dict[str, Any]], rubric: Rubric, t: Any, on_response: Any,
+                   temperature: float, seed: int, notes: list[str]) -> tuple[Judgement, LabelProbs | None]:
+        """One attempt: a call, and up to `max_reasks` more when the reply breaks the rubric; the
+        judgement and, where the server gave log-probabilities, its labels' option probabilities."""
         import json
 
-        import litellm
         from pydantic import ValidationError
 
         for asked in range(self.max_reasks + 1):
-            response = await litellm.acompletion(
-                model=self.model, messages=messages, response_format={"type": "json_object"},
-                temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens, timeout=self.timeout,
-                api_base=self.api_base, api_key=self.api_key, num_retries=0)
+            response = await self._complete(messages, temperature, seed, notes)
             on_response(response)
             reply = response.choices[0].message.content or ""
             try:
-                return parse_judgement(reply, rubric, t)
+                judgement = parse_judgement(reply, rubric, t)
             except (ValidationError, json.JSONDecodeError) as exc:
                 why = problems(exc)
                 if asked == self.max_reasks:
                     raise InvalidReply(why) from None
                 messages = reask_messages(messages, reply, why)
+                continue
+            return judgement, self._label_probs(response, reply)
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _label_probs(response: Any, reply: str) -> LabelProbs | None:
+        import json
+
+        logprobs = getattr(response.choices[0], "logprobs", None)
+        content = getattr(logprobs, "content", None) if not isinstance(logprobs, dict) else logprobs.get("content")
+        if not content:
+            return None
+        try:
+            data = json.loads(json_text(reply))
+        except json.JSONDecodeError:
+            return None
+        return label_probabilities(reply, steps_from_logprobs(content), field_options(data)) or None
 
     def _failure(self, exc: BaseException, raws: list[str], usage: Usage, tries: int) -> JudgeFailure:
         import litellm

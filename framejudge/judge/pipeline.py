@@ -21,6 +21,7 @@ from ..rubrics.prompt import PromptFrame
 from ..rubrics.rules import error_message_match
 from ..schema import (
     Category,
+    Confidence,
     GradeOptions,
     Item,
     Judgement,
@@ -36,6 +37,8 @@ from ..schema import (
     Verdict,
 )
 from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult
+from .confidence import (LabelProbs, blind_confidence, combine, logprob_confidence, not_informative,
+                         sample_confidence, swap_confidence)
 from .reference import rank_pair
 
 Record = Verdict | JudgeError
@@ -182,7 +185,7 @@ class Grader:
 
     # ---------------------------------------------------------------- judge calls
     def _cache_key(self, item: Item, turn: int, video_hash: str | None, params: SamplerParams | None,
-                   sample: int, blind: bool) -> str | None:
+                   sample: int, blind: bool, temperature: float | None = None, seed: int | None = None) -> str | None:
         if self._cache is None:
             return None  # no verdict cache: no key to compute
         payload = {
@@ -192,20 +195,20 @@ class Grader:
             "endpoint": getattr(self.judge, "api_base", None),
             "turns": [t.model_dump(mode="json") for t in item.turns[: turn + 1]],
             "task": item.task_type.value, "expression": item.expression, "domain": item.domain,
-            "sample": sample, "blind": blind,
+            "sample": sample, "blind": blind, "temperature": temperature, "seed": seed,
         }
         return "verdict:" + hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
-    async def _call(self, item: Item, turn: int, frames: _Frames, sample: int,
-                    key: str | None) -> JudgeResult:
+    async def _call(self, item: Item, turn: int, frames: _Frames, sample: int, key: str | None,
+                    temperature: float | None = None, seed: int | None = None) -> JudgeResult:
         if self._cache is not None and key is not None:
             hit = self._cache.get(key)
             if hit is not None:
                 data = json.loads(hit)
                 return JudgeResult(Judgement.model_validate(data["judgement"]), None, data.get("prompt_hash"),
-                                   notes=["from the verdict cache"])
+                                   notes=["from the verdict cache"], label_probs=data.get("label_probs"))
         shown = await frames.prompt_frames()  # encoded only when a model is actually asked
-        result = await self.judge.judge(JudgeRequest(item, turn, self.rubric, shown, sample))
+        result = await self.judge.judge(JudgeRequest(item, turn, self.rubric, shown, sample, temperature, seed))
         if item.turns[turn].response_b is None and result.judgement.response_b is not None:
             # a one-response turn has no B and no preference, whatever a model says
             result.judgement = result.judgement.model_copy(
@@ -213,7 +216,7 @@ class Grader:
             result.notes = [*result.notes, "the judge graded a response B this turn does not have; dropped"]
         if self._cache is not None and key is not None:
             self._cache.set(key, json.dumps({"judgement": result.judgement.model_dump(mode="json"),
-                                             "prompt_hash": result.prompt_hash}))
+                                             "prompt_hash": result.prompt_hash, "label_probs": result.label_probs}))
         return result
 
     # ---------------------------------------------------------------- one item
@@ -251,6 +254,7 @@ class Grader:
         ruled = self._by_rules(item, turn)
         if ruled is not None:
             return Verdict(**ruled.model_dump(), item_id=item.id, turn=turn, decided_by="rules",
+                           confidence=not_informative("decided by the rubric's error-string rules, not by a judge"),
                            provenance=self._provenance(started, None, [], None, None, ["decided by the error-string rules"]))
         try:
             if self.judge.needs_frames and item.video:
@@ -264,31 +268,40 @@ class Grader:
         notes: list[str] = []
         if frames and not self.judge.sees_images:
             notes.append("text-only judge: frames given as timestamps, no images")
+        k_samples = 1 if self.judge.deterministic else max(1, self.options.samples)
+        # k samples must be able to differ: each is drawn above temperature 0, with its index as seed
+        temperature = self.options.sample_temperature if k_samples > 1 else None
         try:
-            results = []
+            results: list[Judgement] = []
+            probs: list[LabelProbs | None] = []
             prompt_hash = None
-            for k in range(max(1, self.options.samples)):
-                key = self._cache_key(item, turn, video_hash, params, k, False)
-                r = await self._call(item, turn, frames, k, key)
+            for k in range(k_samples):
+                seed = k if k_samples > 1 else None
+                key = self._cache_key(item, turn, video_hash, params, k, False, temperature, seed)
+                r = await self._call(item, turn, frames, k, key, temperature, seed)
                 usage = _add_usage(usage, r.usage)
                 prompt_hash = prompt_hash or r.prompt_hash
                 notes += [n for n in r.notes if n not in notes]
                 results.append(r.judgement)
-                if self.judge.deterministic:
-                    break
+                probs.append(r.label_probs)
+            if k_samples > 1:
+                notes.append(f"{k_samples} samples at temperature {temperature:g}, seeds 0 to {k_samples - 1}")
             judgement, agreement = _majority(results)
+            first, swapped_back = judgement, None
             swap_check = None
             if t.response_b is not None and self.options.swap_for(self.judge):
                 swapped_item = _swapped(item)
                 key = self._cache_key(swapped_item, turn, video_hash, params, 0, False)
                 r = await self._call(swapped_item, turn, frames, 0, key)
                 usage = _add_usage(usage, r.usage)
-                judgement, swap_check = _reconcile(self.rubric, item, turn, judgement, _map_back(r.judgement))
-            blind_unchanged = None
+                swapped_back = _map_back(r.judgement)
+                judgement, swap_check = _reconcile(self.rubric, item, turn, judgement, swapped_back)
+            blind_unchanged, blind_judgement = None, None
             if self.options.blind and frames:
                 key = self._cache_key(item, turn, video_hash, params, 0, True)
                 r = await self._call(item, turn, _Frames([], False, 0), 0, key)
                 usage = _add_usage(usage, r.usage)
+                blind_judgement = r.judgement
                 blind_unchanged = _same(judgement, r.judgement)
         except JudgeFailure as exc:
             return JudgeError(item_id=item.id, turn=turn, kind=exc.kind, message=exc.message,
@@ -299,11 +312,36 @@ class Grader:
             notes.append(f"deterministic judge: {self.options.samples} samples would be identical; one taken")
         data = judgement.model_dump()
         data["multiturn"] = data["multiturn"] or turn > 0
+        confidence = self._confidence(turn, judgement, results, probs, first, swapped_back, blind_judgement)
         return Verdict(
             **data, item_id=item.id, turn=turn, swap=swap_check,
             sample_agreement=agreement if len(results) > 1 else None, blind_unchanged=blind_unchanged,
-            provenance=self._provenance(started, prompt_hash, frames.timestamps, params, usage, notes),
+            confidence=confidence, provenance=self._provenance(started, prompt_hash, frames.timestamps, params, usage, notes),
         )
+
+    def _confidence(self, turn: int, verdict: Judgement, samples: list[Judgement], probs: list[LabelProbs | None],
+                    first: Judgement, swapped_back: Judgement | None, blind: Judgement | None) -> Confidence:
+        """Per-field confidence from the swap, the samples, the label tokens' probabilities and the
+        blind control, as far as each was done (confidence.py)."""
+        given = [p for p in probs if p]
+        if self.judge.deterministic and not given:
+            return not_informative(f"the {self.judge.backend} judge is deterministic: it gives the same verdict "
+                                   "however sure it is, so no confidence is measured")
+        methods: dict[str, dict[str, float]] = {}
+        if swapped_back is not None:
+            methods["swap"] = swap_confidence(first, swapped_back)
+        if len(samples) > 1:
+            methods["samples"] = sample_confidence(samples, verdict)
+        if given:
+            methods["logprobs"] = logprob_confidence(given, verdict)
+        if blind is not None:
+            methods["blind"] = blind_confidence(blind, verdict)
+        if turn > 0:  # a later turn of a conversation is multi-turn by construction, not by the judge
+            for by in methods.values():
+                by.pop("multiturn", None)
+        return combine(methods, None if methods else (
+            "no confidence measured: one sample, no swap, no blind control, and the backend gave no "
+            "token probabilities"))
 
     def decided_by_rules(self, item: Item, turn: int) -> bool:
         """Error strings decide without a model when they decide every response of the turn."""

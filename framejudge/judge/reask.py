@@ -24,7 +24,7 @@ class InvalidReply(Exception):
     """The model gave no valid judgement within its re-asks; the message says why."""
 
 
-def _json_text(reply: str) -> str:
+def json_text(reply: str) -> str:
     fenced = _FENCE.search(reply)
     text = fenced.group(1) if fenced else reply
     start, end = text.find("{"), text.rfind("}")
@@ -45,7 +45,7 @@ def problems(exc: ValidationError | json.JSONDecodeError) -> str:
 def parse_judgement(reply: str, rubric: Rubric, turn: Turn) -> Judgement:
     """The reply as a Judgement valid under the rubric for this turn's responses; raises
     ValidationError or json.JSONDecodeError."""
-    data = json.loads(_json_text(reply))
+    data = json.loads(json_text(reply))
     return Judgement.model_validate(data, context={"rubric": rubric,
                                                    "responses": {"a": turn.response_a, "b": turn.response_b}})
 

@@ -2,14 +2,18 @@
 
 Text-only models get the frames' timestamps and no images (provenance says so);
 vision-language models get the frames as images through their processor and chat
-template. Generation is greedy and constrained in two steps so that every reply
-is not just valid JSON but valid under the rubric:
+template. Generation is greedy (k > 1 samples: at the request's temperature, seeded by
+the request's seed) and constrained in two steps so that every reply is not just valid
+JSON but valid under the rubric:
 
 1. the grades, with each response's category restricted to what the rubric's
    deterministic rules allow (Error message exactly for the fixed error strings);
 2. for pairs, the preference, restricted to what the rubric allows given those
    categories (a Successful response always wins; Both only on a shared category),
    and the criterion that decided it.
+
+Every judgement comes with the probability of each option of each label field, from the
+model's scores where the label tokens were chosen (confidence.label_probabilities).
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ from ..rubrics.prompt import PromptFrame, render_prompt
 from ..rubrics.rules import error_message_match
 from ..schema import Category, Item, Judgement, JudgeErrorKind, Preference, Usage
 from .base import JudgeFailure, JudgeRequest, JudgeResult, JudgeStopped
+from .confidence import FLAG_OPTIONS, LabelProbs, TokenStep, label_probabilities
 
 RATIONALE_CHARS = 120
+TOP_TOKENS = 20  # candidates kept per generated token, for the label probabilities
 # Every constrained reply fits: two grades of at most ~150 tokens each plus the structure.
 MAX_NEW_TOKENS = 512
 
@@ -146,10 +152,40 @@ def _stopping(event: threading.Event) -> Any:
     return StoppingCriteriaList([OnEvent()])
 
 
+def token_steps(tokenizer: Any, ids: list[int], scores: Any, temperature: float | None) -> list[TokenStep]:
+    """Each generated token's text and the probabilities of the top candidates at its position,
+    from the scores generation saw (the grammar's mask applied; a sampling temperature undone)."""
+    import torch
+
+    texts = [tokenizer.decode([i], skip_special_tokens=True) for i in ids]
+    whole = tokenizer.decode(ids, skip_special_tokens=True)
+    if "".join(texts) != whole:  # a character split over tokens: take each token's share of the text
+        texts, before = [], ""
+        for n in range(1, len(ids) + 1):
+            upto = tokenizer.decode(ids[:n], skip_special_tokens=True)
+            texts.append(upto[len(before):] if upto.startswith(before) else "")
+            before = upto if upto.startswith(before) else before
+    steps = []
+    for i, chosen in enumerate(ids):
+        row = scores[i][0].float()
+        if temperature:
+            row = row * temperature
+        probs = torch.softmax(row, dim=-1)
+        top = torch.topk(probs, TOP_TOKENS)
+        cand: dict[str, float] = {}
+        for p, tid in zip(top.values.tolist(), top.indices.tolist()):
+            if p > 0 and tid != chosen:
+                text = tokenizer.decode([tid], skip_special_tokens=True)
+                cand[text] = cand.get(text, 0.0) + p
+        cand[texts[i]] = cand.get(texts[i], 0.0) + float(probs[chosen])
+        steps.append(TokenStep(texts[i], cand))
+    return steps
+
+
 class TransformersJudge:
     backend = "transformers"
     needs_frames = True
-    deterministic = True  # greedy decoding
+    deterministic = False  # greedy for one sample; k samples are drawn at a temperature above 0
     spends = False
 
     def __init__(self, spec: str, max_new_tokens: int = MAX_NEW_TOKENS, context_tokens: int = 8192) -> None:
@@ -203,7 +239,8 @@ class TransformersJudge:
         return self._loaded
 
     # ------------------------------------------------------------------ generation
-    def _generate(self, messages: list[dict[str, Any]], images: list[Any], schema: dict[str, Any]) -> tuple[str, int, int]:
+    def _generate(self, messages: list[dict[str, Any]], images: list[Any], schema: dict[str, Any],
+                  temperature: float | None = None, seed: int | None = None) -> tuple[str, int, int, list[TokenStep]]:
         import torch
         import xgrammar as xgr
 
@@ -219,15 +256,20 @@ class TransformersJudge:
             inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
                                                    return_dict=True)
         prompt_len = inputs["input_ids"].shape[1]
+        sampling: dict[str, Any] = {"do_sample": False}
+        if temperature:  # plain temperature sampling from what the grammar allows
+            sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+            torch.manual_seed(seed or 0)  # under the judge's lock: one generation at a time
         with torch.no_grad():
-            out = model.generate(**inputs, max_new_tokens=self.max_new_tokens, do_sample=False,
+            out = model.generate(**inputs, max_new_tokens=self.max_new_tokens, **sampling,
                                  logits_processor=[xgr.contrib.hf.LogitsProcessor(grammar)],
-                                 stopping_criteria=_stopping(self._stop),
-                                 pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
+                                 stopping_criteria=_stopping(self._stop), return_dict_in_generate=True,
+                                 output_scores=True, pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
         if self._stop.is_set():  # cut short: a partial reply is no reply
             raise JudgeStopped("the judge was stopped during generation")
-        new = out[0][prompt_len:]
-        return tokenizer.decode(new, skip_special_tokens=True), prompt_len, int(new.shape[0])
+        new = out.sequences[0][prompt_len:]
+        steps = token_steps(tokenizer, new.tolist(), out.scores, temperature)
+        return tokenizer.decode(new, skip_special_tokens=True), prompt_len, int(new.shape[0]), steps
 
     def _messages(self, rubric: Rubric, item: Item, turn: int, frames: list[PromptFrame]) -> tuple[list[dict[str, Any]], list[Any], str]:
         shown = frames if self.sees_images else [PromptFrame(f.timestamp) for f in frames]
@@ -254,24 +296,31 @@ class TransformersJudge:
         messages, images, prompt_hash = self._messages(rubric, item, turn, request.frames)
         usage = Usage(prompt_tokens=0, completion_tokens=0, attempts=0)
         raw_parts: list[str] = []
+        label_probs: LabelProbs = {}
 
-        def step(msgs: list[dict[str, Any]], schema: dict[str, Any]) -> dict[str, Any]:
+        def step(msgs: list[dict[str, Any]], schema: dict[str, Any], options: dict[str, list[str]]) -> dict[str, Any]:
             with self._lock:
-                text, p, c = self._generate(msgs, images, schema)
+                text, p, c, steps = self._generate(msgs, images, schema, request.temperature, request.seed)
             usage.prompt_tokens += p
             usage.completion_tokens += c
             usage.attempts += 1
             raw_parts.append(text)
             try:
-                return json.loads(text)
+                reply = json.loads(text)
             except json.JSONDecodeError:
                 raise JudgeFailure(JudgeErrorKind.unparseable, "the model's reply is not complete JSON "
                                    f"(cut at {self.max_new_tokens} tokens?)", "\n".join(raw_parts), usage) from None
+            label_probs.update(label_probabilities(text, steps, options))
+            return reply
 
         instruction = ("First grade the responses. Reply with JSON holding each response's category, "
                        "a one-sentence rationale and the integrity flag.")
         shown = [round(f.timestamp, 2) for f in request.frames] if images else []
-        first = step(self._with_user(messages, instruction), grades_schema(rubric, item, turn, shown))
+        options = {"category_a": allowed_categories(rubric, t.response_a), "integrity_a": FLAG_OPTIONS,
+                   "transcription_error": FLAG_OPTIONS}
+        if t.response_b is not None:
+            options.update(category_b=allowed_categories(rubric, t.response_b), integrity_b=FLAG_OPTIONS)
+        first = step(self._with_user(messages, instruction), grades_schema(rubric, item, turn, shown), options)
         data: dict[str, Any] = {"response_a": first["response_a"], "transcription_error": first["transcription_error"],
                                 "multiturn": turn > 0}
         if t.response_b is not None:
@@ -280,8 +329,9 @@ class TransformersJudge:
                 {"role": "assistant", "content": json.dumps(first) if not self.sees_images else [{"type": "text", "text": json.dumps(first)}]},
             ]
             ask = "Now say which response is preferred and the criterion that decided it."
-            second = step(self._with_user(follow, ask), preference_schema(
-                rubric, Category(first["response_a"]["category"]), Category(first["response_b"]["category"])))
+            cats = Category(first["response_a"]["category"]), Category(first["response_b"]["category"])
+            second = step(self._with_user(follow, ask), preference_schema(rubric, *cats),
+                          {"preference": allowed_preferences(*cats)})
             data["preference"] = second["preference"]
             crit = second["deciding_criterion"]
             data["deciding_criterion"] = None if crit == "none" else crit
@@ -289,7 +339,7 @@ class TransformersJudge:
             judgement = Judgement.model_validate(data, context={"rubric": rubric, "responses": {"a": t.response_a, "b": t.response_b}})
         except ValueError as exc:
             raise JudgeFailure(JudgeErrorKind.invalid_after_retries, str(exc), "\n".join(raw_parts), usage) from None
-        return JudgeResult(judgement, usage, prompt_hash, "\n".join(raw_parts))
+        return JudgeResult(judgement, usage, prompt_hash, "\n".join(raw_parts), label_probs=label_probs or None)
 
     @staticmethod
     def _with_user(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:

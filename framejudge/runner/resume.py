@@ -40,6 +40,8 @@ def _options_differences(old: GradeOptions, now: GradeOptions, grader: Grader) -
     for name, label in (("swap", "swap"), ("samples", "samples"), ("blind", "blind control")):
         if getattr(old, name) != getattr(now, name):
             found.append(f"{label}: {getattr(old, name)} in the file, {getattr(now, name)} now")
+    if now.samples > 1 and old.samples == now.samples and old.sample_temperature != now.sample_temperature:
+        found.append(f"sample temperature: {old.sample_temperature:g} in the file, {now.sample_temperature:g} now")
     if grader.judge.sees_images and old.jpeg_quality != now.jpeg_quality:
         found.append(f"jpeg quality: {old.jpeg_quality} in the file, {now.jpeg_quality} now")
     return found

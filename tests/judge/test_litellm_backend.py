@@ -41,7 +41,9 @@ BREAKS_RUBRIC = {**GOOD, "preference": "B", "deciding_criterion": "helpfulness"}
 
 
 class ScriptedServer:
-    def __init__(self, script: list[tuple[int, dict | str, dict]]):
+    def __init__(self, script: list):
+        """`script`: (status, payload, headers) replies in turn (the last one repeated), or functions
+        of the request's body that return one."""
         self.script = list(script)
         self.requests: list[dict] = []
         server = self
@@ -53,7 +55,8 @@ class ScriptedServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append({"path": self.path, "body": body, "time": time.monotonic()})
-                status, payload, headers = server.script.pop(0) if len(server.script) > 1 else server.script[0]
+                entry = server.script.pop(0) if len(server.script) > 1 else server.script[0]
+                status, payload, headers = entry(body) if callable(entry) else entry  # a reply to the request
                 data = (json.dumps(payload) if not isinstance(payload, str) else payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -225,3 +228,94 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]  # nothing listens once the socket is closed
+
+
+# ------------------------------------------------------------------ log-probabilities and samples
+
+def with_logprobs(content: str, alternatives: dict[str, dict[str, float]], model: str = "scripted-model-2026-11") -> dict:
+    """A completion whose reply comes with OpenAI-style token log-probabilities: the reply cut into
+    words, punctuation marks and spaces, each token chosen with what its alternatives leave."""
+    import math
+    import re
+
+    tokens = []
+    for tok in re.findall(r"\w+|\s+|[^\w\s]", content):
+        alt = alternatives.get(tok, {})
+        chosen = 1.0 - sum(alt.values())
+        top = [{"token": tok, "logprob": math.log(chosen), "bytes": list(tok.encode())}]
+        top += [{"token": t, "logprob": math.log(p), "bytes": list(t.encode())} for t, p in alt.items()]
+        tokens.append({"token": tok, "logprob": math.log(chosen), "bytes": list(tok.encode()), "top_logprobs": top})
+    body = completion(content, model)
+    body["choices"][0]["logprobs"] = {"content": tokens}
+    return body
+
+
+LABEL_ALTERNATIVES = {"Successful": {"Not": 0.25}, "Missing": {"Irrelevant": 0.3, "Not": 0.1}, "A": {"B": 0.1}}
+
+
+def test_a_server_that_gives_logprobs_gives_each_labels_option_probabilities():
+    from framejudge.judge import JudgeRequest
+
+    def reply(body):
+        assert body.get("logprobs") is True and body.get("top_logprobs") == 5
+        return 200, with_logprobs(json.dumps(GOOD), LABEL_ALTERNATIVES), {}
+
+    with ScriptedServer([reply]) as base:
+        judge = LiteLLMJudge("openai/scripted", api_base=base, api_key="k")
+        assert judge.logprobs is True  # litellm says an OpenAI-compatible server takes them
+        result = asyncio.run(judge.judge(JudgeRequest(ITEM, 0, RUBRIC)))
+        [v] = grade(judge)
+    probs = result.label_probs
+    chosen = {"category_a": "Successful", "category_b": "Missing", "preference": "A"}
+    assert set(probs) == set(chosen)
+    for name, label in chosen.items():
+        assert sum(probs[name].values()) == pytest.approx(1.0)
+        assert max(probs[name], key=probs[name].get) == label
+    assert probs["category_a"]["Not Successful"] == pytest.approx(0.25)
+    assert probs["category_b"] == pytest.approx({"Successful": 0, "Not Successful": 0.1, "Irrelevant": 0.3,
+                                                  "Missing": 0.6, "Error message": 0})
+    assert v.confidence.informative and v.confidence.methods == {"logprobs": v.confidence.fields}
+    assert v.confidence.fields == pytest.approx({"category_a": 0.75, "category_b": 0.6, "preference": 0.9})
+
+
+def test_a_server_that_refuses_logprobs_still_grades_and_is_not_asked_for_them_again():
+    def reply(body):
+        if "logprobs" in body or "top_logprobs" in body:
+            return 400, {"error": {"message": "logprobs is not supported", "type": "invalid_request_error"}}, {}
+        return 200, completion(json.dumps(GOOD)), {}
+
+    server = ScriptedServer([reply])
+    with server as base:
+        judge = LiteLLMJudge("openai/scripted", api_base=base, api_key="k")
+        [v1] = grade(judge)
+        [v2] = grade(judge)
+    assert isinstance(v1, Verdict) and isinstance(v2, Verdict), (v1, v2)
+    assert ["logprobs" in r["body"] for r in server.requests] == [True, False, False]
+    assert any("the server refused logprobs" in n for n in v1.provenance.notes)
+    assert v1.confidence.informative is False and v1.provenance.usage.attempts == 1
+    # a judges file can say not to ask at all, or to ask where litellm does not know
+    from framejudge.schema import JudgeConfig
+
+    spec = "litellm:openai/scripted"
+    assert make_judge(spec, base, JudgeConfig(spec=spec, logprobs=False)).logprobs is False
+    assert make_judge("litellm:anthropic/claude-x", base).logprobs is False  # litellm: it does not take them
+    assert make_judge("litellm:anthropic/claude-x", base,
+                      JudgeConfig(spec="litellm:anthropic/claude-x", logprobs=True)).logprobs is True
+
+
+def test_k_samples_reach_the_server_at_a_temperature_with_a_seed_each():
+    other = {**GOOD, "response_b": {"category": "Irrelevant", "rationale": "off topic"}}
+
+    def reply(body):
+        return 200, completion(json.dumps(other if body["seed"] == 1 else GOOD)), {}
+
+    server = ScriptedServer([reply])
+    with server as base:
+        judge = LiteLLMJudge("openai/scripted", api_base=base, api_key="k", logprobs=False)
+        [v] = asyncio.run(Grader(judge, RUBRIC, GradeOptions(cache=False, swap=False, samples=3)).grade(ITEM))
+    sent = [(r["body"]["temperature"], r["body"]["seed"]) for r in server.requests]
+    assert sent == [(0.7, 0), (0.7, 1), (0.7, 2)]
+    assert v.response_b.category.value == "Missing" and v.sample_agreement == pytest.approx(2 / 3)
+    assert v.confidence.methods["samples"]["category_b"] == pytest.approx(2 / 3, abs=1e-6)
+    assert v.confidence.fields["category_a"] == 1.0
+    assert "3 samples at temperature 0.7, seeds 0 to 2" in v.provenance.notes

@@ -16,6 +16,7 @@ pytest.importorskip("xgrammar")
 from framejudge.examples.clips import countdown  # noqa: E402
 from framejudge.examples.synth import cfr_times, write_video  # noqa: E402
 from framejudge.judge import GradeOptions, Grader, make_judge  # noqa: E402
+from framejudge.judge.confidence import label_keys  # noqa: E402
 from framejudge.judge.transformers_backend import allowed_preferences, preference_schema  # noqa: E402
 from framejudge.rubrics import get_rubric  # noqa: E402
 from framejudge.schema import Category, Item, SamplerParams, Verdict  # noqa: E402
@@ -34,8 +35,23 @@ def smollm2():
     return make_judge("transformers:smollm2")
 
 
+class Recording:
+    """A judge as it is, keeping what each call returned."""
+
+    def __init__(self, judge):
+        self.inner, self.results = judge, []
+        for name in ("backend", "model_id", "needs_frames", "sees_images", "deterministic"):
+            setattr(self, name, getattr(judge, name))
+
+    async def judge(self, request):
+        result = await self.inner.judge(request)
+        self.results.append(result)
+        return result
+
+
 def grade(judge, item, n=4):
-    return asyncio.run(Grader(judge, RUBRIC, GradeOptions(sampler=SamplerParams(n=n), cache=False)).grade(item))
+    options = GradeOptions(sampler=SamplerParams(n=n), cache=False, swap=False)  # one call a turn: it is slow
+    return asyncio.run(Grader(judge, RUBRIC, options).grade(item))
 
 
 def test_smollm2_single_response_verdict_is_valid(smollm2, clip):
@@ -52,14 +68,29 @@ def test_smollm2_single_response_verdict_is_valid(smollm2, clip):
     assert v.provenance.usage.completion_tokens > 0
 
 
-def test_smollm2_pair_verdicts_obey_the_rubric(smollm2, clip):
+def test_smollm2_pair_verdicts_obey_the_rubric_and_give_label_probabilities(smollm2, clip):
     item = Item(id="pair", video=str(clip), turns=[{
         "question": "What number comes after 10?", "golden": "9",
         "response_a": "It counts down to 9 next.", "response_b": "I cannot answer that."}])
-    [v] = grade(smollm2, item)
+    judge = Recording(smollm2)
+    [v] = grade(judge, item)
     assert isinstance(v, Verdict), v
     assert v.response_b.category == Category.error_message  # the rule constrains the model
-    assert v.preference.value in allowed_preferences(v.response_a.category, v.response_b.category)
+    allowed = allowed_preferences(v.response_a.category, v.response_b.category)
+    assert v.preference.value in allowed
+    # from the model's scores where each label was chosen: a distribution over the field's options
+    [result] = judge.results
+    chosen = {name: value for name, value in label_keys(v).items() if name != "multiturn"}
+    probs = result.label_probs
+    assert set(probs) == set(chosen)
+    for name, label in chosen.items():
+        assert sum(probs[name].values()) == pytest.approx(1.0), (name, probs[name])
+        assert max(probs[name], key=probs[name].get) == label, (name, probs[name])
+    assert probs["category_b"] == {"Error message": 1.0}  # the only option the rule leaves
+    assert set(probs["preference"]) == set(allowed) and set(probs["integrity_a"]) == {"true", "false"}
+    assert len(probs["category_a"]) == 4 and 0 < probs["category_a"][chosen["category_a"]] <= 1
+    assert v.confidence.informative and set(v.confidence.methods) == {"logprobs"}
+    assert v.confidence.fields == pytest.approx({n: probs[n][label] for n, label in chosen.items()}, abs=1e-6)
 
 
 def test_preference_constraints():
@@ -120,6 +151,7 @@ def test_tiny_vlm_gets_the_frames_as_images(tiny_vlm, clip):
     assert v.preference.value in allowed_preferences(v.response_a.category, v.response_b.category)
     shown = {round(t, 2) for t in v.provenance.frame_timestamps}
     assert set(v.response_a.evidence_timestamps) <= shown
+    assert v.confidence.informative and set(v.confidence.methods["logprobs"]) >= {"category_a", "preference"}
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from ...calibration.adjudication import majority_values
 from ...judge.batch import latest
-from ...schema import LABEL_FIELDS, HumanLabel, Item, JudgeError, LabelValues, ReviewDecision, Verdict
+from ...schema import LABEL_FIELDS, HumanLabel, Item, JudgeError, LabelValues, ReviewDecision, Verdict, judge_values
 
 # why a unit is worth reviewing, most important first
 REASONS = {
@@ -24,16 +24,6 @@ REASONS = {
 }
 State = Literal["to_review", "done", "skipped", "conflicting"]
 STATES: tuple[State, ...] = ("to_review", "done", "skipped", "conflicting")
-
-
-def judge_values(verdict: Verdict) -> LabelValues:
-    """A verdict's labels in the fields annotators label."""
-    return LabelValues(category_a=verdict.response_a.category,
-                       category_b=verdict.response_b.category if verdict.response_b else None,
-                       preference=verdict.preference,
-                       integrity_a=verdict.response_a.integrity_violation,
-                       integrity_b=verdict.response_b.integrity_violation if verdict.response_b else None,
-                       transcription_error=verdict.transcription_error, multiturn=verdict.multiturn)
 
 
 def values_of(label: HumanLabel) -> LabelValues:
