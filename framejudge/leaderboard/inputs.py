@@ -137,7 +137,7 @@ def load_lineup(paths: Sequence[str | os.PathLike[str]] = (),
     first_where: dict[str, str] = {}
     for path, name in sources:
         items, several = read_model_items(path, name)
-        models = list(dict.fromkeys(m for _, it in items for m in it.models()))
+        models = list(dict.fromkeys(m for _, it in items for t in it.turns for m in t.responses))
         if not several:
             models = [name or path.stem]
         for m in models:
