@@ -123,15 +123,12 @@ def _merge(into: ModelItem, into_where: str, other: ModelItem, where: str) -> No
 def load_lineup(paths: Sequence[str | os.PathLike[str]] = (),
                 named: Sequence[tuple[str, str | os.PathLike[str]]] = ()) -> Lineup:
     """The models' answers from `paths` (responses files, or one model's items file each, named by
-    its stem) and `named` ((model, file): one model's items file). Items are matched by id and
+    its stem) and `named` ((model, file): one model's items file), in that order. Items are matched by id and
     turns by position; the questions, golden responses, times and videos must agree. A model
     that did not answer some turns is compared on the turns it answered."""
-    sources: list[tuple[Path, str | None]] = []
-    for name, p in named:
-        sources.append((Path(p), name))
-    for p in paths:
-        if not any(Path(p).absolute() == s.absolute() for s, _ in sources):
-            sources.append((Path(p), None))
+    names = {Path(p).absolute(): name for name, p in named}
+    sources: list[tuple[Path, str | None]] = [(Path(p), names.pop(Path(p).absolute(), None)) for p in paths]
+    sources += [(Path(p), name) for name, p in named if Path(p).absolute() in names]  # named, not in paths
     by_model: dict[str, str] = {}
     merged: dict[str, ModelItem] = {}
     first_where: dict[str, str] = {}

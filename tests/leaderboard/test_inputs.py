@@ -39,7 +39,8 @@ def test_one_file_per_model_named_by_stem_or_by_option(tmp_path):
     # beta stopped after the first turn of the conversation: compared on the turns it has
     b = model_file(tmp_path / "run7.jsonl", items, lambda i, k, t: None if k > 0 else f"b {i}")
     lineup = load_lineup([a], named=[("beta", b)])
-    assert lineup.models == ["beta", "alpha"]  # the named files first, then the others
+    assert lineup.models == ["alpha", "beta"]  # ITEMS, then the named files
+    assert load_lineup([b, a], named=[("beta", b)]).models == ["beta", "alpha"]  # a named file among ITEMS
     talk = next(it for it in lineup.items if it.id == "talk")
     assert [t.responses for t in talk.turns] == [{"beta": "b 3", "alpha": "a 3.0"}, {"alpha": "a 3.1"},
                                                  {"alpha": "a 3.2"}]
