@@ -235,6 +235,73 @@ class Item(BaseModel):
         return self.turns[0].response_b is not None
 
 
+def _model_name(name: str) -> str:
+    if name != name.strip() or any(c in name for c in "\x00\n\r\t"):
+        raise ValueError(f"model name {name!r}: no spaces at either end, no tabs or line breaks")
+    return name
+
+
+ModelName = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_model_name)]
+
+
+class ModelTurn(BaseModel):
+    """One question answered by several models: `responses` maps each model's name to its answer
+    (a model left out, or given null, did not answer this turn)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    time: float | None = Field(None, ge=0, description="seconds into the video the question was asked")
+    question: str = Field(min_length=1, max_length=MAX_TEXT)
+    golden: str | None = Field(None, max_length=MAX_TEXT)
+    responses: dict[ModelName, Annotated[str, Field(max_length=MAX_TEXT)] | None] = Field(
+        min_length=1, description="model name -> its answer")
+
+
+class ModelItem(BaseModel):
+    """An item whose turns carry the answers of several models (a leaderboard's input): the same
+    fields as Item, with `responses` in each turn in place of response_a and response_b."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=200)
+    video: str | None = Field(None, max_length=4096, description="path (or URL where allowed)")
+    task_type: TaskType = TaskType.single_turn
+    turns: list[ModelTurn] = Field(min_length=1, max_length=MAX_TURNS)
+    domain: str | None = Field(None, max_length=200)
+    expression: Literal["none", "meme_or_caption", "other"] = "none"
+    metadata: Metadata = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _shape(self) -> ModelItem:
+        from pydantic import ValidationError
+
+        try:  # the rules of an item's shape (turn count, times, video) are Item's own
+            self.item({t: "" for t in range(len(self.turns))}, None, self.id)
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            where = ".".join(str(x) for x in e["loc"])
+            raise ValueError((f"{where}: " if where else "") + e["msg"].removeprefix("Value error, ")) from None
+        return self
+
+    def models(self) -> list[str]:
+        """The models answering any of its turns, in the order they first appear."""
+        return list(dict.fromkeys(m for t in self.turns for m, answer in t.responses.items() if answer is not None))
+
+    def answer(self, model: str, turn: int) -> str | None:
+        return self.turns[turn].responses.get(model)
+
+    def item(self, answers_a: dict[int, str], answers_b: dict[int, str] | None, item_id: str,
+             metadata: dict[str, Any] | None = None) -> Item:
+        """An ordinary item of the turns in `answers_a` (turn -> response A; `answers_b` the same
+        turns' responses B, or None for one response), in their order."""
+        turns = [Turn(time=self.turns[t].time, question=self.turns[t].question, golden=self.turns[t].golden,
+                      response_a=a, response_b=None if answers_b is None else answers_b[t])
+                 for t, a in sorted(answers_a.items())]
+        return Item.model_validate({"id": item_id, "video": self.video, "task_type": self.task_type, "turns": turns,
+                                    "domain": self.domain, "expression": self.expression,
+                                    "metadata": self.metadata if metadata is None else metadata})
+
+
 class ResponseGrade(BaseModel):
     """The judge's grade of one response."""
 

@@ -876,4 +876,4 @@ def main() -> None:
 
 
 # the command groups kept in their own modules register themselves on `app`
-from . import align, labels, triage  # noqa: E402,F401
+from . import align, labels, leaderboard, triage  # noqa: E402,F401

@@ -1,0 +1,381 @@
+"""framejudge leaderboard and framejudge compare: models' answers to the same turns meet in
+battles, each an ordinary pairwise grading (rules first, both orders, cache, resumable)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from . import app, check_cache_folder, check_outputs, err, fail, flagged, out, report_problems, write_output
+
+
+class Pairs(str, Enum):
+    baseline = "baseline"
+    all = "all"
+
+
+Battles = Annotated[Path, typer.Option("--battles", help="battle verdicts JSONL; a rerun into it grades only the "
+                                                         "battles it lacks")]
+JudgeSpec = Annotated[str, typer.Option(help="reference | litellm:<model> | transformers:<path>",
+                                        envvar="FRAMEJUDGE_JUDGE")]
+ApiBase = Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for litellm",
+                                                envvar="FRAMEJUDGE_API_BASE")]
+JudgesPath = Annotated[Optional[Path], typer.Option("--judges", help="judges file (YAML), as for grade",
+                                                    envvar="FRAMEJUDGE_JUDGES_FILE")]
+RubricRef = Annotated[str, typer.Option(help="rubric id or file", envvar="FRAMEJUDGE_RUBRIC")]
+Frames = Annotated[int, typer.Option("-n", "--frames", help="frame budget per turn")]
+Swap = Annotated[bool, typer.Option("--swap/--no-swap", help="grade every battle in both orders")]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")]
+MediaRoot = Annotated[Optional[Path], typer.Option(help="relative video paths are under here (default: the first "
+                                                        "items file's folder)")]
+Concurrency = Annotated[Optional[int], typer.Option(help="model calls in flight at the start [default: the judges "
+                                                         "file's, else 8; 4 items]")]
+Regrade = Annotated[bool, typer.Option("--regrade", help="grade again the battles in --battles graded differently; "
+                                                         "the old records move to <battles>.superseded.jsonl")]
+Yes = Annotated[bool, typer.Option("--yes", help="do not ask before spending tokens")]
+
+
+def parse_named(named: Optional[list[str]]) -> list[tuple[str, Path]]:
+    """--model NAME=FILE values as (name, file)."""
+    pairs = []
+    for value in named or []:
+        name, eq, path = value.partition("=")
+        if not eq or not name or not path:
+            fail(f"--model {value}: give NAME=FILE (a model's name and its items file)")
+        pairs.append((name, Path(path)))
+    return pairs
+
+
+def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_base: Optional[str],
+                  judges_file: Optional[Path], rubric: str, frames: int, swap: bool, no_cache: bool,
+                  media_root: Optional[Path], concurrency: Optional[int], regrade: bool, yes: bool) -> list[Any]:
+    """Grade the plan's battles into `battles` as `framejudge grade` grades items (resuming it),
+    with its progress; the file's records afterwards."""
+    import asyncio
+    import threading
+
+    from pydantic import ValidationError
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from ..files import OutputError, check_output, first_problem, write_problem
+    from ..frame_sampler import InvalidRequest, make_params
+    from ..judge import Grader, ItemsError, JudgeSpecError, read_records
+    from ..rubrics import RubricError, get_rubric
+    from ..runner import RunProgress, run_batch
+    from ..runner.decode import SharedDecodes
+    from ..runner.judges import Judges, JudgesFileError
+    from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible, planned_calls
+    from ..runner.resume import ResumeConflict, plan_resume, superseded_path
+    from ..schema import GradeOptions
+
+    items = plan.items
+    try:
+        the_rubric = get_rubric(rubric)
+        judges = Judges.from_env(judges_file)
+        judges.api_base = api_base or judges.api_base
+        if judges.configs and judge not in judges.configs and judge != "reference":
+            raise ItemsError(f"judge {judge!r} is not in the judges file (it has: {', '.join(judges.configs)})")
+        if concurrency is not None and concurrency < 1:
+            raise ItemsError("--concurrency must be at least 1")
+        judges.override(judge, concurrency, None)
+        the_judge = judges.make(judge)
+        params = make_params(n=frames)
+        if media_root is not None and not media_root.is_dir():
+            raise ItemsError(f"--media-root {media_root}: " + ("not a folder" if media_root.exists() else "no such folder"))
+        if the_judge.backend != "reference" and not (no_cache and os.environ.get("FRAMEJUDGE_NO_CACHE")):
+            check_cache_folder("pass --no-cache and set FRAMEJUDGE_NO_CACHE=1 to use neither cache")
+        grader = Grader(the_judge, the_rubric, GradeOptions(sampler=params, swap=swap, cache=not no_cache),
+                        media_root=media_root or inputs[0].resolve().parent)
+        resume = plan.restrict(plan_resume(grader, items, battles, regrade=regrade))
+        if resume.superseded:
+            check_output(superseded_path(battles), "superseded verdicts", inputs=inputs, read_back=True)
+    except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest, ResumeConflict,
+            OutputError) as exc:
+        fail(str(exc))
+    except ValidationError as exc:
+        fail(first_problem(exc, "option"))
+    todo, calls = resume.turns, planned_calls(grader, resume.work)
+    estimate = getattr(the_judge, "estimate", None)
+    est_text = estimate(the_rubric, items, calls, params.n) if estimate else "no tokens, no cost (runs locally)"
+    kept = f", {plan.size - todo} already graded in {battles}" if plan.size - todo else ""
+    err.print(f"{plan.size} battle(s) of {len(plan.pairs)} pair(s) of models, {todo} to grade{kept}, about {calls} "
+              f"judge call(s): {est_text}", highlight=False)
+    if resume.superseded:
+        err.print(f"regrading: {len(resume.superseded)} verdict(s) graded differently move to "
+                  f"{superseded_path(battles)}", highlight=False)
+    if todo and getattr(the_judge, "spends", False) and not yes:
+        if not sys.stdin.isatty():
+            fail("this judge spends tokens: pass --yes to run without a prompt")
+        if not typer.confirm("Go ahead?"):
+            raise typer.Exit(1)
+    decoder = None
+    if todo and the_judge.needs_frames and any(it.video for it in items):
+        from ..frame_sampler import IsolatedSampler
+
+        decoder = IsolatedSampler(workers=os.cpu_count() or 1, timeout_s=600.0, max_memory_mb=4096)
+        grader.sample = SharedDecodes(decoder.sample)
+    progress = Progress(TextColumn("battles"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
+                        TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False, disable=not todo)
+    run_state = {"now": RunProgress()}
+
+    def interrupted() -> None:
+        now, stop = run_state["now"], getattr(the_judge, "stop", None)
+        err.print(f"interrupted: stopping the {now.in_flight} battle item(s) in hand; the {now.done} record(s) this "
+                  f"run finished are in {battles}; press Ctrl-C again to exit at once", highlight=False)
+        if stop is not None:
+            stop()
+        if decoder is not None:
+            threading.Thread(target=decoder.close, daemon=True).start()
+
+    def interrupted_again() -> None:
+        progress.stop()
+        err.print(f"interrupted again: exiting now; finished records are in {battles}", highlight=False)
+
+    with progress, contextlib.redirect_stdout(sys.stderr):
+        task = progress.add_task("battles", total=todo, state="")
+
+        def show(state: RunProgress) -> None:
+            run_state["now"] = state
+            parts = [f"{state.in_flight} items in hand"]
+            if state.limit is not None:
+                parts.append(f"calls {state.calls}/{state.limit}")
+            if state.pace is not None:
+                parts.append(f"paced {state.pace:.1f}/s")
+            parts.append(f"{state.errors} errors")
+            progress.update(task, completed=state.done, state=", ".join(parts))
+
+        try:
+            asyncio.run(interruptible(
+                run_batch(grader, items, battles, concurrency=concurrency or 4, on_progress=show,
+                          prefetch=(decoder.workers if decoder else 0) + 2, plan=resume),
+                interrupted, interrupted_again))
+        except Interrupted:
+            progress.stop()
+            err.print(f"stopped: {run_state['now'].done} battle(s) graded by this run are in {battles}; the same "
+                      "command grades the rest", highlight=False)
+            raise typer.Exit(INTERRUPTED_EXIT) from None
+        except OSError as exc:
+            fail(write_problem(battles, "battles", exc) + " (the verdicts written so far are kept)")
+        finally:
+            if decoder is not None:
+                decoder.close()
+    return read_records(battles)
+
+
+def warn_unanswered(lineup: Any) -> None:
+    for m in lineup.models:
+        missing = lineup.unanswered(m)
+        if missing:
+            shown = ", ".join(f"{i!r} turn {t}" for i, t in missing[:3]) + (", ..." if len(missing) > 3 else "")
+            err.print(flagged("note:", "yellow", f"model {m!r} ({lineup.sources[m]}) answered {lineup.turns - len(missing)} "
+                              f"of {lineup.turns} turn(s) (not {shown}): it is compared on those it answered"),
+                      highlight=False, soft_wrap=True)
+
+
+def load_inputs(paths: list[Path], named: list[tuple[str, Path]]) -> Any:
+    from ..leaderboard.inputs import LineupError, load_lineup
+
+    try:
+        return load_lineup(paths, named)
+    except LineupError as exc:
+        fail(str(exc))
+
+
+@app.command()
+def leaderboard(
+    items: Annotated[Optional[list[Path]], typer.Argument(
+        help="items files: one whose turns carry responses (model -> answer), or one per model (its answers as "
+             "response_a, the model named by the file's stem)")] = None,
+    battles: Battles = Path("battles.jsonl"),
+    model: Annotated[Optional[list[str]], typer.Option(
+        "--model", help="NAME=FILE: FILE holds model NAME's answers as response_a (repeatable)")] = None,
+    baseline: Annotated[Optional[str], typer.Option(help="the model every other one meets [default: the first]")] = None,
+    pairs: Annotated[Pairs, typer.Option(help="baseline: every model against the baseline; all: every pair")] = Pairs.baseline,
+    budget: Annotated[Optional[int], typer.Option(help="at most this many battles, spread evenly over the pairs and "
+                                                       "the items")] = None,
+    seed: Annotated[int, typer.Option(help="seed of the battle plan and the bootstrap", min=0, max=2**32 - 1)] = 0,
+    replicates: Annotated[int, typer.Option(help="bootstrap replicates")] = 1000,
+    by: Annotated[Optional[list[str]], typer.Option("--by", help="also a table per value of: domain, task_type, or a "
+                                                                 "metadata field (repeatable)")] = None,
+    out_path: Annotated[Optional[Path], typer.Option("--out", help="write the board as JSON here")] = None,
+    html: Annotated[Optional[Path], typer.Option(help="write the board as a self-contained HTML page here")] = None,
+    judge: JudgeSpec = "reference",
+    api_base: ApiBase = None,
+    judges_file: JudgesPath = None,
+    rubric: RubricRef = "video-qa",
+    frames: Frames = 8,
+    swap: Swap = True,
+    no_cache: NoCache = False,
+    media_root: MediaRoot = None,
+    concurrency: Concurrency = None,
+    regrade: Regrade = False,
+    yes: Yes = False,
+) -> None:
+    """Grade battles between models' answers to the same turns, then print their leaderboard."""
+    from ..files import OutputError, check_output
+    from ..leaderboard.plan import PlanError, model_pairs, outcomes, plan_battles
+
+    named = parse_named(model)
+    paths = list(items or [])
+    inputs = paths + [p for _, p in named]
+    if not inputs:
+        fail("name the models' items files (ITEMS... or --model NAME=FILE)")
+    if replicates < 1:
+        fail("--replicates must be at least 1")
+    try:
+        check_output(battles, "battles", inputs=inputs, read_back=True)
+        check_outputs({"board": out_path, "page": html}, inputs=[*inputs, battles])
+    except OutputError as exc:
+        fail(str(exc))
+    lineup = load_inputs(paths, named)
+    warn_unanswered(lineup)
+    try:
+        the_pairs = model_pairs(lineup.models, baseline, all_pairs=pairs is Pairs.all)
+        plan = plan_battles(lineup, the_pairs, budget=budget, seed=seed, baseline=baseline or lineup.models[0])
+    except PlanError as exc:
+        fail(str(exc))
+    if budget is not None and plan.size < plan.possible:
+        err.print(f"budget: {plan.size} of the {plan.possible} possible battle(s)", highlight=False)
+    records = grade_battles(plan, battles, inputs, judge, api_base, judges_file, rubric, frames, swap, no_cache,
+                            media_root, concurrency, regrade, yes)
+    results = outcomes(records, plan)
+    failed = sum(o.error is not None for o in results)
+    err.print(f"{len(results)} battle(s) graded, {failed} judge error(s)", highlight=False)
+    report_problems(board_outputs(results, plan.baseline, replicates, seed, by or [], out_path, html))
+
+
+def board_outputs(results: list[Any], baseline: Optional[str], replicates: int, seed: int, by: list[str],
+                  out_path: Optional[Path], html: Optional[Path]) -> list[Optional[str]]:
+    """Build the board from the battles' outcomes, print it, write its JSON and page; the outputs
+    that could not be written."""
+    try:
+        from ..leaderboard.stats import build_board
+    except ImportError as exc:
+        fail(f"the leaderboard's tables cannot be built here ({exc}); the battles are graded and kept")
+    try:
+        board = build_board(results, baseline=baseline, replicates=replicates, seed=seed, by=by)
+    except ValueError as exc:
+        fail(str(exc))
+    show_board(board)
+    for key, groups in board.slices.items():
+        for value, sub in groups.items():
+            show_board(sub, title=f"by {key}: {value} ({sub.battles} battle(s), {sub.errors} judge error(s); "
+                                  f"against {sub.baseline})")
+    problems: list[Optional[str]] = []
+    if out_path is not None:
+        problems.append(write_output(out_path, "board", board.model_dump_json(indent=1) + "\n"))
+    if html is not None:
+        from ..leaderboard.stats import render_board_html
+
+        problems.append(write_output(html, "page", render_board_html(board)))
+    return problems
+
+
+def interval(x: Any, digits: int = 3) -> str:
+    """'estimate [low, high]', or the reason it is undefined."""
+    if x is None:
+        return ""
+    if x.estimate is None:
+        return "undefined"  # the reason is in the board's JSON
+    if x.low is None or x.high is None:
+        return f"{x.estimate:.{digits}f}"
+    return f"{x.estimate:.{digits}f} [{x.low:.{digits}f}, {x.high:.{digits}f}]"
+
+
+def show_board(board: Any, title: Optional[str] = None) -> None:
+    """The board's table: per model its battles (and the turns they cover), wins / ties (Both,
+    Neither) / losses against the baseline, win rate and strength with their intervals."""
+    level = f"{board.level:.0%}"
+    table = Table(title=title or f"leaderboard: {board.battles} battle(s), {board.errors} judge error(s); "
+                                 f"against {board.baseline}")
+    for col in ("rank", "model", "battles (turns)", "W/Both/Neither/L", f"win rate [{level}]",
+                "length-controlled", f"Successful [{level}]", f"strength [{level}]"):
+        table.add_column(col, overflow="fold")
+    for row in board.models:
+        vs = row.vs_baseline
+        wtl = "baseline" if row.model == board.baseline else "" if vs is None else \
+            f"{vs.wins}/{vs.both}/{vs.neither}/{vs.losses}"
+        table.add_row("" if row.rank is None else str(row.rank), row.model, f"{row.battles} ({row.turns})", wtl,
+                      "" if vs is None else interval(vs.win_rate), "" if vs is None else interval(vs.length_controlled),
+                      interval(row.successful), interval(row.strength, 2))
+    out.print(table)
+    for note in board.notes:
+        out.print(f"note: {note}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def compare(
+    new: Annotated[Path, typer.Argument(help="items file of the new version's answers (response_a)")],
+    baseline: Annotated[Path, typer.Argument(help="items file of the baseline's answers to the same turns")],
+    battles: Battles = Path("compare.jsonl"),
+    flipped: Annotated[Optional[Path], typer.Option(
+        help="write the turns that flipped (Successful in the baseline, not in the new version) as JSONL here")] = None,
+    out_path: Annotated[Optional[Path], typer.Option("--out", help="write the comparison as JSON here")] = None,
+    seed: Annotated[int, typer.Option(help="seed of which version answers as A", min=0, max=2**32 - 1)] = 0,
+    judge: JudgeSpec = "reference",
+    api_base: ApiBase = None,
+    judges_file: JudgesPath = None,
+    rubric: RubricRef = "video-qa",
+    frames: Frames = 8,
+    swap: Swap = True,
+    no_cache: NoCache = False,
+    media_root: MediaRoot = None,
+    concurrency: Concurrency = None,
+    regrade: Regrade = False,
+    yes: Yes = False,
+) -> None:
+    """Grade NEW against BASELINE turn by turn: wins, ties and losses, an exact paired test on
+    Successful, and the turns that flipped."""
+    from ..files import OutputError, check_output
+    from ..leaderboard.compare import compare as compare_runs
+    from ..leaderboard.plan import PlanError, plan_battles
+
+    try:
+        check_output(battles, "battles", inputs=[new, baseline], read_back=True)
+        check_outputs({"flipped turns": flipped, "comparison": out_path}, inputs=[new, baseline, battles])
+    except OutputError as exc:
+        fail(str(exc))
+    names = (new.stem, baseline.stem) if new.stem != baseline.stem else ("new", "baseline")
+    lineup = load_inputs([], [(names[0], new), (names[1], baseline)])
+    warn_unanswered(lineup)
+    try:
+        plan = plan_battles(lineup, [names], seed=seed, baseline=names[1])
+    except PlanError as exc:
+        fail(str(exc))
+    records = grade_battles(plan, battles, [new, baseline], judge, api_base, judges_file, rubric, frames, swap,
+                            no_cache, media_root, concurrency, regrade, yes)
+    result = compare_runs(records, plan, *names)
+    problems = []
+    if flipped is not None:
+        problems.append(write_output(flipped, "flipped turns", "".join(f.model_dump_json() + "\n"
+                                                                       for f in result.flipped)))
+    if out_path is not None:
+        problems.append(write_output(out_path, "comparison", result.model_dump_json(indent=1) + "\n"))
+    show_comparison(result)
+    report_problems(problems)
+
+
+def show_comparison(c: Any) -> None:
+    table = Table(title=f"{c.new} (new) against {c.baseline} (baseline): {c.turns} turn(s)"
+                        + (f", {c.errors} judge error(s) left out" if c.errors else ""))
+    for col in ("", "turns"):
+        table.add_column(col)
+    for label, value in (("new preferred (wins)", c.wins), ("ties: Both", c.ties_both),
+                         ("ties: Neither", c.ties_neither), ("baseline preferred (losses)", c.losses),
+                         (f"Successful: {c.new}", c.successful_new), (f"Successful: {c.baseline}", c.successful_baseline),
+                         ("Successful in the new version only", c.gained),
+                         ("Successful in the baseline only (flipped)", c.lost)):
+        table.add_row(label, str(value))
+    out.print(table)
+    if c.p_value is None:
+        out.print("exact McNemar test on Successful: no turn changed, nothing to test", highlight=False)
+    else:
+        out.print(f"exact McNemar test on Successful: {c.gained} gained, {c.lost} lost, two-sided p = "
+                  f"{c.p_value:.4g}", highlight=False)
