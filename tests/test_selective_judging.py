@@ -11,7 +11,6 @@ import random
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 from tests.judge.test_litellm_backend import ScriptedServer, with_logprobs
 
