@@ -52,7 +52,8 @@ class Bias(BaseModel):
     swap_graded: int = Field(description="battles graded in both orders")
     swap_consistent: int = Field(description="of those, battles whose two orders agreed")
     position_consistency: float | None = None
-    length_coefficient: Interval = Field(description="beta of the length regression (per unit of tanh(d / s))")
+    length_coefficient: Interval = Field(description="beta of the length regressions (per unit of tanh(d / s)), "
+                                         "the models' inverse-variance weighted mean")
     length_scale: float | None = Field(None, description="s: the length difference's standard deviation, characters")
     length_decided: int = Field(0, description="battles won outright (A or B) whose answers differ in length")
     longer_won: int = 0

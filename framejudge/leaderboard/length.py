@@ -1,15 +1,17 @@
-"""Length-controlled win rates (the idea of AlpacaEval 2.0's length-controlled win rate): judges
-favour longer answers, so the preference is regressed on the length difference and read off at
-zero difference.
+"""Length-controlled win rates (AlpacaEval 2.0's length-controlled win rate): judges favour longer
+answers, so each model's preference over the baseline is regressed on the length difference and
+read off at zero difference.
 
-One logistic regression (statsmodels GLM, binomial family, logit link) over every graded battle
-against the baseline: logit P(model beats baseline) = theta[model] + beta * tanh(d / s), where d is
-the model's answer length minus the baseline's (characters) and s the standard deviation of d
-over those battles. A tie is an outcome of one half (the quasi-likelihood's estimating equations
-are those of a half win and a half loss). The length-controlled win rate of a model is
-1 / (1 + exp(-theta[model])): its win rate had its answers been as long as the baseline's. beta,
-shared by all models, is the judge's length effect on this run. Intervals are Wald intervals with
-standard errors clustered by video (turns of one video are not independent)."""
+Per model, a logistic regression (statsmodels GLM, binomial family, logit link) over its graded
+battles against the baseline: logit P(model beats baseline) = theta + beta * tanh(d / s), where d
+is the model's answer length minus the baseline's (characters) and s the standard deviation of d
+over all models' battles against the baseline. A tie is an outcome of one half (the
+quasi-likelihood's estimating equations are those of a half win and a half loss). The
+length-controlled win rate is 1 / (1 + exp(-theta)): the model's win rate had its answers been
+as long as the baseline's. Intervals are Wald intervals with standard errors clustered by video
+(turns of one video are not independent). The judge's length effect on the run is the
+inverse-variance weighted mean of the models' beta. One small fit per model: the cost grows
+linearly with the number of models."""
 
 from __future__ import annotations
 
@@ -32,55 +34,64 @@ def _expit(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x))
 
 
+def _fit(score: np.ndarray, x: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray] | str:
+    """(theta, beta) and their standard errors, or why there are none."""
+    import statsmodels.api as sm
+
+    if (score == 1).all() or (score == 0).all():
+        word = "won" if (score == 1).all() else "lost"
+        return f"{word} every graded battle: the regression has no finite estimate"
+    if x.std() == 0:
+        return "its answers' length difference to the baseline's never varies"
+    if len(score) < 4:
+        return "too few graded battles for the regression"
+    design = np.column_stack([np.ones_like(x), x])
+    glm = sm.GLM(score, design, family=sm.families.Binomial())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            fit = glm.fit(cov_type="cluster", cov_kwds={"groups": groups}) if len(np.unique(groups)) > 1 else glm.fit()
+        except (ValueError, ZeroDivisionError, np.linalg.LinAlgError) as exc:  # pragma: no cover - degenerate data
+            return f"the regression failed: {exc}"
+    params, se = np.asarray(fit.params), np.asarray(fit.bse)
+    if not (np.isfinite(params).all() and np.isfinite(se).all()) or np.abs(params).max() > 30:
+        return "the regression did not converge (the outcome is separated by the length difference)"
+    return params, se
+
+
 def length_controlled(model: np.ndarray, score: np.ndarray, diff: np.ndarray, cluster: np.ndarray,
                       level: float = 0.95) -> LengthFit:
     """`model[k]` (an index), `score[k]` (1, 0.5 or 0 for the model), `diff[k]` (its length minus
     the baseline's) and `cluster[k]` of each graded battle against the baseline."""
     from scipy.stats import norm
 
-    rates: dict[int, Interval] = {}
-    kept: list[int] = []
-    for m in np.unique(model):
-        s = score[model == m]
-        if (s == 1).all() or (s == 0).all():
-            word = "won" if (s == 1).all() else "lost"
-            rates[int(m)] = Interval(estimate=None, reason=f"{word} every graded battle: the regression has no finite estimate")
-        else:
-            kept.append(int(m))
-    none = Interval(estimate=None, reason="no model both won and lost against the baseline")
-    if not kept:
-        return LengthFit(rates=rates, coefficient=none)
-    rows = np.isin(model, kept)
-    d = diff[rows].astype(float)
+    d = diff.astype(float)
     scale = float(d.std())
     if scale == 0:
         why = "the answers' lengths never differ from the baseline's"
-        return LengthFit(rates=rates | {m: Interval(estimate=None, reason=why) for m in kept},
+        return LengthFit(rates={int(m): Interval(estimate=None, reason=why) for m in np.unique(model)},
                          coefficient=Interval(estimate=None, reason=why))
-    import statsmodels.api as sm
-
-    columns = {m: k for k, m in enumerate(kept)}
-    x = np.zeros((int(rows.sum()), len(kept) + 1))
-    x[np.arange(len(x)), [columns[int(m)] for m in model[rows]]] = 1.0
-    x[:, -1] = np.tanh(d / scale)
-    groups = np.unique(cluster[rows], return_inverse=True)[1]
-    glm = sm.GLM(score[rows], x, family=sm.families.Binomial())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            fit = glm.fit(cov_type="cluster", cov_kwds={"groups": groups}) if groups.max() > 0 else glm.fit()
-        except (ValueError, np.linalg.LinAlgError) as exc:  # pragma: no cover - singular designs
-            why = f"the regression failed: {exc}"
-            return LengthFit(rates=rates | {m: Interval(estimate=None, reason=why) for m in kept},
-                             coefficient=Interval(estimate=None, reason=why), scale=scale)
-    params, se = np.asarray(fit.params), np.asarray(fit.bse)
     z = float(norm.ppf(0.5 + level / 2))
-    if not (np.isfinite(params).all() and np.isfinite(se).all()) or np.abs(params).max() > 30:
-        why = "the regression did not converge (the outcome is separated by the length difference)"
-        return LengthFit(rates=rates | {m: Interval(estimate=None, reason=why) for m in kept},
-                         coefficient=Interval(estimate=None, reason=why), scale=scale)
-    for m, k in columns.items():
-        rates[m] = Interval(estimate=_expit(params[k]), low=_expit(params[k] - z * se[k]),
-                            high=_expit(params[k] + z * se[k]))
-    b, sb = float(params[-1]), float(se[-1])
+    x = np.tanh(d / scale)
+    rates: dict[int, Interval] = {}
+    betas, variances = [], []
+    order = np.argsort(model, kind="stable")
+    bounds = np.flatnonzero(np.diff(model[order])) + 1
+    for rows in np.split(order, bounds):
+        m = int(model[rows[0]])
+        got = _fit(score[rows], x[rows], cluster[rows])
+        if isinstance(got, str):
+            rates[m] = Interval(estimate=None, reason=got)
+            continue
+        (theta, beta), (se_theta, se_beta) = got
+        rates[m] = Interval(estimate=_expit(theta), low=_expit(theta - z * se_theta), high=_expit(theta + z * se_theta))
+        if se_beta > 0:
+            betas.append(beta)
+            variances.append(se_beta**2)
+    if not betas:
+        return LengthFit(rates=rates, coefficient=Interval(estimate=None, reason="no model's regression has an estimate"),
+                         scale=scale)
+    weights = 1 / np.asarray(variances)
+    b = float((weights * np.asarray(betas)).sum() / weights.sum())
+    sb = float(1 / math.sqrt(weights.sum()))
     return LengthFit(rates=rates, coefficient=Interval(estimate=b, low=b - z * sb, high=b + z * sb), scale=scale)

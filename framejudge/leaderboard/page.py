@@ -164,8 +164,9 @@ def _footnote(board: Board) -> str:
     if c.estimate is None:
         lines.append(f"Length effect: not measured ({e(c.reason or '')}).")
     else:
-        lines.append(f"Length effect: the regression's length coefficient is {_iv(c)} per unit of "
-                     f"tanh(length difference / {b.length_scale:.0f} characters) (0: no effect).")
+        lines.append(f"Length effect: the length regressions' coefficient (the models' inverse-variance weighted "
+                     f"mean) is {_iv(c)} per unit of tanh(length difference / {b.length_scale:.0f} characters) "
+                     f"(0: no effect).")
     if b.longer_won_share is not None:
         lines.append(f"The longer answer won {b.longer_won} of {b.length_decided} battles won outright between "
                      f"answers of different lengths ({100 * b.longer_won_share:.1f}%).")

@@ -83,7 +83,7 @@ def test_page_renders_in_headless_chromium(board, page_file):
     assert probe["slices"] == sum(len(b.models) for b in board.slices["domain"].values())
     foot = probe["footnote"]
     assert "Position consistency:" in foot and "(80.0%)" in foot
-    assert "Length effect: the regression's length coefficient is +" in foot
+    assert "Length effect: the length regressions' coefficient (the models' inverse-variance weighted mean) is +" in foot
     assert "cannot be ranked against each other" in foot and "{<i>C</i>, D}" in foot
     assert "Never won a battle: zero" in foot
     shot = np.asarray(Image.open(io.BytesIO(got["png"])).convert("L"), dtype=float)
