@@ -1,0 +1,81 @@
+"""The leaderboard table as data: one row per model, the comparison graph's parts, the judge's
+biases on the run, and the same table per slice. JSON-serialisable (no NaN: undefined figures
+are None with the reason)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Interval(BaseModel):
+    """An estimate with its interval; `estimate` None with `reason` when it is undefined."""
+
+    estimate: float | None
+    low: float | None = None
+    high: float | None = None
+    reason: str | None = None
+
+
+class VsBaseline(BaseModel):
+    """A model's battles against the baseline."""
+
+    battles: int = Field(description="battles against the baseline, errors included")
+    wins: int
+    both: int = Field(description="ties where both answers were good")
+    neither: int = Field(description="ties where neither answer was")
+    losses: int
+    errors: int = Field(description="battles the judge failed on (left out of the rates)")
+    win_rate: Interval = Field(description="(wins + ties / 2) / graded battles; bootstrap over videos")
+    length_controlled: Interval = Field(description="the win rate at zero length difference")
+
+
+class ModelRow(BaseModel):
+    model: str
+    battles: int = Field(description="all its battles, errors included")
+    turns: int = Field(description="distinct turns it answered in its battles")
+    errors: int
+    vs_baseline: VsBaseline | None = Field(None, description="None for the baseline itself")
+    categories: dict[str, int] = Field(default_factory=dict, description="its graded answers per category")
+    category_shares: dict[str, float] = Field(default_factory=dict)
+    successful: Interval = Field(description="share of its graded answers that are Successful")
+    strength: Interval = Field(description="Bradley-Terry strength (logit scale, mean zero in its part)")
+    component: int = Field(description="its part of the comparison graph (index into Board.components)")
+    rank: int | None = Field(None, description="its rank by strength inside its part (1: strongest)")
+    ranks: list[int] = Field(default_factory=list,
+                             description="how many bootstrap replicates put it at rank 1, 2, ... in its part")
+    never_won: bool = False
+
+
+class Bias(BaseModel):
+    """The judge's known biases, measured on this run."""
+
+    swap_graded: int = Field(description="battles graded in both orders")
+    swap_consistent: int = Field(description="of those, battles whose two orders agreed")
+    position_consistency: float | None = None
+    length_coefficient: Interval = Field(description="beta of the length regressions (per unit of tanh(d / s)), "
+                                         "the models' inverse-variance weighted mean")
+    length_scale: float | None = Field(None, description="s: the length difference's standard deviation, characters")
+    length_decided: int = Field(0, description="battles won outright (A or B) whose answers differ in length")
+    longer_won: int = 0
+    longer_won_share: float | None = None
+
+
+class Board(BaseModel):
+    baseline: str | None
+    models: list[ModelRow]
+    battles: int
+    errors: int
+    clusters: int = Field(description="bootstrap units: videos, or items without a video")
+    replicates: int
+    seed: int
+    level: float
+    alpha: float = Field(description="choix's I-LSR regularisation")
+    components: list[list[str]] = Field(description="parts of the comparison graph; strengths compare only inside one")
+    notes: list[str] = Field(default_factory=list)
+    bias: Bias
+    by: list[str] = Field(default_factory=list)
+    slices: dict[str, dict[str, Board]] = Field(default_factory=dict,
+                                                description="the same table per value of each `by` key")
+
+
+Board.model_rebuild()
