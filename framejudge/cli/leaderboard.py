@@ -255,10 +255,8 @@ def board_outputs(results: list[Any], baseline: Optional[str], replicates: int, 
                   out_path: Optional[Path], html: Optional[Path]) -> list[Optional[str]]:
     """Build the board from the battles' outcomes, print it, write its JSON and page; the outputs
     that could not be written."""
-    try:
-        from ..leaderboard.stats import build_board
-    except ImportError as exc:
-        fail(f"the leaderboard's tables cannot be built here ({exc}); the battles are graded and kept")
+    from ..leaderboard.stats import build_board
+
     try:
         board = build_board(results, baseline=baseline, replicates=replicates, seed=seed, by=by)
     except ValueError as exc:
@@ -272,7 +270,7 @@ def board_outputs(results: list[Any], baseline: Optional[str], replicates: int, 
     if out_path is not None:
         problems.append(write_output(out_path, "board", board.model_dump_json(indent=1) + "\n"))
     if html is not None:
-        from ..leaderboard.stats import render_board_html
+        from ..leaderboard.page import render_board_html
 
         problems.append(write_output(html, "page", render_board_html(board)))
     return problems
