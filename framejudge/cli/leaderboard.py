@@ -306,6 +306,17 @@ def show_board(board: Any, title: Optional[str] = None) -> None:
     out.print(table)
     for note in board.notes:
         out.print(f"note: {note}", highlight=False, soft_wrap=True)
+    out.print(f"judge biases on this run: {bias_line(board.bias)}", highlight=False, soft_wrap=True)
+
+
+def bias_line(bias: Any) -> str:
+    """The footnote: position consistency (both orders) and the length effect."""
+    position = (f"position consistency {bias.position_consistency:.1%} ({bias.swap_consistent} of "
+                f"{bias.swap_graded} battles graded in both orders agreed)" if bias.position_consistency is not None
+                else "position consistency not measured (no battle graded in both orders)")
+    longer = (f"the longer answer won {bias.longer_won_share:.1%} of {bias.length_decided} decided battles"
+              if bias.longer_won_share is not None else "no decided battle between answers of different lengths")
+    return f"{position}; {longer}; length coefficient {interval(bias.length_coefficient, 2) or 'undefined'}"
 
 
 @app.command()
