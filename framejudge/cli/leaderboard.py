@@ -206,6 +206,9 @@ def leaderboard(
                                                                  "metadata field (repeatable)")] = None,
     out_path: Annotated[Optional[Path], typer.Option("--out", help="write the board as JSON here")] = None,
     html: Annotated[Optional[Path], typer.Option(help="write the board as a self-contained HTML page here")] = None,
+    items_out: Annotated[Optional[Path], typer.Option(
+        "--items-out", help="write the battle items (JSONL) here and grade nothing: submit them as a job, then "
+                            "POST /v1/leaderboards")] = None,
     judge: JudgeSpec = "reference",
     api_base: ApiBase = None,
     judges_file: JudgesPath = None,
@@ -231,7 +234,7 @@ def leaderboard(
         fail("--replicates must be at least 1")
     try:
         check_output(battles, "battles", inputs=inputs, read_back=True)
-        check_outputs({"board": out_path, "page": html}, inputs=[*inputs, battles])
+        check_outputs({"board": out_path, "page": html, "battle items": items_out}, inputs=[*inputs, battles])
     except OutputError as exc:
         fail(str(exc))
     lineup = load_inputs(paths, named)
@@ -243,6 +246,11 @@ def leaderboard(
         fail(str(exc))
     if budget is not None and plan.size < plan.possible:
         err.print(f"budget: {plan.size} of the {plan.possible} possible battle(s)", highlight=False)
+    if items_out is not None:
+        report_problems([write_output(items_out, "battle items", "".join(
+            it.model_dump_json(exclude_none=True) + "\n" for it in plan.items))])
+        err.print(f"wrote {len(plan.items)} battle item(s) ({plan.size} battle(s)) to {items_out}", highlight=False)
+        return
     records = grade_battles(plan, battles, inputs, judge, api_base, judges_file, rubric, frames, swap, no_cache,
                             media_root, concurrency, regrade, yes)
     results = outcomes(records, plan)

@@ -236,3 +236,25 @@ def _outcome(b: Battle, k: int, record: Record) -> BattleOutcome:
         category_a=record.response_a.category.value,
         category_b=record.response_b.category.value if record.response_b else None,
         swap_consistent=record.swap.consistent if record.swap is not None else None)
+
+
+def battles_from_items(items: Iterable[Item]) -> list[Battle]:
+    """The battles of battle items read back (a job's items, a battles file's items): each names
+    its item, models and turns in its metadata; every turn of a battle item is graded."""
+    out: list[Battle] = []
+    for item in items:
+        meta = item.metadata.get(BATTLE_KEY)
+        if not isinstance(meta, dict) or not {"item", "model_a", "model_b", "turns"} <= set(meta):
+            raise PlanError(f"item {item.id!r} is not a battle item (its metadata has no {BATTLE_KEY!r} naming "
+                            "the item, the two models and the turns)")
+        a, b, turns = str(meta["model_a"]), str(meta["model_b"]), tuple(int(t) for t in meta["turns"])
+        if len(turns) != len(item.turns):
+            raise PlanError(f"item {item.id!r}: its battle names {len(turns)} turn(s) but it has {len(item.turns)}")
+        source = ModelItem(id=str(meta["item"]), video=item.video, task_type=item.task_type, domain=item.domain,
+                           expression=item.expression,
+                           metadata={k: v for k, v in item.metadata.items() if k != BATTLE_KEY},
+                           turns=[{"time": t.time, "question": t.question, "golden": t.golden,
+                                   "responses": {a: t.response_a, b: t.response_b}} for t in item.turns])
+        out.append(Battle(item=item, source=source, model_a=a, model_b=b, turns=turns,
+                          graded=frozenset(range(len(item.turns)))))
+    return out

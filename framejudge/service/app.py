@@ -21,7 +21,7 @@ from .context import MAX_BODY, Service
 from .limits import BodyLimit
 from .problems import ProblemError, document_problems, problem
 from .review.routes import install as install_review  # before the database opens: its tables
-from .routes import calibration, grading, info, jobs
+from .routes import calibration, grading, info, jobs, leaderboards
 from .settings import Settings
 
 log = logging.getLogger("framejudge.service")
@@ -109,7 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   description="LLM-as-judge grading for video question answering.",
                   dependencies=[Depends(known_query)], docs_url=None, redoc_url=None)
     app.state.service = service
-    for module in (info, grading, jobs, calibration):
+    for module in (info, grading, jobs, calibration, leaderboards):
         app.include_router(module.router)
     install_review(app)
 
