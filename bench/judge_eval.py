@@ -1,0 +1,315 @@
+"""How well the reference judge generalises: its agreement with a labelled set it was not written on.
+
+    python bench/judge_eval.py [--half dev|test|all] [--set labelled|guideline] [--limit N] [--json OUT]
+
+The rows of `bench/judge_eval/` (or, with `--set guideline`, the guideline's own worked examples in
+`../shared/data/`) become framejudge items: a single response is a turn with `response_a`, a pair a
+turn with both responses, a conversation's row the item's earlier turns and this one, with the times
+they were asked. They are graded through the library (`Grader` with the bundled `video-qa` rubric);
+the items have no video, and the clip's `scene` line is never given to the judge.
+
+Reported: category agreement over the single responses and Cohen's kappa (framejudge's own, over
+the rubric's five categories), and preference agreement over the pairs. The confusion table and the
+misses are printed for the development half and the guideline examples only; for the test half and
+`all` only the figures, so that rules are never tuned to the test half's misses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DATA = ROOT / "bench" / "judge_eval"
+SHARED = Path(os.environ.get("FRAMEJUDGE_SHARED", ROOT.parent / "shared"))
+CATEGORIES = ["Successful", "Not Successful", "Irrelevant", "Missing", "Error message"]
+PREFERENCES = ["A", "B", "Both", "Neither"]
+
+
+class DataError(ValueError):
+    """A labelled file that is absent or has a row that cannot be graded."""
+
+
+@dataclass
+class Row:
+    data: dict[str, Any]
+    pair: bool
+    source: str  # file:line
+
+    @property
+    def id(self) -> str:
+        return str(self.data["id"])
+
+    @property
+    def item(self) -> str:
+        return str(self.data.get("item") or self.data["id"])
+
+
+def read_rows(path: Path, pair: bool) -> list[Row]:
+    if not path.is_file():
+        raise DataError(f"{path} is absent")
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{where}: not JSON ({exc.msg})") from None
+        need = ["id", "query"] + (["response_a", "response_b", "label_a", "label_b", "preference"] if pair
+                                  else ["response", "label"])
+        missing = [k for k in need if k not in data]
+        if missing:
+            raise DataError(f"{where}: no {', '.join(missing)}")
+        for key in ["label_a", "label_b"] if pair else ["label"]:
+            if data[key] not in CATEGORIES:
+                raise DataError(f"{where}: {key} {data[key]!r} is not one of {CATEGORIES}")
+        for extra in data.get("also_acceptable") or []:
+            if extra not in CATEGORIES:
+                raise DataError(f"{where}: also_acceptable {extra!r} is not one of {CATEGORIES}")
+        if pair and data["preference"] not in PREFERENCES:
+            raise DataError(f"{where}: preference {data['preference']!r} is not one of {PREFERENCES}")
+        if "turn" in data and data["turn"] != len(data.get("earlier") or []):
+            raise DataError(f"{where}: turn {data['turn']} but {len(data.get('earlier') or [])} earlier turns")
+        rows.append(Row(data, pair, where))
+    return rows
+
+
+def to_item(row: Row):
+    """The framejudge item a row is graded as (no video, no scene), and the turn to grade."""
+    from framejudge.schema import Item
+
+    d = row.data
+    turns: list[dict[str, Any]] = []
+    for e in d.get("earlier") or []:
+        t = {"time": e["time"], "question": e["question"], "golden": e.get("golden"), "response_a": e["response"]}
+        if row.pair:
+            t["response_b"] = e.get("response_b", e["response"])
+        turns.append(t)
+    this: dict[str, Any] = {"question": d["query"], "golden": d.get("golden")}
+    if row.pair:
+        this.update(response_a=d["response_a"], response_b=d["response_b"])
+    else:
+        this["response_a"] = d["response"]
+    multi = "turn" in d
+    if multi:
+        this["time"] = d["time"]
+    turns.append(this)
+    try:
+        item = Item(id=row.id, task_type="multi_turn" if multi else "single_turn", turns=turns,
+                    expression=d.get("expression", "none"), metadata={"item": row.item})
+    except ValueError as exc:
+        raise DataError(f"{row.source}: not a gradable item: {exc}") from None
+    return item, len(turns) - 1
+
+
+async def _grade(rows: list[Row]) -> list[Any]:
+    from framejudge.judge import Grader, ReferenceJudge
+    from framejudge.rubrics import get_rubric
+
+    grader = Grader(ReferenceJudge(), get_rubric("video-qa"))
+    out = []
+    for row in rows:
+        item, turn = to_item(row)
+        out.append(await grader.grade_turn(item, turn))
+    return out
+
+
+def grade(rows: list[Row]) -> list[Any]:
+    """One verdict (or judge error) per row, in order."""
+    return asyncio.run(_grade(rows))
+
+
+def _kappa(pairs: list[tuple[str, str]]) -> float | None:
+    from framejudge.calibration import Ratings, cohen_kappa
+
+    ratings = Ratings(units=[{"label": a, "judge": b} for a, b in pairs], categories=CATEGORIES)
+    return cohen_kappa(ratings, "label", "judge").value
+
+
+def _category(record: Any, side: str) -> str | None:
+    grade = getattr(record, f"response_{side}", None)
+    return grade.category.value if grade is not None else None
+
+
+def _rationale(record: Any, side: str) -> str:
+    grade = getattr(record, f"response_{side}", None)
+    return grade.rationale if grade is not None else f"judge error: {getattr(record, 'message', '')}"
+
+
+def measure(singles: list[Row], pairs: list[Row], details: bool) -> dict[str, Any]:
+    """The figures; with `details`, also the confusion tables, the misses and every row's grade."""
+    s_records, p_records = grade(singles), grade(pairs)
+    s_rows = []
+    for row, rec in zip(singles, s_records):
+        label, graded = row.data["label"], _category(rec, "a")
+        ok = graded is not None and graded in {label, *(row.data.get("also_acceptable") or [])}
+        s_rows.append({"id": row.id, "item": row.item, "label": label, "graded": graded, "agrees": ok,
+                       "rationale": _rationale(rec, "a")})
+    p_rows = []
+    for row, rec in zip(pairs, p_records):
+        graded_pref = rec.preference.value if getattr(rec, "preference", None) is not None else None
+        ga, gb = _category(rec, "a"), _category(rec, "b")
+        p_rows.append({"id": row.id, "item": row.item, "preference": row.data["preference"], "graded": graded_pref,
+                       "agrees": graded_pref == row.data["preference"],
+                       "label_a": row.data["label_a"], "label_b": row.data["label_b"], "graded_a": ga, "graded_b": gb,
+                       "rationale_a": _rationale(rec, "a"), "rationale_b": _rationale(rec, "b")})
+    # kappa: a grade the guideline's data also accepts counts as the label; a judge error counts against
+    scored = [(r["graded"] if r["agrees"] else r["label"], r["graded"]) for r in s_rows if r["graded"] is not None]
+    pair_cats = [(r[f"label_{s}"], r[f"graded_{s}"]) for r in p_rows for s in "ab"]
+    out: dict[str, Any] = {
+        "categories": {
+            "responses": len(s_rows),
+            "agreement": sum(r["agrees"] for r in s_rows) / len(s_rows) if s_rows else None,
+            "cohen_kappa": _kappa(scored) if scored else None,
+            "judge_errors": sum(r["graded"] is None for r in s_rows),
+        },
+        "preferences": {
+            "pairs": len(p_rows),
+            "agreement": sum(r["agrees"] for r in p_rows) / len(p_rows) if p_rows else None,
+            "category_agreement": sum(a == b for a, b in pair_cats) / len(pair_cats) if pair_cats else None,
+        },
+    }
+    if details:
+        confusion = {lab: {g: 0 for g in CATEGORIES} for lab in CATEGORIES}
+        for r in s_rows:
+            if r["graded"] is not None:
+                confusion[r["label"]][r["graded"]] += 1
+        pref_confusion = {lab: {g: 0 for g in PREFERENCES} for lab in PREFERENCES}
+        for r in p_rows:
+            if r["graded"] is not None:
+                pref_confusion[r["preference"]][r["graded"]] += 1
+        out["confusion"] = confusion
+        out["preference_confusion"] = pref_confusion
+        out["misses"] = [r for r in s_rows if not r["agrees"]]
+        out["preference_misses"] = [r for r in p_rows if not r["agrees"]]
+        out["graded"] = [{"id": r["id"], "label": r["label"], "graded": r["graded"]} for r in s_rows]
+        out["graded_pairs"] = [{"id": r["id"], "preference": r["preference"], "graded": r["graded"]} for r in p_rows]
+    return out
+
+
+def select(half: str, data: Path, limit: int | None) -> tuple[list[Row], list[Row], dict[str, Any]]:
+    singles = read_rows(data / "labelled-singles.jsonl", pair=False)
+    pairs = read_rows(data / "labelled-pairs.jsonl", pair=True)
+    split_path = data / "split.json"
+    if not split_path.is_file():
+        raise DataError(f"{split_path} is absent")
+    split = json.loads(split_path.read_text(encoding="utf-8"))
+    dev, test = set(split["dev"]), set(split["test"])
+    if dev & test:
+        raise DataError(f"{split_path}: items in both halves: {sorted(dev & test)}")
+    unsplit = sorted({r.item for r in singles + pairs} - dev - test)
+    if unsplit:
+        raise DataError(f"{split_path}: items in neither half: {unsplit}")
+    keep = {"dev": dev, "test": test, "all": dev | test}[half]
+    singles = [r for r in singles if r.item in keep][:limit]
+    pairs = [r for r in pairs if r.item in keep][:limit]
+    info = {"set": "labelled", "half": half, "items": len({r.item for r in singles + pairs}),
+            "split_seed": split["seed"], "split_date": split["date"]}
+    return singles, pairs, info
+
+
+def select_guideline(shared: Path, limit: int | None) -> tuple[list[Row], list[Row], dict[str, Any]]:
+    folder = shared / "data"
+    if not folder.is_dir():
+        raise DataError(f"the guideline examples are not here: {folder} is absent (give --shared or set FRAMEJUDGE_SHARED)")
+    singles = read_rows(folder / "guideline-examples.jsonl", pair=False)[:limit]
+    pairs = read_rows(folder / "guideline-pairs.jsonl", pair=True)[:limit]
+    return singles, pairs, {"set": "guideline", "half": None, "items": len(singles) + len(pairs)}
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+def report(result: dict[str, Any]) -> str:
+    c, p = result["categories"], result["preferences"]
+    kappa = "n/a" if c["cohen_kappa"] is None else f"{c['cohen_kappa']:.3f}"
+    what = ("the guideline's worked examples" if result["set"] == "guideline"
+            else {"dev": "development half", "test": "test half", "all": "both halves"}[result["half"]])
+    lines = [
+        f"judge {result['judge']['model_id']}, rubric {result['rubric']['id']} {result['rubric']['version']}: {what}"
+        + (f" (split seed {result['split_seed']})" if result.get("split_seed") is not None else ""),
+        f"categories:  {c['responses']} responses, agreement {_pct(c['agreement'])}, Cohen's kappa {kappa}"
+        + (f", {c['judge_errors']} judge errors" if c["judge_errors"] else ""),
+        f"preferences: {p['pairs']} pair{'' if p['pairs'] == 1 else 's'}, agreement {_pct(p['agreement'])} "
+        f"(the pairs' categories: {_pct(p['category_agreement'])})",
+    ]
+    if "confusion" not in result:
+        lines.append("(only figures are printed for this half: its misses are not for development)")
+        return "\n".join(lines)
+    short = {"Successful": "S", "Not Successful": "NS", "Irrelevant": "Irr", "Missing": "Miss", "Error message": "Err"}
+    lines += ["", "confusion (rows: label, columns: graded)", "          " + "".join(f"{short[g]:>6}" for g in CATEGORIES)]
+    for lab in CATEGORIES:
+        lines.append(f"{short[lab]:<10}" + "".join(f"{result['confusion'][lab][g]:>6}" for g in CATEGORIES))
+    lines += ["", "preferences (rows: label, columns: graded)", "          " + "".join(f"{g:>8}" for g in PREFERENCES)]
+    for lab in PREFERENCES:
+        lines.append(f"{lab:<10}" + "".join(f"{result['preference_confusion'][lab][g]:>8}" for g in PREFERENCES))
+    lines += ["", f"misses ({len(result['misses'])}): id | label -> graded | the judge's rationale"]
+    for m in result["misses"]:
+        lines.append(f"  {m['id']} | {m['label']} -> {m['graded']} | {m['rationale']}")
+    lines += ["", f"preference misses ({len(result['preference_misses'])}): id | label -> graded | categories | rationales"]
+    for m in result["preference_misses"]:
+        lines.append(f"  {m['id']} | {m['preference']} -> {m['graded']} | {m['label_a']}/{m['label_b']} graded "
+                     f"{m['graded_a']}/{m['graded_b']} | A: {m['rationale_a']}; B: {m['rationale_b']}")
+    return "\n".join(lines)
+
+
+def run(half: str = "dev", which: str = "labelled", limit: int | None = None, data: Path = DATA,
+        shared: Path = SHARED) -> dict[str, Any]:
+    """The figures (and, for the development half and the guideline examples, the details)."""
+    from framejudge.judge.reference import ReferenceJudge
+    from framejudge.rubrics import get_rubric
+
+    if which == "guideline":
+        singles, pairs, info = select_guideline(shared, limit)
+    else:
+        singles, pairs, info = select(half, data, limit)
+    details = which == "guideline" or half == "dev"
+    rubric = get_rubric("video-qa")
+    judge = ReferenceJudge()
+    result = {**info, "limit": limit, "judge": {"backend": judge.backend, "model_id": judge.model_id},
+              "rubric": {"id": rubric.id, "version": rubric.version, "hash": rubric.content_hash}}
+    result.update(measure(singles, pairs, details))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--half", choices=["dev", "test", "all"], default="dev", help="which half of the labelled set")
+    ap.add_argument("--set", dest="which", choices=["labelled", "guideline"], default="labelled",
+                    help="the labelled set (default) or the guideline's worked examples in ../shared/data")
+    ap.add_argument("--shared", type=Path, default=SHARED,
+                    help="the shared research data folder (default: $FRAMEJUDGE_SHARED, else ../shared)")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N single responses and N pairs")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures (and details) as JSON here")
+    args = ap.parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        print("error: --limit must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        result = run(args.half, args.which, args.limit, shared=args.shared)
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report(result))
+    if args.json is not None:
+        try:
+            args.json.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        except OSError as exc:
+            print(f"error: cannot write {args.json}: {exc.strerror}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""The labelled set for measuring the judge: its split, its labels against the rubric's rules, and
+the measuring command (bench/judge_eval.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from framejudge.judge.reference import grade_response
+from framejudge.rubrics import get_rubric
+from framejudge.rubrics.rules import error_message_match
+from framejudge.schema import Category, Item
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "bench" / "judge_eval"
+SCRIPT = ROOT / "bench" / "judge_eval.py"
+CATEGORIES = [c.value for c in Category]
+RUBRIC = get_rubric("video-qa")
+
+
+def rows(name: str) -> list[dict]:
+    return [json.loads(line) for line in (DATA / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+SINGLES, PAIRS = rows("labelled-singles.jsonl"), rows("labelled-pairs.jsonl")
+SPLIT = json.loads((DATA / "split.json").read_text(encoding="utf-8"))
+
+
+def command(tmp_path: Path, *args: str, name: str = "out.json") -> tuple[subprocess.CompletedProcess, dict | None]:
+    out = tmp_path / name
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args, "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    return proc, json.loads(out.read_text()) if out.exists() else None
+
+
+def test_the_split_is_by_item_and_each_half_covers_every_category():
+    dev, test = set(SPLIT["dev"]), set(SPLIT["test"])
+    assert not dev & test
+    items = {r["item"] for r in SINGLES + PAIRS}
+    assert dev | test == items
+    assert abs(len(dev) - len(test)) <= 1  # about half
+    for half in (dev, test):
+        labels = {r["label"] for r in SINGLES if r["item"] in half}
+        assert labels == set(CATEGORIES), labels
+        assert any("turn" in r for r in SINGLES if r["item"] in half)  # conversations in both
+        assert sum(p["item"] in half for p in PAIRS) >= 20
+    assert {"seed", "date", "dev", "test"} <= SPLIT.keys()
+
+
+def test_the_set_is_large_enough_and_its_ids_are_unique():
+    assert len(SINGLES) >= 160 and len(PAIRS) >= 44
+    ids = [r["id"] for r in SINGLES + PAIRS]
+    assert len(ids) == len(set(ids))
+    for r in SINGLES + PAIRS:
+        assert r["scene"] and r["query"] and r["why"]
+
+
+def test_the_labels_keep_the_rubric_rules():
+    for r in SINGLES:
+        assert r["label"] in CATEGORIES
+        # the error strings decide Error message, both ways
+        assert bool(error_message_match(r["response"], RUBRIC)) == (r["label"] == "Error message"), r["id"]
+        if "turn" in r:
+            assert r["turn"] == len(r["earlier"]) and all(e["time"] < r["time"] for e in r["earlier"]), r["id"]
+    for p in PAIRS:
+        a, b, pref = p["label_a"], p["label_b"], p["preference"]
+        if (a == "Successful") != (b == "Successful"):  # a Successful response always wins
+            assert pref == ("A" if a == "Successful" else "B"), p["id"]
+        if pref == "Both":
+            assert a == b, p["id"]
+
+
+def test_the_command_reproduces_its_figures_on_a_subset(tmp_path):
+    proc, first = command(tmp_path, "--half", "dev", "--limit", "16", name="a.json")
+    assert proc.returncode == 0, proc.stderr
+    again = command(tmp_path, "--half", "dev", "--limit", "16", name="b.json")[1]
+    assert first == again
+    assert first["categories"]["responses"] == 16 and first["preferences"]["pairs"] == 16
+    # the figures from its own graded rows, with scikit-learn's kappa
+    graded = first["graded"]
+    labels, got = [g["label"] for g in graded], [g["graded"] for g in graded]
+    assert first["categories"]["agreement"] == pytest.approx(sum(x == y for x, y in zip(labels, got)) / 16)
+    assert first["categories"]["cohen_kappa"] == pytest.approx(cohen_kappa_score(labels, got, labels=CATEGORIES))
+    pairs = first["graded_pairs"]
+    assert first["preferences"]["agreement"] == pytest.approx(
+        sum(p["preference"] == p["graded"] for p in pairs) / 16)
+    # and the grades are the reference judge's on the row's question, golden response and response
+    dev = set(SPLIT["dev"])
+    by_id = {r["id"]: r for r in SINGLES}
+    for g in graded:
+        r = by_id[g["id"]]
+        assert r["item"] in dev
+        if "turn" not in r:
+            item = Item(id=r["id"], turns=[{"question": r["query"], "golden": r["golden"], "response_a": r["response"]}])
+            assert grade_response(RUBRIC, item, 0, r["response"])[0].value == g["graded"], r["id"]
+    assert len(first["misses"]) == sum(x != y for x, y in zip(labels, got))
+    assert "misses (" in proc.stdout and "confusion" in proc.stdout
+
+
+def test_the_test_half_gives_figures_only(tmp_path):
+    proc, result = command(tmp_path, "--half", "test", "--limit", "12")
+    assert proc.returncode == 0, proc.stderr
+    assert not {"misses", "graded", "graded_pairs", "confusion", "preference_misses"} & result.keys()
+    assert "misses (" not in proc.stdout and "confusion" not in proc.stdout
+    test_ids = {r["id"] for r in SINGLES + PAIRS if r["item"] in set(SPLIT["test"])}
+    assert not any(i in proc.stdout for i in test_ids)
+    assert result["categories"]["responses"] == 12 and result["categories"]["cohen_kappa"] is not None
+
+
+def test_the_guideline_examples(tmp_path, shared_dir):
+    proc, result = command(tmp_path, "--set", "guideline", "--shared", str(shared_dir))
+    assert proc.returncode == 0, proc.stderr
+    assert result["categories"]["responses"] == 42 and result["preferences"]["pairs"] == 1
+    assert "misses (" in proc.stdout
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--limit", "0"], "--limit must be at least 1"),
+    (["--set", "guideline", "--shared", "/nonexistent/shared"], "guideline examples are not here"),
+])
+def test_bad_arguments_are_refused_with_a_reason(tmp_path, args, says):
+    proc, result = command(tmp_path, *args)
+    assert proc.returncode == 2 and result is None
+    assert proc.stderr.startswith("error: ") and says in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _bench_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("judge_eval_bench", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rows_become_items_without_the_scene():
+    bench = _bench_module()
+    single = next(r for r in SINGLES if "turn" not in r)
+    convo = next(r for r in SINGLES if r.get("turn") == 2)
+    pair = next(p for p in PAIRS if "turn" in p)
+    item, turn = bench.to_item(bench.Row(single, False, "x"))
+    assert (item.task_type.value, turn, item.video) == ("single_turn", 0, None)
+    assert item.turns[0].response_a == single["response"] and item.turns[0].response_b is None
+    item, turn = bench.to_item(bench.Row(convo, False, "x"))
+    assert item.task_type.value == "multi_turn" and turn == 2
+    assert [t.time for t in item.turns] == [e["time"] for e in convo["earlier"]] + [convo["time"]]
+    assert [t.question for t in item.turns[:2]] == [e["question"] for e in convo["earlier"]]
+    assert convo["scene"] not in item.model_dump_json()
+    item, turn = bench.to_item(bench.Row(pair, True, "x"))
+    assert item.turns[turn].response_b == pair["response_b"] and all(t.response_b for t in item.turns)
