@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from framejudge.judge.reference import VERSION as REFERENCE_VERSION
+
 import json
 from pathlib import Path
 
@@ -68,7 +70,7 @@ def test_triage_of_a_judge_without_informative_confidence_says_so(tmp_path):
     assert f.threshold is None and f.calibration.coverage == 0 and f.test.coverage == 0
 
 
-def reference_thresholds(path: Path, model_id: str = "reference-1") -> Thresholds:
+def reference_thresholds(path: Path, model_id: str = REFERENCE_VERSION) -> Thresholds:
     rubric = get_rubric("video-qa")
     figures = TriageFigures(units=0, covered=0, coverage=0.0, scored_above=0, scored_below=0)
     t = Thresholds(target=0.9, delta=0.1, judge_backend="reference", model_id=model_id, rubric_id=rubric.id,

@@ -3,6 +3,8 @@ is of this run's items; retried failures do not pile up; the call estimate is pe
 
 from __future__ import annotations
 
+from framejudge.judge.reference import VERSION as REFERENCE_VERSION
+
 import asyncio
 import json
 import shutil
@@ -70,7 +72,7 @@ def test_another_rubric_judge_or_edited_turn_is_refused_and_named(tmp_path):
 
     with pytest.raises(ResumeConflict) as judge_change:
         grade(Grader(FramesReference(), RUBRIC), items, out)
-    assert "judge: reference reference-1 in the file, reference reference-with-frames now" in str(judge_change.value)
+    assert f"judge: reference {REFERENCE_VERSION} in the file, reference reference-with-frames now" in str(judge_change.value)
 
     edited = write_items(tmp_path / "edited.jsonl", 6, edit=2)
     with pytest.raises(ResumeConflict) as content_change:
