@@ -47,7 +47,7 @@ def test_outcomes_follow_the_verdicts_of_real_battles(bundled_examples, tmp_path
     lineup = load_lineup([answers])
     plan = plan_battles(lineup, model_pairs(lineup.models, all_pairs=True), seed=2)
     records = grade(plan, tmp_path / "battles.jsonl", bundled_examples.parent)
-    assert len(records) == plan.size == 11 + 10 + 10  # beta has no answer to one turn
+    assert len(records) == plan.size == 13 + 12 + 12  # beta has no answer to one turn
     results = outcomes(records, plan)
     assert len(results) == plan.size
     verdicts, errors = latest(records)
@@ -151,7 +151,7 @@ def test_a_resumed_leaderboard_run_repeats_no_battle(bundled_examples, tmp_path)
     first = cli(*args, "--budget", 12)
     assert first.returncode == 0, first.stderr
     assert "12 battle(s) of 3 pair(s) of models, 12 to grade" in first.stderr
-    assert "model 'beta' (" in first.stderr and "answered 10 of 11 turn(s)" in first.stderr
+    assert "model 'beta' (" in first.stderr and "answered 12 of 13 turn(s)" in first.stderr
     lines = battles.read_text().splitlines()
     assert len(lines) == 12
     again = cli(*args, "--budget", 12)
