@@ -72,9 +72,11 @@ def is_text_question(question: str) -> bool:
 # ----------------------------------------------------------------------------- values
 
 def _spaced(text: str) -> str:
-    """Normalised, with digits and letters apart ("OPEN8AM-6PM" -> "OPEN 8 AM-6 PM")."""
+    """Normalised, with digits and letters apart ("OPEN8AM-6PM" -> "OPEN 8 AM-6 PM") and a
+    number run into a clock time apart from it ("PLATFORM 414:20" -> "PLATFORM 4 14:20")."""
     t = normalise(text).replace("\u2013", "-").replace("\u2014", "-")
-    return re.sub(r"(?<=\d)(?=[A-Za-z])|(?<=[A-Za-z])(?=\d)", " ", t)
+    t = re.sub(r"(?<=\d)(?=[A-Za-z])|(?<=[A-Za-z])(?=\d)", " ", t)
+    return re.sub(r"(\d)(?=[01]\d:[0-5]\d\b|2[0-3]:[0-5]\d\b)", r"\1 ", t)
 
 
 _AMPM = re.compile(r"(?<![\d.:])(\d{1,2})(?:\s*[:.]\s*(\d{2}))?\s*([ap])\.?\s*m\b\.?", re.I)

@@ -66,6 +66,8 @@ def test_times_numbers_and_words_are_normalised():
     assert [v for _, v in times("at 2:35 pm")] == [frozenset({875})]
     assert [v for _, v in times("at 2:35")] == [frozenset({155, 875})]  # no am/pm: either
     assert [v for _, v in times("noon")] == [frozenset({720})]
+    # OCR ran "PLATFORM 4" into the clock beside it
+    assert [v for _, v in times("PLATFORM 414:20")] == [frozenset({860})] and numbers("PLATFORM 414:20")[0][1] == 4
     assert [v for _, v in numbers("$3.49")] == [3.49]
     assert [v for _, v in numbers("3,49 €")] == [3.49]
     assert [v for _, v in numbers("1,200 people")] == [1200.0]
