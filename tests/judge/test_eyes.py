@@ -286,6 +286,16 @@ def test_without_the_ocr_package_the_judge_grades_as_before_and_says_so(tmp_path
         assert any("on-screen text not read" in n and "framejudge[eyes]" in n for n in v["provenance"]["notes"])
     assert verdicts["colour"]["provenance"]["notes"] == []  # nothing to say where no text was asked about
     assert json.loads(proc.stdout)["used_screen_text"] == 0
+    if eyes.unavailable() is not None:
+        return
+    # With the OCR back, the verdicts graded without it are graded differently: refused, then regraded
+    env["PYTHONPATH"] = str(ROOT)
+    again = [sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out", str(out), "--media-root", str(screen_clips)]
+    proc = subprocess.run(again, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 2 and "on-screen text: not read in the file, read now" in proc.stderr, proc.stderr
+    proc = subprocess.run([*again, "--regrade"], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 verdict(s) graded differently" in proc.stderr and json.loads(proc.stdout)["used_screen_text"] == 2
 
 
 # ----------------------------------------------------------------------------- real footage
