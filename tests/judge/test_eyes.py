@@ -17,7 +17,7 @@ from PIL import Image, ImageDraw, ImageFont
 from framejudge.examples.clips import departures, price_tag
 from framejudge.examples.synth import cfr_times, write_video
 from framejudge.frame_sampler import sample_frames
-from framejudge.judge import Grader, ReferenceJudge
+from framejudge.judge import Grader, ReferenceJudge, eyes
 from framejudge.judge.batch import summarize
 from framejudge.judge.screen import check_answer, close, numbers, text_kinds, times
 from framejudge.rubrics import get_rubric
@@ -27,8 +27,7 @@ RUBRIC = get_rubric("video-qa")
 ROOT = Path(__file__).parents[2]
 W, H = 640, 360
 
-eyes = pytest.importorskip("framejudge.judge.eyes")
-needs_ocr = pytest.mark.skipif(eyes.unavailable() is not None, reason=f"{eyes.unavailable()}")
+needs_ocr = pytest.mark.skipif(eyes.unavailable() is not None, reason=str(eyes.unavailable()))
 
 
 # ----------------------------------------------------------------------------- questions and claims
