@@ -448,6 +448,18 @@ class GradeOptions(BaseModel):
         return (not judge.deterministic) if self.swap is None else self.swap
 
 
+class ReadText(BaseModel):
+    """A line of on-screen text read from one sampled frame (OCR)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timestamp: float = Field(description="seconds of the video: the frame it was read on")
+    text: str = Field(max_length=500, description="the line as read, whitespace collapsed")
+    score: float = Field(ge=0, le=1, description="the recogniser's confidence")
+    box: list[int] = Field(min_length=4, max_length=4, description="x0, y0, x1, y1 in the sampled frame's pixels")
+    used: bool = Field(False, description="a response's grade was decided by this text")
+
+
 class Provenance(BaseModel):
     """Which rubric, judge, prompt and frames produced a verdict."""
 
@@ -465,6 +477,9 @@ class Provenance(BaseModel):
     created_at: datetime
     usage: Usage | None = None
     notes: list[str] = Field(default_factory=list)
+    read_text: list[ReadText] | None = Field(
+        None, max_length=64, description="on-screen text the judge read from the frames (each distinct line once, "
+                                         "where it was read best); null: the judge read none")
     options: GradeOptions | None = Field(
         None, description="the grading options in effect (swap and samples as this judge applies them)")
     turn_hash: str | None = Field(

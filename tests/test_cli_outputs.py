@@ -86,14 +86,14 @@ def test_a_summary_that_cannot_be_written_keeps_the_verdicts(tmp_path, bundled_e
     out = tmp_path / "v.jsonl"
     proc = cli("grade", bundled_examples, "--out", out, "--summary-json", FULL)
     refused(proc, "cannot write the summary to /dev/full: No space left on device")
-    assert json.loads(proc.stdout)["turns_graded"] == 11  # the summary still reaches stdout
-    assert len(out.read_text().splitlines()) == 11
+    assert json.loads(proc.stdout)["turns_graded"] == 13  # the summary still reaches stdout
+    assert len(out.read_text().splitlines()) == 13
 
 
 def test_summary_json_dash_is_stdout_once(tmp_path, bundled_examples):
     proc = cli("grade", bundled_examples, "--out", tmp_path / "v.jsonl", "--summary-json", "-", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["turns_graded"] == 11 and not (tmp_path / "-").exists()
+    assert json.loads(proc.stdout)["turns_graded"] == 13 and not (tmp_path / "-").exists()
 
 
 def test_a_disk_that_fills_while_grading_keeps_what_was_written_and_resumes(tmp_path):

@@ -32,12 +32,12 @@ def write(path: Path, data: bytes) -> Path:
 
 def test_items_with_a_bom_grade(tmp_path, bundled_examples):
     items = write(tmp_path / "items.jsonl", BOM + EXAMPLES.read_bytes())
-    assert len(load_items(items)) == 10
+    assert len(load_items(items)) == 12
     proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out",
                            str(tmp_path / "v.jsonl"), "--media-root", str(bundled_examples.parent)],
                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     summary = json.loads(proc.stdout)
-    assert proc.returncode == 0 and summary["items"] == 10 and summary["errors"] == {}, proc.stderr
+    assert proc.returncode == 0 and summary["items"] == 12 and summary["errors"] == {}, proc.stderr
 
 
 def test_labels_csv_and_jsonl_with_a_bom(tmp_path):

@@ -255,7 +255,7 @@ def grade(
     from ..frame_sampler import InvalidRequest, make_params
     from ..service.settings import MAX_DECODE_MEMORY_MB, MAX_DECODE_WORKERS
     from ..judge import Grader, ItemsError, JudgeSpecError, load_items
-    from ..judge.base import unused_options
+    from ..judge.base import unused_options, wants_frames
     from ..rubrics import RubricError, get_rubric
     from ..runner import RunProgress, run_batch
     from ..runner.decode import SharedDecodes
@@ -342,7 +342,7 @@ def grade(
         if not typer.confirm("Go ahead?"):
             raise typer.Exit(1)
     decoder = None
-    if the_judge.needs_frames and any(it.video for it in the_items):
+    if any(wants_frames(the_judge, it, t) for it in the_items for t in range(len(it.turns))):
         from ..frame_sampler import IsolatedSampler
 
         # decoding is CPU work in processes of its own, overlapping the model calls

@@ -67,6 +67,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     from ..files import OutputError, check_output, first_problem, write_problem
     from ..frame_sampler import InvalidRequest, make_params
     from ..judge import Grader, ItemsError, JudgeSpecError, read_records
+    from ..judge.base import wants_frames
     from ..rubrics import RubricError, get_rubric
     from ..runner import RunProgress, run_batch
     from ..runner.decode import SharedDecodes
@@ -116,7 +117,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
         if not typer.confirm("Go ahead?"):
             raise typer.Exit(1)
     decoder = None
-    if todo and the_judge.needs_frames and any(it.video for it in items):
+    if todo and any(wants_frames(the_judge, it, t) for it in items for t in range(len(it.turns))):
         from ..frame_sampler import IsolatedSampler
 
         decoder = IsolatedSampler(workers=os.cpu_count() or 1, timeout_s=600.0, max_memory_mb=4096)

@@ -1,5 +1,6 @@
 """The bundled example clips, generated (never downloaded): moving shapes, readable text,
-a scene cut and a countdown. Deterministic, small, and quick to make."""
+a scene cut, a countdown, a shelf price tag and a departures board. Deterministic, small, and
+quick to make."""
 
 from __future__ import annotations
 
@@ -84,11 +85,36 @@ def countdown(k: int, t: float) -> np.ndarray:
     return np.asarray(img)
 
 
+def price_tag(k: int, t: float) -> np.ndarray:
+    """A supermarket shelf tag for apples, the camera drifting slightly."""
+    img, draw = _canvas((90, 60, 40))
+    dy = int(6 * np.sin(t / 2))
+    draw.rectangle((120, 70 + dy, 520, 290 + dy), fill=(250, 230, 60), outline="black", width=3)
+    _centered(draw, "ORGANIC APPLES", 90 + dy, 34, "black")
+    _centered(draw, "$3.49", 140 + dy, 90, (200, 20, 20))
+    _centered(draw, "per lb", 250 + dy, 26, "black")
+    return np.asarray(img)
+
+
+def departures(k: int, t: float) -> np.ndarray:
+    """A station's departures board in 24-hour time, its clock ticking."""
+    img, draw = _canvas((15, 15, 60))
+    _centered(draw, "DEPARTURES", 20, 34, (255, 210, 60))
+    draw.text((60, 110), "14:35", font=_font(40), fill="white")
+    draw.text((220, 110), "HARBOUR CITY", font=_font(40), fill="white")
+    draw.text((60, 190), "15:10", font=_font(40), fill="white")
+    draw.text((220, 190), "NORTH PARK", font=_font(40), fill="white")
+    _centered(draw, f"PLATFORM 4   {14 + int(t) // 60:02d}:{20 + int(t):02d}", 290, 28, (255, 210, 60))
+    return np.asarray(img)
+
+
 CLIPS: dict[str, tuple[Callable[[int, float], np.ndarray], float]] = {
     "shapes.mp4": (shapes, 10.0),
     "text_sign.mp4": (text_sign, 6.0),
     "scene_cut.mp4": (scene_cut, 8.0),
     "countdown.mp4": (countdown, 10.0),
+    "price_tag.mp4": (price_tag, 4.0),
+    "departures.mp4": (departures, 4.0),
 }
 
 

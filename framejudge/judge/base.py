@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame
-from ..schema import Item, Judgement, JudgeErrorKind, Usage
+from ..schema import Item, Judgement, JudgeErrorKind, ReadText, Usage
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,9 @@ class JudgeRequest:
     sample: int = 0  # index among k samples
     temperature: float | None = None  # None: the judge's own (0 for the model judges)
     seed: int | None = None  # None: the judge's own
+    # the same frames with their pixels (frame_sampler.SampledFrame: RGB arrays), for judges that
+    # look at them themselves (the reference judge reads on-screen text)
+    sampled: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -33,6 +36,7 @@ class JudgeResult:
     # label field -> option -> probability, from the label tokens' probabilities (None: the
     # backend gave none); options are named as confidence.option_key names them
     label_probs: dict[str, dict[str, float]] | None = None
+    read_text: list[ReadText] | None = None  # on-screen text the judge read (None: it read no frames)
 
 
 class JudgeFailure(Exception):
@@ -64,11 +68,25 @@ class Judge(Protocol):
         """Grade one turn; raise JudgeFailure when no valid judgement can be had."""
         ...
 
+    # Optional: a judge with needs_frames False may define `def wants_frames(self, item, turn) -> bool`:
+    # True for the turns whose frames it does use (the reference judge: questions about on-screen
+    # text); the pipeline decodes those turns' frames only.
     # Optional: judges that call a server also define `async def ready(self) -> str | None`
     # (None when they can be called, else why not); the service's /readyz asks it.
     # Optional: judges whose calls run in threads of this process (a local model) define
     # `def stop(self) -> None`: calls in flight end soon (a model between two tokens) and raise
     # JudgeStopped, as do later calls. Cancelling the awaiting task cannot stop a thread.
+
+
+def wants_frames(judge: Judge, item: Item, turn: int) -> bool:
+    """Whether grading this turn decodes its frames: always for judges that need frames, per turn
+    for a judge that says so (`wants_frames`), and never without a video."""
+    if not item.video:
+        return False
+    if judge.needs_frames:
+        return True
+    asks = getattr(judge, "wants_frames", None)
+    return bool(asks(item, turn)) if asks is not None else False
 
 
 def unused_options(judge: Judge | type, spec: str, samples: int, blind: bool, flag: str = "--") -> str | None:

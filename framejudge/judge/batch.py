@@ -103,6 +103,7 @@ class GradeSummary(BaseModel):
     items: int
     turns_graded: int
     decided_by_rules: int
+    used_screen_text: int = 0  # verdicts with a grade decided by on-screen text the judge read
     categories_a: dict[str, int]
     categories_b: dict[str, int]
     preferences: dict[str, int]
@@ -161,6 +162,7 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
         items=items,
         turns_graded=len(vs),
         decided_by_rules=sum(v.decided_by == "rules" for v in vs),
+        used_screen_text=sum(any(r.used for r in v.provenance.read_text or ()) for v in vs if v.provenance),
         categories_a=dict(Counter(v.response_a.category.value for v in vs)),
         categories_b=dict(Counter(v.response_b.category.value for v in vs if v.response_b)),
         preferences=dict(prefs),

@@ -29,6 +29,7 @@ from ..schema import (
     JudgeErrorKind,
     Preference,
     Provenance,
+    ReadText,
     ResponseGrade,
     SamplerParams,
     SwapCheck,
@@ -36,7 +37,7 @@ from ..schema import (
     Usage,
     Verdict,
 )
-from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult
+from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult, wants_frames
 from .confidence import (LabelProbs, blind_confidence, combine, logprob_confidence, not_informative,
                          sample_confidence, swap_confidence)
 from .reference import rank_pair
@@ -177,7 +178,7 @@ class Grader:
     def _frames(self, item: Item, turn: int) -> tuple[_Frames, str | None, SamplerParams | None]:
         """Frames for one turn (none for judges that do not use them), and the video's hash."""
         path = self._video_path(item)
-        if path is None or not self.judge.needs_frames:
+        if path is None or not wants_frames(self.judge, item, turn):
             return _Frames([], False, 0), None, None
         params = self._params(item, turn)
         result = self.sample(path, params)
@@ -208,7 +209,8 @@ class Grader:
                 return JudgeResult(Judgement.model_validate(data["judgement"]), None, data.get("prompt_hash"),
                                    notes=["from the verdict cache"], label_probs=data.get("label_probs"))
         shown = await frames.prompt_frames()  # encoded only when a model is actually asked
-        result = await self.judge.judge(JudgeRequest(item, turn, self.rubric, shown, sample, temperature, seed))
+        result = await self.judge.judge(JudgeRequest(item, turn, self.rubric, shown, sample, temperature, seed,
+                                                     sampled=frames.sampled))
         if item.turns[turn].response_b is None and result.judgement.response_b is not None:
             # a one-response turn has no B and no preference, whatever a model says
             result.judgement = result.judgement.model_copy(
@@ -257,7 +259,7 @@ class Grader:
                            confidence=not_informative("decided by the rubric's error-string rules, not by a judge"),
                            provenance=self._provenance(started, None, [], None, None, ["decided by the error-string rules"]))
         try:
-            if self.judge.needs_frames and item.video:
+            if wants_frames(self.judge, item, turn):
                 frames, video_hash, params = await asyncio.to_thread(self._frames, item, turn)
             else:
                 frames, video_hash, params = _Frames([], False, 0), None, None
@@ -266,7 +268,7 @@ class Grader:
                               provenance=self._provenance(started, None, [], None, None, []))
         usage: Usage | None = None
         notes: list[str] = []
-        if frames and not self.judge.sees_images:
+        if frames and self.judge.needs_frames and not self.judge.sees_images:
             notes.append("text-only judge: frames given as timestamps, no images")
         k_samples = 1 if self.judge.deterministic else max(1, self.options.samples)
         # k samples must be able to differ: each is drawn above temperature 0, with its index as seed
@@ -275,12 +277,14 @@ class Grader:
             results: list[Judgement] = []
             probs: list[LabelProbs | None] = []
             prompt_hash = None
+            read_text: list[ReadText] | None = None
             for k in range(k_samples):
                 seed = k if k_samples > 1 else None
                 key = self._cache_key(item, turn, video_hash, params, k, False, temperature, seed)
                 r = await self._call(item, turn, frames, k, key, temperature, seed)
                 usage = _add_usage(usage, r.usage)
                 prompt_hash = prompt_hash or r.prompt_hash
+                read_text = read_text if read_text is not None else r.read_text
                 notes += [n for n in r.notes if n not in notes]
                 results.append(r.judgement)
                 probs.append(r.label_probs)
@@ -316,7 +320,8 @@ class Grader:
         return Verdict(
             **data, item_id=item.id, turn=turn, swap=swap_check,
             sample_agreement=agreement if len(results) > 1 else None, blind_unchanged=blind_unchanged,
-            confidence=confidence, provenance=self._provenance(started, prompt_hash, frames.timestamps, params, usage, notes),
+            confidence=confidence,
+            provenance=self._provenance(started, prompt_hash, frames.timestamps, params, usage, notes, read_text),
         )
 
     def _confidence(self, turn: int, verdict: Judgement, samples: list[Judgement], probs: list[LabelProbs | None],
@@ -360,9 +365,11 @@ class Grader:
         return Judgement.model_validate(data, context={"rubric": self.rubric, "responses": {"a": t.response_a, "b": t.response_b}})
 
     def _provenance(self, started: datetime, prompt_hash: str | None, timestamps: list[float],
-                    params: SamplerParams | None, usage: Usage | None, notes: list[str]) -> Provenance:
+                    params: SamplerParams | None, usage: Usage | None, notes: list[str],
+                    read_text: list[ReadText] | None = None) -> Provenance:
         return Provenance(
             rubric_id=self.rubric.id, rubric_version=self.rubric.version, rubric_hash=self.rubric_hash,
             judge_backend=self.judge.backend, model_id=self.judge.model_id, prompt_hash=prompt_hash,
             frame_timestamps=timestamps, sampler=params, created_at=started, usage=usage, notes=notes,
+            read_text=read_text,
         )

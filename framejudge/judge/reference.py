@@ -1,8 +1,13 @@
-"""The reference judge: the rubric's rules applied to the text alone. Offline, deterministic, fast.
+"""The reference judge: the rubric's rules applied to the text, and to the text on screen. Offline,
+deterministic, fast.
 
-It never looks at the video (the pipeline does not even decode frames for it), so it
-cannot tell a correct description from a hallucinated one unless a golden response
-is there to compare with. What it does decide from text:
+For questions about on-screen text (signs, labels, prices, numbers, times, screens: see
+screen.py) it reads the sampled frames with OCR (eyes.py, the optional `eyes` dependencies) and
+checks each answer against what was read: an answer stating what is on screen is Successful, one
+stating something else where the screen shows it is Not Successful, whatever the golden response
+says; the times where it was read are the grade's evidence. For every other question the
+pipeline does not even decode frames for it, so it cannot tell a correct description from a
+hallucinated one unless a golden response is there to compare with. What it decides from text:
 
 1. error strings (the rubric's deterministic rules) -> Error message;
 2. refusals: for integrity reasons or about unsupported domains -> Successful; with useful
@@ -33,16 +38,19 @@ relevancy, not missing, helpfulness, conciseness, creativity for expression task
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Sequence
 
 from ..rubrics.corrections import precedent
 from ..rubrics.model import Rubric
 from ..rubrics.rules import error_message_match, normalize
-from ..schema import Category, Item, Judgement, Preference, ResponseGrade
-from . import guideline_rules
+from ..schema import Category, Item, Judgement, Preference, ReadText, ResponseGrade
+from . import eyes, guideline_rules
 from .base import JudgeRequest, JudgeResult
+from .screen import ScreenCheck, check_answer, is_text_question
 
-VERSION = "reference-1"
+VERSION = "reference-2"
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _STOP = set(
@@ -337,25 +345,75 @@ def rank_pair(rubric: Rubric, item: Item, turn_index: int, cat_a: Category, cat_
 class ReferenceJudge:
     backend = "reference"
     model_id = VERSION
-    needs_frames = False
+    needs_frames = False  # only the turns it asks for (wants_frames) are decoded
     sees_images = False
     deterministic = True
 
-    async def judge(self, request: JudgeRequest) -> JudgeResult:
-        return JudgeResult(self.decide(request.rubric, request.item, request.turn))
+    def __init__(self, read_text: bool = True) -> None:
+        """`read_text`: read on-screen text for questions about it (when the OCR package is there)."""
+        self.read_text = read_text
 
-    def decide(self, rubric: Rubric, item: Item, turn_index: int) -> Judgement:
+    def wants_frames(self, item: Item, turn: int) -> bool:
+        """Frames for a question about on-screen text, when they can be read; none otherwise."""
+        return (self.read_text and bool(item.video) and is_text_question(item.turns[turn].question)
+                and eyes.unavailable() is None)
+
+    async def judge(self, request: JudgeRequest) -> JudgeResult:
+        item, turn = request.item, request.turn
+        notes: list[str] = []
+        reads: list[ReadText] | None = None
+        if self.read_text and item.video and is_text_question(item.turns[turn].question):
+            missing = eyes.unavailable()
+            if missing is not None:
+                notes.append(f"on-screen text not read, graded from the text alone: {missing}")
+            elif request.sampled:
+                reads = await asyncio.to_thread(eyes.read_frames, request.sampled)
+        judgement, checks = self.decide_with(request.rubric, item, turn, reads or ())
+        read_text = None
+        if reads is not None:
+            used = {(r.timestamp, r.text) for c in checks for r in c.seen}
+            read_text = eyes.distinct([r.model_copy(update={"used": (r.timestamp, r.text) in used}) for r in reads])
+            notes.append(f"read on-screen text on {len(request.sampled)} frame(s) with RapidOCR: "
+                         f"{len(read_text)} distinct line(s)" + (f", {len(checks)} grade(s) decided by it" if checks else ""))
+        return JudgeResult(judgement, notes=notes, read_text=read_text)
+
+    def decide(self, rubric: Rubric, item: Item, turn_index: int, reads: Sequence[ReadText] = ()) -> Judgement:
+        return self.decide_with(rubric, item, turn_index, reads)[0]
+
+    def decide_with(self, rubric: Rubric, item: Item, turn_index: int,
+                    reads: Sequence[ReadText] = ()) -> tuple[Judgement, list[ScreenCheck]]:
+        """The judgement, and the screen checks that decided its grades (none without reads)."""
         turn = item.turns[turn_index]
-        cat_a, why_a = grade_response(rubric, item, turn_index, turn.response_a)
-        grades = {"response_a": ResponseGrade(category=cat_a, rationale=why_a)}
+        checks: list[ScreenCheck] = []
+        grade_a, check = _grade(rubric, item, turn_index, turn.response_a, reads)
+        checks += [check] if check else []
+        grades = {"response_a": grade_a}
         pref = crit = None
         if turn.response_b is not None:
-            cat_b, why_b = grade_response(rubric, item, turn_index, turn.response_b)
-            grades["response_b"] = ResponseGrade(category=cat_b, rationale=why_b)
-            pref, crit = rank_pair(rubric, item, turn_index, cat_a, cat_b)
+            grade_b, check = _grade(rubric, item, turn_index, turn.response_b, reads)
+            checks += [check] if check else []
+            grades["response_b"] = grade_b
+            pref, crit = rank_pair(rubric, item, turn_index, grade_a.category, grade_b.category)
         context = {"rubric": rubric, "responses": {"a": turn.response_a, "b": turn.response_b}}
-        return Judgement.model_validate(
+        judgement = Judgement.model_validate(
             {**{k: v.model_dump() for k, v in grades.items()}, "preference": pref, "deciding_criterion": crit,
              "multiturn": turn_index > 0},
             context=context,
         )
+        return judgement, checks
+
+
+def _grade(rubric: Rubric, item: Item, turn_index: int, response: str,
+           reads: Sequence[ReadText]) -> tuple[ResponseGrade, ScreenCheck | None]:
+    """A response's grade: by the text on screen where it settles the answer, else by the text rules."""
+    category, why = grade_response(rubric, item, turn_index, response)
+    if not reads or category is Category.error_message or not normalize(response):
+        return ResponseGrade(category=category, rationale=why), None
+    check = check_answer(item.turns[turn_index].question, response, reads)
+    if check is None:
+        return ResponseGrade(category=category, rationale=why), None
+    by_screen = Category.successful if check.states_screen else Category.not_successful
+    rationale = check.reason()
+    if by_screen is not category:
+        rationale += f"; from the text alone it would be {category.value} ({why})"
+    return ResponseGrade(category=by_screen, rationale=rationale[:2000], evidence_timestamps=check.timestamps[:64]), check

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..judge.base import wants_frames
 from ..judge.batch import read_records
 from ..judge.pipeline import Grader, Record, turn_hash
 from ..schema import GradeOptions, Item, JudgeError, Provenance, Verdict
@@ -33,9 +34,9 @@ def superseded_path(out: Path) -> Path:
     return out.with_name(out.name.removesuffix(".jsonl") + ".superseded.jsonl")
 
 
-def _options_differences(old: GradeOptions, now: GradeOptions, grader: Grader) -> list[str]:
+def _options_differences(old: GradeOptions, now: GradeOptions, grader: Grader, frames: bool) -> list[str]:
     found = []
-    if grader.judge.needs_frames and old.sampler != now.sampler:
+    if frames and old.sampler != now.sampler:
         found.append(f"frames: {_sampler_text(old)} in the file, {_sampler_text(now)} now")
     for name, label in (("swap", "swap"), ("samples", "samples"), ("blind", "blind control")):
         if getattr(old, name) != getattr(now, name):
@@ -67,7 +68,11 @@ def differences(p: Provenance | None, grader: Grader, item: Item, turn: int) -> 
     if p.options is None or p.turn_hash is None:
         found.append("graded by a framejudge that did not record its options and the turn's content")
         return found
-    found += _options_differences(p.options, grader.effective_options, grader)
+    reads = (not grader.judge.needs_frames and wants_frames(grader.judge, item, turn)
+             and not grader.decided_by_rules(item, turn))  # a judge that reads this turn's frames
+    found += _options_differences(p.options, grader.effective_options, grader, grader.judge.needs_frames or reads)
+    if reads and p.read_text is None:
+        found.append("on-screen text: not read in the file, read now")
     if p.turn_hash != turn_hash(item, turn):
         found.append("content: the item's video, question, golden response or responses up to this turn changed")
     return found

@@ -145,7 +145,7 @@ def test_grade_command_on_the_bundled_examples(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out",
                            str(tmp_path / "none.jsonl")], capture_output=True, text=True, timeout=120)
     records = read_records(tmp_path / "none.jsonl")
-    assert len(records) == 11 and all(isinstance(r, JudgeError) and r.kind == "bad_input" for r in records)
+    assert len(records) == 13 and all(isinstance(r, JudgeError) and r.kind == "bad_input" for r in records)
     assert all("file not found" in r.message for r in records)
     subprocess.run([sys.executable, "-m", "framejudge.cli", "examples", "make", str(tmp_path / "videos")],
                    check=True, capture_output=True, timeout=120)
@@ -154,7 +154,9 @@ def test_grade_command_on_the_bundled_examples(tmp_path):
                            "--summary-json", str(tmp_path / "s.json")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
-    assert summary["items"] == 10 and summary["turns_graded"] == 11 and summary["decided_by_rules"] == 1
+    assert summary["items"] == 12 and summary["turns_graded"] == 13 and summary["decided_by_rules"] == 1
+    # the price tag, the departures board, the cafe sign (hours, name, calories) read on screen
+    assert summary["used_screen_text"] == 5
     assert json.loads((tmp_path / "s.json").read_text()) == summary
     assert "no tokens, no cost" in proc.stderr
 

@@ -47,7 +47,7 @@ def test_outcomes_follow_the_verdicts_of_real_battles(bundled_examples, tmp_path
     lineup = load_lineup([answers])
     plan = plan_battles(lineup, model_pairs(lineup.models, all_pairs=True), seed=2)
     records = grade(plan, tmp_path / "battles.jsonl", bundled_examples.parent)
-    assert len(records) == plan.size == 11 + 10 + 10  # beta has no answer to one turn
+    assert len(records) == plan.size == 13 + 12 + 12  # beta has no answer to one turn
     results = outcomes(records, plan)
     assert len(results) == plan.size
     verdicts, errors = latest(records)
@@ -115,14 +115,14 @@ def test_compare_counts_the_flipped_turns_and_the_exact_test(bundled_examples, t
                "--out", summary, "--media-root", bundled_examples.parent)
     assert proc.returncode == 0, proc.stderr
     records = read_records(tmp_path / "cmp.jsonl")
-    assert len(records) == 11 and all(isinstance(r, Verdict) for r in records)
+    assert len(records) == 13 and all(isinstance(r, Verdict) for r in records)
     hand = hand_count(records, "new")
     assert hand["lost"] > 2 and hand["gained"] >= 1  # both kinds of discordant turns occur
     result = json.loads(summary.read_text())
     assert (result["gained"], result["lost"]) == (hand["gained"], hand["lost"])
     assert result["p_value"] == pytest.approx(sign_test(hand["gained"], hand["lost"]), rel=1e-9)
     assert f"p = {result['p_value']:.4g}" in proc.stdout
-    assert result["wins"] + result["ties_both"] + result["ties_neither"] + result["losses"] == result["turns"] == 11
+    assert result["wins"] + result["ties_both"] + result["ties_neither"] + result["losses"] == result["turns"] == 13
     flipped = [json.loads(line) for line in flipped_path.read_text().splitlines()]
     assert {(f["item_id"], f["turn"]) for f in flipped} == hand["flipped"]
     f = flipped[0]
@@ -139,7 +139,7 @@ def test_compare_library_from_records(bundled_examples, tmp_path):
     plan = plan_battles(lineup, [("v2", "v1")])
     result = compare(grade(plan, tmp_path / "same.jsonl", bundled_examples.parent), plan, "v2", "v1")
     # the same answers on both sides: every turn a tie, nothing gained or lost, nothing to test
-    assert result.turns == 11 and result.wins == result.losses == 0 and result.ties_both + result.ties_neither == 11
+    assert result.turns == 13 and result.wins == result.losses == 0 and result.ties_both + result.ties_neither == 13
     assert result.gained == result.lost == 0 and result.p_value is None and result.flipped == []
 
 
@@ -151,7 +151,7 @@ def test_a_resumed_leaderboard_run_repeats_no_battle(bundled_examples, tmp_path)
     first = cli(*args, "--budget", 12)
     assert first.returncode == 0, first.stderr
     assert "12 battle(s) of 3 pair(s) of models, 12 to grade" in first.stderr
-    assert "model 'beta' (" in first.stderr and "answered 10 of 11 turn(s)" in first.stderr
+    assert "model 'beta' (" in first.stderr and "answered 12 of 13 turn(s)" in first.stderr
     lines = battles.read_text().splitlines()
     assert len(lines) == 12
     again = cli(*args, "--budget", 12)

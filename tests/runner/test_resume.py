@@ -201,8 +201,8 @@ def test_grade_command_refuses_a_changed_rubric_and_regrades_on_request(tmp_path
     assert "rubric: video-qa@" in proc.stderr and "--regrade" in proc.stderr
     proc = subprocess.run([*changed, "--regrade"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "11 verdict(s) graded differently move to" in proc.stderr
-    assert json.loads(proc.stdout)["turns_graded"] == 11
+    assert "13 verdict(s) graded differently move to" in proc.stderr
+    assert json.loads(proc.stdout)["turns_graded"] == 13
     assert {r.provenance.rubric_id for r in read_records(out)} == {"video-qa-edited"}
     assert all(isinstance(r, Verdict) for r in read_records(out))
     assert read_records(superseded_path(out)) == first
