@@ -39,7 +39,7 @@ from ..rubrics.corrections import precedent
 from ..rubrics.model import Rubric
 from ..rubrics.rules import error_message_match, normalize
 from ..schema import Category, Item, Judgement, Preference, ResponseGrade
-from . import guideline_rules
+from . import guideline_rules, meaning
 from .base import JudgeRequest, JudgeResult
 
 VERSION = "reference-1"
@@ -224,6 +224,10 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
         if _contradicts(golden, response, question):
             return Category.not_successful, "contradicts the golden response"
         g_content = _content(golden)
+        meant = None if _numbers(response) & _numbers(golden) else meaning.versus_golden(
+            question, golden, response, shares_words=_overlap(r_content, g_content) > 0)
+        if meant is not None:
+            return meant
         if _overlap(r_content, g_content) == 0 and not (_numbers(response) & _numbers(golden)):
             if _overlap(r_content, q_content) == 0 and not _DEICTIC.search(question):
                 return Category.irrelevant, "shares nothing with the question or the golden response"
@@ -342,7 +346,7 @@ class ReferenceJudge:
     deterministic = True
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
-        return JudgeResult(self.decide(request.rubric, request.item, request.turn))
+        return JudgeResult(self.decide(request.rubric, request.item, request.turn), notes=[meaning.note()])
 
     def decide(self, rubric: Rubric, item: Item, turn_index: int) -> Judgement:
         turn = item.turns[turn_index]
