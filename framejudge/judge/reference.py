@@ -46,7 +46,7 @@ from ..rubrics.corrections import precedent
 from ..rubrics.model import Rubric
 from ..rubrics.rules import error_message_match, normalize
 from ..schema import Category, Item, Judgement, Preference, ReadText, ResponseGrade
-from . import eyes, guideline_rules
+from . import eyes, guideline_rules, meaning
 from .base import JudgeRequest, JudgeResult
 from .screen import ScreenCheck, check_answer, is_text_question
 
@@ -232,6 +232,10 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
         if _contradicts(golden, response, question):
             return Category.not_successful, "contradicts the golden response"
         g_content = _content(golden)
+        meant = None if _numbers(response) & _numbers(golden) else meaning.versus_golden(
+            question, golden, response, shares_words=_overlap(r_content, g_content) > 0)
+        if meant is not None:
+            return meant
         if _overlap(r_content, g_content) == 0 and not (_numbers(response) & _numbers(golden)):
             if _overlap(r_content, q_content) == 0 and not _DEICTIC.search(question):
                 return Category.irrelevant, "shares nothing with the question or the golden response"
@@ -375,7 +379,7 @@ class ReferenceJudge:
             read_text = eyes.distinct([r.model_copy(update={"used": (r.timestamp, r.text) in used}) for r in reads])
             notes.append(f"read on-screen text on {len(request.sampled)} frame(s) with RapidOCR: "
                          f"{len(read_text)} distinct line(s)" + (f", {len(checks)} grade(s) decided by it" if checks else ""))
-        return JudgeResult(judgement, notes=notes, read_text=read_text)
+        return JudgeResult(judgement, notes=[*notes, meaning.note()], read_text=read_text)
 
     def decide(self, rubric: Rubric, item: Item, turn_index: int, reads: Sequence[ReadText] = ()) -> Judgement:
         return self.decide_with(rubric, item, turn_index, reads)[0]
