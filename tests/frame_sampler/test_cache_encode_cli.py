@@ -163,7 +163,7 @@ def test_examples_make(tmp_path):
     res = runner.invoke(app, ["examples", "make", str(tmp_path / "ex")])
     assert res.exit_code == 0, res.output
     names = sorted(p.name for p in (tmp_path / "ex").iterdir())
-    assert names == ["countdown.mp4", "scene_cut.mp4", "shapes.mp4", "text_sign.mp4"]
+    assert names == ["countdown.mp4", "departures.mp4", "price_tag.mp4", "scene_cut.mp4", "shapes.mp4", "text_sign.mp4"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SamplingWarning)
         r = sample_frames(tmp_path / "ex" / "scene_cut.mp4", strategy="scene", n=2, cache=None)
