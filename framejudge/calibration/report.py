@@ -26,6 +26,20 @@ def _png(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+PAGE_STYLE = """body{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem;color:#222}
+table{border-collapse:collapse;margin:1rem 0;font-size:0.9rem}
+th,td{border:1px solid #ccc;padding:0.3rem 0.6rem;text-align:left}
+th{background:#f3f3f3} td.num{text-align:right;font-variant-numeric:tabular-nums}
+img{max-width:100%} .grid{display:flex;flex-wrap:wrap;gap:1rem}"""
+
+
+def page_head(title: str) -> str:
+    """The start of a self-contained page (the report's look), up to and with its heading."""
+    t = html.escape(title)
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{t}</title>\n'
+            f"<style>\n{PAGE_STYLE}\n</style></head><body>\n<h1>{t}</h1>\n")
+
+
 def _fmt(iv: Interval) -> str:
     if iv.estimate is None:
         return f"undefined ({html.escape(iv.undefined or '')})"
@@ -203,16 +217,7 @@ def render_triage_html(result: TriageResult, title: str = "framejudge selective 
     def pct(x: float | None) -> str:
         return "&ndash;" if x is None else f"{100 * x:.1f}%"
 
-    parts = [f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>
-<style>
-body{{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem;color:#222}}
-table{{border-collapse:collapse;margin:1rem 0;font-size:0.9rem}}
-th,td{{border:1px solid #ccc;padding:0.3rem 0.6rem;text-align:left}}
-th{{background:#f3f3f3}} td.num{{text-align:right;font-variant-numeric:tabular-nums}}
-img{{max-width:100%}} .grid{{display:flex;flex-wrap:wrap;gap:1rem}}
-</style></head><body>
-<h1>{e(title)}</h1>
-<p id="summary">Judge {e(t.judge_backend)} {e(t.model_id)}, rubric {e(t.rubric_id)} ({e(t.rubric_hash[:12])}).
+    parts = [page_head(title) + f"""<p id="summary">Judge {e(t.judge_backend)} {e(t.model_id)}, rubric {e(t.rubric_id)} ({e(t.rubric_hash[:12])}).
 Target: {t.target:.0%} agreement with the human majority above each field's threshold, with probability at least
 {1 - t.delta:.0%} (fixed-sequence testing with exact binomial bounds, as in Trust or Escalate, Jung et al., ICLR 2025).
 Items split by seed {t.seed}: {t.split:.0%} to choose the thresholds, the rest to check them.</p>
@@ -240,16 +245,7 @@ Items split by seed {t.seed}: {t.split:.0%} to choose the thresholds, the rest t
 
 def render_html(result: AuditResult, comparison: list[RunComparison] | None = None, title: str = "framejudge calibration") -> str:
     e = html.escape
-    parts = [f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>
-<style>
-body{{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem;color:#222}}
-table{{border-collapse:collapse;margin:1rem 0;font-size:0.9rem}}
-th,td{{border:1px solid #ccc;padding:0.3rem 0.6rem;text-align:left}}
-th{{background:#f3f3f3}} td.num{{text-align:right;font-variant-numeric:tabular-nums}}
-img{{max-width:100%}} .grid{{display:flex;flex-wrap:wrap;gap:1rem}}
-</style></head><body>
-<h1>{e(title)}</h1>
-<p id="summary">{len(result.annotators)} annotators; judge errors left out: {result.judge_errors};
+    parts = [page_head(title) + f"""<p id="summary">{len(result.annotators)} annotators; judge errors left out: {result.judge_errors};
 units without a verdict: {result.judge_units_missing}; bootstrap: {result.replicates} replicates over items, seed {result.seed}.
 {"" if result.swap_consistency is None else f"Swap consistency of the judge: {result.swap_consistency:.3f}."}</p>
 <h2>Judge vs the human ceiling</h2>

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import math
 
-from ..calibration.report import _png
+from ..calibration.report import _png, page_head
 from .board import Board, Interval, ModelRow
 
 e = html.escape
@@ -177,16 +177,7 @@ def _footnote(board: Board) -> str:
 
 def render_board_html(board: Board, title: str = "framejudge leaderboard") -> str:
     """The board as one page."""
-    parts = [f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>
-<style>
-body{{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem;color:#222}}
-table{{border-collapse:collapse;margin:1rem 0;font-size:0.9rem}}
-th,td{{border:1px solid #ccc;padding:0.3rem 0.6rem;text-align:left}}
-th{{background:#f3f3f3}} td.num{{text-align:right;font-variant-numeric:tabular-nums}}
-img{{max-width:100%}} .grid{{display:flex;flex-wrap:wrap;gap:1rem}}
-</style></head><body>
-<h1>{e(title)}</h1>
-<p id="summary">{board.battles} battles ({board.errors} the judge failed on, left out of the rates) between
+    parts = [page_head(title) + f"""<p id="summary">{board.battles} battles ({board.errors} the judge failed on, left out of the rates) between
 {len(board.models)} models; baseline {e(board.baseline or 'none')}. Win rates count ties (Both, Neither) as half a
 win; intervals are {100 * board.level:.0f}% percentile bootstraps over {board.clusters} videos (items without a
 video stand alone), {board.replicates} replicates, seed {board.seed}. Strengths: Bradley-Terry by I-LSR (choix,
