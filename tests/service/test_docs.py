@@ -7,17 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
-import threading
-import time
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from framejudge.service.app import create_app
 from framejudge.service.settings import Settings
 from tests.chromium import CHROMIUM, devtools_page
+from tests.service.servers import uvicorn_server
 
 
 @pytest.fixture()
@@ -41,20 +38,8 @@ def test_docs_page_names_only_local_assets_and_redoc_is_off(settings):
 
 @pytest.fixture()
 def server(settings):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    uv = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not uv.started:
-        assert time.time() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    uv.should_exit = True
-    thread.join(timeout=30)
-    sock.close()
+    with uvicorn_server(create_app(settings)) as url:
+        yield url
 
 
 async def _open(ws_url: str, url: str) -> dict:

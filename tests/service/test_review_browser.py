@@ -7,14 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
-import time
 from datetime import datetime, timedelta, timezone
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
@@ -23,6 +19,7 @@ from framejudge.service.review.store import SessionRow
 from framejudge.service.settings import Settings
 from framejudge.service.store import engine_for
 from tests.chromium import CHROMIUM, Page, devtools_page
+from tests.service.servers import uvicorn_server
 from tests.service.test_review import calibration, review_app
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian package 'chromium')")
@@ -34,20 +31,8 @@ def server(tmp_path):
         made = calibration(env)
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", media_root=tmp_path / "media",
                         upload_dir=tmp_path / "uploads", run_worker=False)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    uv = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not uv.started:
-        assert time.time() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield {"url": f"http://127.0.0.1:{port}", "engine": engine_for(settings.database_url), **made}
-    uv.should_exit = True
-    thread.join(timeout=30)
-    sock.close()
+    with uvicorn_server(create_app(settings)) as url:
+        yield {"url": url, "engine": engine_for(settings.database_url), **made}
 
 
 async def _walk(ws_url: str, srv: dict) -> dict:
