@@ -9,7 +9,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -40,6 +40,19 @@ err = Console(stderr=True, markup=False)
 def flagged(word: str, style: str, message: str) -> Text:
     """'error: message' with the word styled and the message as it is."""
     return Text.assemble((word, style), " ", message)
+
+
+def progress_line(state: Any, speed: Optional[float] = None) -> str:
+    """A running batch in a few words: items in hand, calls against their limit, pace, errors, speed."""
+    parts = [f"{state.in_flight} items in hand"]
+    if state.limit is not None:
+        parts.append(f"calls {state.calls}/{state.limit}")
+    if state.pace is not None:
+        parts.append(f"paced {state.pace:.1f}/s")
+    parts.append(f"{state.errors} errors")
+    if speed:
+        parts.append(f"{speed:.1f} turns/s")
+    return ", ".join(parts)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -372,16 +385,7 @@ def grade(
 
         def show(state: RunProgress) -> None:
             run_state["now"] = state
-            speed = progress.tasks[0].speed
-            parts = [f"{state.in_flight} items in hand"]
-            if state.limit is not None:
-                parts.append(f"calls {state.calls}/{state.limit}")
-            if state.pace is not None:
-                parts.append(f"paced {state.pace:.1f}/s")
-            parts.append(f"{state.errors} errors")
-            if speed:
-                parts.append(f"{speed:.1f} turns/s")
-            progress.update(task, completed=state.done, state=", ".join(parts))
+            progress.update(task, completed=state.done, state=progress_line(state, progress.tasks[0].speed))
 
         try:
             summary = asyncio.run(interruptible(

@@ -13,7 +13,8 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from . import app, check_cache_folder, check_outputs, err, fail, flagged, out, report_problems, write_output
+from . import (app, check_cache_folder, check_outputs, err, fail, flagged, out, progress_line, report_problems,
+               write_output)
 
 
 class Pairs(str, Enum):
@@ -144,13 +145,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
 
         def show(state: RunProgress) -> None:
             run_state["now"] = state
-            parts = [f"{state.in_flight} items in hand"]
-            if state.limit is not None:
-                parts.append(f"calls {state.calls}/{state.limit}")
-            if state.pace is not None:
-                parts.append(f"paced {state.pace:.1f}/s")
-            parts.append(f"{state.errors} errors")
-            progress.update(task, completed=state.done, state=", ".join(parts))
+            progress.update(task, completed=state.done, state=progress_line(state))
 
         try:
             asyncio.run(interruptible(
