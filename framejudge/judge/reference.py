@@ -46,7 +46,7 @@ from ..rubrics.corrections import precedent
 from ..rubrics.model import Rubric
 from ..rubrics.rules import error_message_match, normalize
 from ..schema import Category, Item, Judgement, Preference, ReadText, ResponseGrade
-from . import eyes, guideline_rules, meaning
+from . import eyes, guideline_rules, meaning, names
 from .base import JudgeRequest, JudgeResult
 from .screen import ScreenCheck, check_answer, is_text_question
 
@@ -85,6 +85,10 @@ _ASK_MORE = re.compile(r"\b(more (information|context|details)|could you (please
 _BUT_INFO = re.compile(r"\b(however|but|that said|generally|typically|usually|in general|it is (generally )?recommended)\b", re.I)
 _NEGATION = re.compile(r"\b(no|not|none|never|nothing|nobody|neither|nor|without|n't|empty)\b", re.I)
 _UNKNOWABLE = re.compile(r"\b(can't|cannot|can not|unable|impossible|not possible|no way|unclear|unknown|not visible)\b", re.I)
+_UNSURE = re.compile(
+    r"\b(?:(?:i'?m|i am)\s+)?not\s+(?:completely|entirely|totally|fully|quite|really|100%|absolutely)?\s*(?:sure|certain)\b|"
+    r"\bi\s+(?:can'?t|cannot|can not)\s+be\s+(?:completely\s+|entirely\s+|totally\s+)?(?:sure|certain)\b|"
+    r"\bi\s+don'?t\s+know\s+for\s+(?:sure|certain)\b", re.I)
 _DEICTIC = re.compile(r"\b(this|these|that|those|it|here|they)\b", re.I)
 _COLOURS = {"red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white",
             "grey", "gray", "silver", "gold", "beige", "violet", "turquoise"}
@@ -95,9 +99,10 @@ _HAS_NUMBER = re.compile(r"\d|\b(" + "|".join(k for k in _NUMBER_WORDS if " " no
 # answer to a specific question ("What colour is the barn?" -> "The barn is red.") is an answer.
 _OPEN_Q = re.compile(
     r"^\s*(?:(?:can you |could you |please )?tell me (?:about|what)|what(?:'s| is| are)\s+(?:this|that|these|those|"
-    r"it|here)\b|(?:please )?describe\b|what do you see|what am i (?:looking at|seeing))", re.I)
+    r"it|here)\b|(?:please )?describe\b|what do you see|what am i (?:looking at|seeing)|"
+    r"(?:what|which)\s+(?:(?:kind|type|sort|brand|make|model|breed|species)\s+of\s+)?[a-z]+\s+(?:is|are|was|were)\s+"
+    r"(?:this|that|these|those|it|they)\s*\??\s*$)", re.I)
 _ASKING = {"tell", "describe", "please", "know", "thing", "something", "stuff"}
-_CAPITAL = re.compile(r"\b[A-Z][a-zA-Z]+(?:[- ][A-Z][a-zA-Z]+)*\b")
 
 
 def _words(text: str) -> list[str]:
@@ -153,19 +158,8 @@ def _negated(text: str) -> bool:
 
 
 def _entities(text: str) -> set[str]:
-    """Capitalised names, minus sentence-initial ordinary words."""
-    out = set()
-    for m in _CAPITAL.finditer(normalize(text)):
-        name = m.group(0)
-        start = m.start()
-        before = normalize(text)[:start].rstrip()
-        sentence_start = not before or before[-1] in ".!?:"
-        if sentence_start and " " not in name and "-" not in name and name.lower() in _STOP | {"i", "im"}:
-            continue
-        if sentence_start and " " not in name and "-" not in name:
-            continue
-        out.add(name.lower())
-    return out
+    """Proper names, places and brands (names.py)."""
+    return names.names(normalize(text))
 
 
 def _overlap(a: set[str], b: set[str]) -> float:
@@ -240,6 +234,8 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
             if _overlap(r_content, q_content) == 0 and not _DEICTIC.search(question):
                 return Category.irrelevant, "shares nothing with the question or the golden response"
             return Category.not_successful, "says something other than the golden response"
+        if _too_generic(question, response, q_content, r_content) and (g_content - q_content - _ASKING):
+            return Category.not_successful, "too generic to be useful: names only the kind of thing the golden response identifies"
         return Category.successful, "agrees with the golden response"
     if _COUNT_Q.search(question) and not _HAS_NUMBER.search(response):
         return Category.irrelevant, "the question asks for a number and the answer gives none"
@@ -276,7 +272,7 @@ def _contradicts(golden: str, response: str, question: str) -> bool:
         return True
     g_ent = _entities(golden) - _entities(question)
     r_ent = _entities(response) - _entities(question)
-    if len(g_ent) >= 1 and len(r_ent) >= 1 and not _fuzzy_share(g_ent, r_ent):
+    if len(g_ent) >= 1 and len(r_ent) >= 1 and not names.same_thing(g_ent, r_ent):
         return True
     g_col = {w for w in _words(golden) if w in _COLOURS} - set(_words(question))
     r_col = {w for w in _words(response) if w in _COLOURS} - set(_words(question))
@@ -287,7 +283,9 @@ def _contradicts(golden: str, response: str, question: str) -> bool:
         r_side = {w for w in _words(response) if w in pair}
         if len(g_side) == 1 and len(r_side) == 1 and g_side != r_side:
             return True
-    # Negation mismatch on the same subject: "no trains ... still" vs "trains moving".
+    # Negation mismatch on the same subject: "no trains ... still" vs "trains moving". Doubt about
+    # the answer ("I'm not completely sure, but ...") negates nothing in it.
+    golden, response = _UNSURE.sub(" ", golden), _UNSURE.sub(" ", response)
     shared = _content(golden) & _content(response)
     if shared and _negated(golden) != _negated(response):
         g_neg = bool(re.search(r"\b(no|none|nothing|empty|not)\b", golden, re.I))
@@ -295,12 +293,6 @@ def _contradicts(golden: str, response: str, question: str) -> bool:
         if g_neg != r_neg:
             return True
     return False
-
-
-def _fuzzy_share(a: set[str], b: set[str]) -> bool:
-    wa = {w for name in a for w in re.split(r"[- ]", name)}
-    wb = {w for name in b for w in re.split(r"[- ]", name)}
-    return bool(wa & wb)
 
 
 # ----------------------------------------------------------------------------- ranking
