@@ -50,7 +50,7 @@ from . import eyes, guideline_rules, meaning, names
 from .base import JudgeRequest, JudgeResult
 from .screen import ScreenCheck, check_answer, is_text_question
 
-VERSION = "reference-2"
+VERSION = "reference-3"
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _STOP = set(
