@@ -32,7 +32,6 @@ def refused(proc: subprocess.CompletedProcess[str], words: str) -> None:
     (["--samples", "5"], "--samples 5: the reference judge is deterministic"),
     (["--samples", "1000"], "samples: Input should be less than or equal to 32"),
     (["--sample-temperature", "0"], "sample_temperature: Input should be greater than 0"),
-    (["--blind"], "--blind: the reference judge never sees frames"),
     (["--media-root", "/nonexistent-media"], "--media-root /nonexistent-media: no such folder"),
     (["--media-root", EXAMPLES], f"--media-root {EXAMPLES}: not a folder"),
     (["--decode-memory-mb", "0"], "--decode-memory-mb 0: the cap must be at least 256 (there is no uncapped"),

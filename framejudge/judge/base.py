@@ -91,11 +91,15 @@ def wants_frames(judge: Judge, item: Item, turn: int) -> bool:
 
 def unused_options(judge: Judge | type, spec: str, samples: int, blind: bool, flag: str = "--") -> str | None:
     """Why options would do nothing with this judge or judge class (samples of a deterministic judge, a blind
-    control for a judge that never sees frames), named with `flag` ('--' for the CLI, 'options.'
-    for the API); None when they all mean something."""
+    control for a judge that never sees frames, or that asks for frames per turn and can read none here),
+    named with `flag` ('--' for the CLI, 'options.' for the API); None when they all mean something."""
     if samples > 1 and judge.deterministic:
         return (f"{flag}samples {samples}: the {spec} judge is deterministic, so every sample would be the same; "
                 f"leave {flag}samples at 1")
     if blind and not judge.needs_frames:
-        return f"{flag}blind: the {spec} judge never sees frames, so grading without them changes nothing"
+        if getattr(judge, "wants_frames", None) is None:
+            return f"{flag}blind: the {spec} judge never sees frames, so grading without them changes nothing"
+        why = None if isinstance(judge, type) else judge.reads_no_frames()  # type: ignore[union-attr]
+        if why:
+            return f"{flag}blind: the {spec} judge reads no frames here ({why}), so grading without them changes nothing"
     return None

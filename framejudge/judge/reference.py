@@ -349,6 +349,12 @@ class ReferenceJudge:
         """`read_text`: read on-screen text for questions about it (when the OCR package is there)."""
         self.read_text = read_text
 
+    def reads_no_frames(self) -> str | None:
+        """Why no turn's frames would be read in this process (None: questions about on-screen text are)."""
+        if not self.read_text:
+            return "reading on-screen text is off"
+        return eyes.unavailable()
+
     def wants_frames(self, item: Item, turn: int) -> bool:
         """Frames for a question about on-screen text, when they can be read; none otherwise."""
         return (self.read_text and bool(item.video) and is_text_question(item.turns[turn].question)

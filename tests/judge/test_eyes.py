@@ -18,10 +18,11 @@ from framejudge.examples.clips import departures, price_tag
 from framejudge.examples.synth import cfr_times, write_video
 from framejudge.frame_sampler import sample_frames
 from framejudge.judge import Grader, ReferenceJudge, eyes
+from framejudge.judge.base import unused_options
 from framejudge.judge.batch import summarize
 from framejudge.judge.screen import check_answer, close, numbers, text_kinds, times
 from framejudge.rubrics import get_rubric
-from framejudge.schema import Category, Item, Preference, ReadText, Verdict
+from framejudge.schema import Category, GradeOptions, Item, Preference, ReadText, Verdict
 
 RUBRIC = get_rubric("video-qa")
 ROOT = Path(__file__).parents[2]
@@ -244,6 +245,27 @@ def test_the_judge_follows_the_screen_over_a_wrong_golden_response(screen_clips)
     assert sampler.calls == ["price_tag.mp4", "departures.mp4"]
     assert colour.provenance.frame_timestamps == [] and colour.provenance.read_text is None
     assert summarize([price, train, colour], 3).used_screen_text == 2
+
+
+@needs_ocr
+def test_the_blind_control_grades_the_read_turns_again_without_the_screen(screen_clips):
+    grader = Grader(ReferenceJudge(), RUBRIC, GradeOptions(blind=True, cache=False), media_root=screen_clips)
+    price, train, colour = [asyncio.run(grader.grade(item))[0] for item in _items()]
+    # the screen overruled the wrong golden response: without the frames the verdict is another one
+    assert price.blind_unchanged is False and train.blind_unchanged is False
+    # a turn that reads no frames has no blind control
+    assert colour.blind_unchanged is None
+    agreeing = Item(id="same", video="price_tag.mp4", turns=[{
+        "question": "How much do the apples cost?", "golden": "They cost $3.49 a pound.",
+        "response_a": "The tag says $3.49 per pound."}])
+    [same] = asyncio.run(grader.grade(agreeing))
+    assert same.blind_unchanged is True  # the screen and the golden response say the same
+
+
+def test_blind_is_refused_where_the_reference_judge_reads_nothing():
+    assert "reading on-screen text is off" in unused_options(ReferenceJudge(read_text=False), "reference", 1, True)
+    if eyes.unavailable() is None:
+        assert unused_options(ReferenceJudge(), "reference", 1, True) is None
 
 
 def test_questions_not_about_text_never_decode(tmp_path):
