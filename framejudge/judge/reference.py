@@ -93,6 +93,9 @@ _DEICTIC = re.compile(r"\b(this|these|that|those|it|here|they)\b", re.I)
 _COLOURS = {"red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white",
             "grey", "gray", "silver", "gold", "beige", "violet", "turquoise"}
 _COUNT_Q = re.compile(r"^\s*how (many|much)\b", re.I)
+# Questions asking for a name: a brand, a make, a model, a manufacturer.
+_NAME_Q = re.compile(r"^\s*(?:(?:what|which)(?:'s| is)?\s+(?:the\s+)?(?:brand|make|manufacturer|maker|company)\b|"
+                     r"who (?:makes|made|manufactures|manufactured)\b)", re.I)
 _HAS_NUMBER = re.compile(r"\d|\b(" + "|".join(k for k in _NUMBER_WORDS if " " not in k) + r"|none|no)\b", re.I)
 # Open requests to identify or describe what is shown: the only questions a few plain words
 # can answer too generically ("Tell me what this is?" -> "This is a tree."). A short direct
@@ -225,6 +228,8 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
     if golden:
         if _contradicts(golden, response, question):
             return Category.not_successful, "contradicts the golden response"
+        if _NAME_Q.search(question) and _entities(golden) - _entities(question) and not _entities(response):
+            return Category.irrelevant, "the question asks for a brand or maker and the answer names none: it describes instead of answering"
         g_content = _content(golden)
         meant = None if _numbers(response) & _numbers(golden) else meaning.versus_golden(
             question, golden, response, shares_words=_overlap(r_content, g_content) > 0)

@@ -62,6 +62,11 @@ def test_same_thing(a, b, same):
     ("What is this building?", "This is the Elizabeth Tower, usually called Big Ben.",
      "I'm not completely sure, but it looks like the Elizabeth Tower, which most people call Big Ben.",
      Category.successful),
+    # a question asking for a brand, answered with a description and no name
+    ("What brand is this drill?", "It's a DeWalt cordless drill.", "This drill has a yellow and black body.",
+     Category.irrelevant),
+    ("What brand is this drill?", "It's a DeWalt cordless drill.", "It's a Makita.", Category.not_successful),
+    ("What brand is this drill?", "It's a DeWalt cordless drill.", "That's a DeWalt.", Category.successful),
     # naming only the kind of thing the golden response identifies is too generic
     ("What headphones are these?", "These are Sony WH-1000XM4 wireless headphones.", "They are headphones.",
      Category.not_successful),
