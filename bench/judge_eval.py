@@ -218,6 +218,28 @@ def select(half: str, data: Path, limit: int | None) -> tuple[list[Row], list[Ro
     return singles, pairs, info
 
 
+def select_ranking(half: str, data: Path, limit: int | None) -> tuple[list[Row], list[Row], dict[str, Any]]:
+    """The pairs between two Successful answers (`labelled-ranking.jsonl`), by their own split."""
+    pairs = read_rows(data / "labelled-ranking.jsonl", pair=True)
+    split_path = data / "split.json"
+    if not split_path.is_file():
+        raise DataError(f"{split_path} is absent")
+    split = json.loads(split_path.read_text(encoding="utf-8")).get("ranking")
+    if not split:
+        raise DataError(f"{split_path}: no split of the ranking pairs (a 'ranking' entry)")
+    dev, test = set(split["dev"]), set(split["test"])
+    if dev & test:
+        raise DataError(f"{split_path}: ranking items in both halves: {sorted(dev & test)}")
+    unsplit = sorted({r.item for r in pairs} - dev - test)
+    if unsplit:
+        raise DataError(f"{split_path}: ranking items in neither half: {unsplit}")
+    keep = {"dev": dev, "test": test, "all": dev | test}[half]
+    pairs = [r for r in pairs if r.item in keep][:limit]
+    info = {"set": "ranking", "half": half, "items": len({r.item for r in pairs}),
+            "split_seed": split["seed"], "split_date": split["date"]}
+    return [], pairs, info
+
+
 def select_guideline(shared: Path, limit: int | None) -> tuple[list[Row], list[Row], dict[str, Any]]:
     folder = shared / "data"
     if not folder.is_dir():
@@ -235,7 +257,8 @@ def report(result: dict[str, Any]) -> str:
     c, p = result["categories"], result["preferences"]
     kappa = "n/a" if c["cohen_kappa"] is None else f"{c['cohen_kappa']:.3f}"
     what = ("the guideline's worked examples" if result["set"] == "guideline"
-            else {"dev": "development half", "test": "test half", "all": "both halves"}[result["half"]])
+            else {"dev": "development half", "test": "test half", "all": "both halves"}[result["half"]]
+            + (" of the ranking pairs" if result["set"] == "ranking" else ""))
     lines = [
         f"judge {result['judge']['model_id']}, rubric {result['rubric']['id']} {result['rubric']['version']}: {what}"
         + (f" (split seed {result['split_seed']})" if result.get("split_seed") is not None else ""),
@@ -272,6 +295,8 @@ def run(half: str = "dev", which: str = "labelled", limit: int | None = None, da
 
     if which == "guideline":
         singles, pairs, info = select_guideline(shared, limit)
+    elif which == "ranking":
+        singles, pairs, info = select_ranking(half, data, limit)
     else:
         singles, pairs, info = select(half, data, limit)
     details = which == "guideline" or half == "dev"
@@ -286,8 +311,9 @@ def run(half: str = "dev", which: str = "labelled", limit: int | None = None, da
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--half", choices=["dev", "test", "all"], default="dev", help="which half of the labelled set")
-    ap.add_argument("--set", dest="which", choices=["labelled", "guideline"], default="labelled",
-                    help="the labelled set (default) or the guideline's worked examples in ../shared/data")
+    ap.add_argument("--set", dest="which", choices=["labelled", "ranking", "guideline"], default="labelled",
+                    help="the labelled set (default), its pairs between two Successful answers (ranking), or the "
+                         "guideline's worked examples in ../shared/data")
     ap.add_argument("--shared", type=Path, default=SHARED,
                     help="the shared research data folder (default: $FRAMEJUDGE_SHARED, else ../shared)")
     ap.add_argument("--limit", type=int, default=None, help="only the first N single responses and N pairs")

@@ -32,7 +32,7 @@ GENERIC = frozenset(
 )
 # Small words inside place names.
 _JOIN = r"(?:of|de|du|la|le|del|della|da|di|von|van|der)"
-_WORD = r"[A-Z][a-zA-Z]+"
+_WORD = r"[A-Z][a-zA-Z0-9]+"
 _NAME = re.compile(rf"\b{_WORD}(?:(?:[- ]|\s{_JOIN}\s(?:the\s)?){_WORD})*\b")
 # Leading words that are not part of a name ("The Golden Gate", "This Sony").
 _LEADING = frozenset("the a an this that these those it its it's my our your their his her".split())

@@ -231,8 +231,10 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
         if _NAME_Q.search(question) and _entities(golden) - _entities(question) and not _entities(response):
             return Category.irrelevant, "the question asks for a brand or maker and the answer names none: it describes instead of answering"
         g_content = _content(golden)
-        meant = None if _numbers(response) & _numbers(golden) else meaning.versus_golden(
-            question, golden, response, shares_words=_overlap(r_content, g_content) > 0)
+        # a shared number, or most of the response's words in the golden response, keeps the words' decision
+        shared = _overlap(r_content, g_content)
+        meant = None if _numbers(response) & _numbers(golden) or shared >= 0.75 else meaning.versus_golden(
+            question, golden, response, shares_words=shared > 0)
         if meant is not None:
             return meant
         if _overlap(r_content, g_content) == 0 and not (_numbers(response) & _numbers(golden)):

@@ -23,6 +23,7 @@ RUBRIC = get_rubric("video-qa")
     ("Looks like Rio de Janeiro.", {"rio de janeiro"}),
     ("These are Bose QuietComfort 45 headphones.", {"bose quietcomfort"}),
     ("The Elizabeth Tower, called Big Ben.", {"elizabeth tower", "big ben"}),
+    ("It's a Smeg KLF03, their retro kettle.", {"smeg klf03"}),  # a model number is part of the name
 ])
 def test_names_in_a_text(text, expected):
     assert names(text) == expected

@@ -57,6 +57,9 @@ def test_agreement_with_the_guideline_examples(shared_dir):
         ("When was the Eiffel Tower finished?", "It was completed in 1889.", None, Category.successful),
         # a short direct answer to a specific question is not "too generic"
         ("What colour is the barn?", "The barn is red.", None, Category.successful),
+        # most of its words are the golden response's: the words decide, not the sentences' similarity
+        ("Is this good for me?", "Yes: they're high in fibre, vitamin C and antioxidants.",
+         "Blueberries are rich in fibre, vitamin C and antioxidants, so they're a healthy choice.", Category.successful),
         ("How many dots?", "Six.", None, Category.successful),
         ("What is this bird?", "A heron.", None, Category.successful),
         ("What shape is it?", "A red circle.", None, Category.successful),
