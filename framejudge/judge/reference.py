@@ -51,6 +51,7 @@ from .base import JudgeRequest, JudgeResult
 from .screen import ScreenCheck, check_answer, is_text_question
 
 VERSION = "reference-3"
+ROUNDS = 3  # embedding rounds a turn waits for before embedding the rest on demand
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _STOP = set(
@@ -377,7 +378,7 @@ class ReferenceJudge:
                 notes.append(f"on-screen text not read, graded from the text alone: {missing}")
             elif request.sampled:
                 reads = await asyncio.to_thread(eyes.read_frames, request.sampled)
-        judgement, checks = self.decide_with(request.rubric, item, turn, reads or ())
+        judgement, checks = await self._decided(request.rubric, item, turn, reads or ())
         read_text = None
         if reads is not None:
             used = {(r.timestamp, r.text) for c in checks for r in c.seen}
@@ -385,6 +386,18 @@ class ReferenceJudge:
             notes.append(f"read on-screen text on {len(request.sampled)} frame(s) with RapidOCR: "
                          f"{len(read_text)} distinct line(s)" + (f", {len(checks)} grade(s) decided by it" if checks else ""))
         return JudgeResult(judgement, notes=[*notes, meaning.note()], read_text=read_text)
+
+    async def _decided(self, rubric: Rubric, item: Item, turn_index: int,
+                       reads: Sequence[ReadText]) -> tuple[Judgement, list[ScreenCheck]]:
+        """`decide_with`, with the sentences it needs embedded together with those of the other
+        turns being graded (the decision is pure: it is made again once they are)."""
+        for _ in range(ROUNDS):
+            try:
+                with meaning.deferred():
+                    return self.decide_with(rubric, item, turn_index, reads)
+            except meaning.NeedVectors as need:
+                await meaning.ensure(need.texts)
+        return self.decide_with(rubric, item, turn_index, reads)  # embedding what is left on demand
 
     def decide(self, rubric: Rubric, item: Item, turn_index: int, reads: Sequence[ReadText] = ()) -> Judgement:
         return self.decide_with(rubric, item, turn_index, reads)[0]
@@ -394,15 +407,23 @@ class ReferenceJudge:
         """The judgement, and the screen checks that decided its grades (none without reads)."""
         turn = item.turns[turn_index]
         checks: list[ScreenCheck] = []
-        grade_a, check = _grade(rubric, item, turn_index, turn.response_a, reads)
-        checks += [check] if check else []
-        grades = {"response_a": grade_a}
+        grades: dict[str, ResponseGrade] = {}
+        need: list[str] = []
+        for key, response in (("response_a", turn.response_a), ("response_b", turn.response_b)):
+            if response is None:
+                continue
+            try:
+                grades[key], check = _grade(rubric, item, turn_index, response, reads)
+            except meaning.NeedVectors as more:  # deferred: ask for both responses' sentences at once
+                need += more.texts
+                continue
+            checks += [check] if check else []
+        if need:
+            raise meaning.NeedVectors(need)
         pref = crit = None
         if turn.response_b is not None:
-            grade_b, check = _grade(rubric, item, turn_index, turn.response_b, reads)
-            checks += [check] if check else []
-            grades["response_b"] = grade_b
-            pref, crit = rank_pair(rubric, item, turn_index, grade_a.category, grade_b.category)
+            pref, crit = rank_pair(rubric, item, turn_index, grades["response_a"].category,
+                                   grades["response_b"].category)
         context = {"rubric": rubric, "responses": {"a": turn.response_a, "b": turn.response_b}}
         judgement = Judgement.model_validate(
             {**{k: v.model_dump() for k, v in grades.items()}, "preference": pref, "deciding_criterion": crit,
