@@ -1,6 +1,6 @@
 """How well the reference judge generalises: its agreement with a labelled set it was not written on.
 
-    python bench/judge_eval.py [--half dev|test|all] [--set labelled|guideline] [--limit N] [--json OUT]
+    python bench/judge_eval.py [--half dev|test|all] [--set labelled|ranking|guideline] [--limit N] [--json OUT]
 
 The rows of `bench/judge_eval/` (or, with `--set guideline`, the guideline's own worked examples in
 `../shared/data/`) become framejudge items: a single response is a turn with `response_a`, a pair a

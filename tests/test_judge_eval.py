@@ -154,3 +154,46 @@ def test_rows_become_items_without_the_scene():
     assert convo["scene"] not in item.model_dump_json()
     item, turn = bench.to_item(bench.Row(pair, True, "x"))
     assert item.turns[turn].response_b == pair["response_b"] and all(t.response_b for t in item.turns)
+
+
+RANKING = rows("labelled-ranking.jsonl")
+
+
+def test_the_ranking_pairs_are_between_two_successful_answers_and_split_by_item():
+    split = SPLIT["ranking"]
+    dev, test = set(split["dev"]), set(split["test"])
+    assert not dev & test and dev | test == {r["item"] for r in RANKING}
+    assert not (dev | test) & (set(SPLIT["dev"]) | set(SPLIT["test"]))  # items of their own
+    assert len(RANKING) >= 30 and len({r["id"] for r in RANKING}) == len(RANKING)
+    for r in RANKING:
+        assert r["label_a"] == r["label_b"] == "Successful" and r["preference"] in {"A", "B", "Both"}, r["id"]
+        assert r["scene"] and r["query"] and r["golden"] and r["why"], r["id"]
+    for half in (dev, test):  # every criterion in both halves
+        kinds = {r["why"].split(":")[0] for r in RANKING if r["item"] in half}
+        assert {"relevancy", "helpfulness", "conciseness"} <= kinds and any(k.startswith("both") for k in kinds)
+
+
+def test_the_ranking_test_half_gives_figures_only(tmp_path):
+    proc, result = command(tmp_path, "--set", "ranking", "--half", "test")
+    assert proc.returncode == 0, proc.stderr
+    assert result["preferences"]["pairs"] == sum(r["item"] in SPLIT["ranking"]["test"] for r in RANKING)
+    assert "misses (" not in proc.stdout and not any(r["id"] in proc.stdout for r in RANKING)
+
+
+def test_the_test_half_reproduces_the_figures_the_readme_gives(tmp_path):
+    """The whole test half, with the judge as installed here, against the README's "Today's figures"."""
+    import re
+
+    from framejudge.judge import eyes, meaning
+
+    if not meaning.available() or eyes.unavailable() is not None:
+        pytest.skip("the README's figures are those of the judge with framejudge[eyes] and framejudge[meaning]")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"test half \*\*([\d.]+) % category\s+agreement, Cohen's kappa ([\d.]+), ([\d.]+) % preference "
+                      r"agreement\*\*", readme)
+    assert found, "the README states today's test-half figures"
+    proc, result = command(tmp_path, "--half", "test")
+    assert proc.returncode == 0, proc.stderr
+    assert f"{100 * result['categories']['agreement']:.1f}" == found.group(1)
+    assert f"{result['categories']['cohen_kappa']:.3f}" == found.group(2)
+    assert f"{100 * result['preferences']['agreement']:.1f}" == found.group(3)
