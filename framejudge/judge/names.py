@@ -32,7 +32,10 @@ GENERIC = frozenset(
 )
 # Small words inside place names.
 _JOIN = r"(?:of|de|du|la|le|del|della|da|di|von|van|der)"
-_WORD = r"[A-Z][a-zA-Z0-9]+"
+# A capitalised word in any Latin script ("Zürich", "São"), or a brand that capitalises its second
+# letter ("iPhone", "eBay"); letters and digits after it ("KLF03").
+_UPPER = "".join(c for c in map(chr, range(0x250)) if c.isupper() and c.isalpha())
+_WORD = rf"(?:[{_UPPER}][^\W_]+|[a-z][{_UPPER}][^\W_]*)"
 _NAME = re.compile(rf"\b{_WORD}(?:(?:[- ]|\s{_JOIN}\s(?:the\s)?){_WORD})*\b")
 # Leading words that are not part of a name ("The Golden Gate", "This Sony").
 _LEADING = frozenset("the a an this that these those it its it's my our your their his her".split())

@@ -24,6 +24,9 @@ RUBRIC = get_rubric("video-qa")
     ("These are Bose QuietComfort 45 headphones.", {"bose quietcomfort"}),
     ("The Elizabeth Tower, called Big Ben.", {"elizabeth tower", "big ben"}),
     ("It's a Smeg KLF03, their retro kettle.", {"smeg klf03"}),  # a model number is part of the name
+    ("Zürich is bigger than Genève.", {"zürich", "genève"}),  # any Latin script
+    ("I think that's São Paulo.", {"são paulo"}),
+    ("That's an iPhone, sold on eBay.", {"iphone", "ebay"}),  # brands with a capital second letter
 ])
 def test_names_in_a_text(text, expected):
     assert names(text) == expected
