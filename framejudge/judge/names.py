@@ -103,23 +103,23 @@ def _singular(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
-def _distinctive(name: str) -> set[str]:
-    """A name's words that tell it apart, singular ("Labradors" and "Labrador" are one name)."""
-    return {_singular(w) for w in re.split(r"[- ]", name) if w and w not in GENERIC}
+def _parts(name: str) -> tuple[frozenset[str], frozenset[str]]:
+    """A name's words and its distinctive words (not a kind of thing or a qualifier), singular."""
+    raw = [w for w in re.split(r"[- ]", name) if w]
+    return frozenset(map(_singular, raw)), frozenset(_singular(w) for w in raw if w not in GENERIC)
 
 
 def same_thing(a: set[str], b: set[str]) -> bool:
-    """Whether two sets of names share a name: the same name, a distinctive word in common, or (for
-    names made only of generic words, "Central Station") one name inside the other."""
-    for x in a:
-        for y in b:
-            if x == y:
-                return True
-            dx, dy = _distinctive(x), _distinctive(y)
-            if dx & dy:
-                return True
-            if not dx or not dy:
-                wx, wy = set(re.split(r"[- ]", x)), set(re.split(r"[- ]", y))
-                if wx <= wy or wy <= wx:
-                    return True
-    return False
+    """Whether two sets of names share a name: the same name, a distinctive word in common (singular:
+    "Labradors" and "Labrador" are one name), or, for a name made only of generic words ("Central
+    Station"), all its words in a name of the other set or all of one of those in it. Linear in the
+    names but for the generic-only ones."""
+    if a & b:
+        return True
+    parts_a, parts_b = [_parts(x) for x in a], [_parts(y) for y in b]
+    if {w for _, d in parts_a for w in d} & {w for _, d in parts_b for w in d}:
+        return True
+    generic_a = [ws for ws, d in parts_a if not d]
+    generic_b = [ws for ws, d in parts_b if not d]
+    return (any(wx <= wy or wy <= wx for wx in generic_a for wy, _ in parts_b)
+            or any(wx <= wy or wy <= wx for wy in generic_b for wx, _ in parts_a))
