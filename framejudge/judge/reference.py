@@ -18,9 +18,11 @@ hallucinated one unless a golden response is there to compare with. What it deci
    diagnosis, food safety, calories and weight without a label, product information, false
    presuppositions the golden response rejects, hedges, guesses about motives, creative
    requests answered with facts;
-4. the golden response: contradiction (yes/no polarity, negation, numbers, named
-   entities) -> Not Successful; answers sharing nothing with the question or the golden
-   response -> Irrelevant;
+4. the golden response: contradiction (yes/no polarity, negation, numbers, a different named
+   thing: names.py) -> Not Successful; a brand or maker asked for and none named, or answers
+   sharing nothing with the question or the golden response -> Irrelevant; where the words do
+   not settle it, sentence meaning (meaning.py) -> Successful, Not Successful or Irrelevant; a
+   bare kind of thing for what the golden response identifies -> Not Successful;
 5. an answer of a few generic words to an open "what is this?" -> Not Successful (too generic
    to be useful); a short direct answer to a specific question is an answer;
 6. a question expecting a number answered without one, or (when the question names its
@@ -238,7 +240,7 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
             question, golden, response, shares_words=shared > 0)
         if meant is not None:
             return meant
-        if _overlap(r_content, g_content) == 0 and not (_numbers(response) & _numbers(golden)):
+        if shared == 0 and not (_numbers(response) & _numbers(golden)):
             if _overlap(r_content, q_content) == 0 and not _DEICTIC.search(question):
                 return Category.irrelevant, "shares nothing with the question or the golden response"
             return Category.not_successful, "says something other than the golden response"
