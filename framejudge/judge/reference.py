@@ -126,21 +126,27 @@ def _stem(w: str) -> str:
     return w
 
 
-def _numbers(text: str) -> set[int]:
+def _number(digits: str) -> int | str:
+    """A number's value; one too long for an int (thousands of digits) stands for itself."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 4000 else digits
+
+
+def _numbers(text: str) -> set[int | str]:
     t = normalize(text).lower()
-    found = {int(n) for n in re.findall(r"\b\d+\b", t)}
+    found: set[int | str] = {_number(n) for n in re.findall(r"\b\d+\b", t)}
     for word, value in _NUMBER_WORDS.items():
         if re.search(rf"\b{word}\b", t):
             found.add(value)
     return found
 
 
-def _counts(text: str) -> dict[str, int]:
+def _counts(text: str) -> dict[str, int | str]:
     """Number -> the noun it counts: {"stroller": 1} for "only one stroller"."""
     words = _words(text)
-    out: dict[str, int] = {}
+    out: dict[str, int | str] = {}
     for i, w in enumerate(words):
-        value = int(w) if w.isdigit() else _NUMBER_WORDS.get(w)
+        value = _number(w) if w.isdigit() else _NUMBER_WORDS.get(w)
         if value is None:
             continue
         for nxt in words[i + 1 : i + 3]:
@@ -182,11 +188,9 @@ def _refusal_span(text: str) -> re.Match[str] | None:
 def _useful_after_refusal(text: str, refusal: re.Match[str]) -> bool:
     """A refusal followed by real information: a 'however/but/generally' clause, or further
     sentences, carrying at least a few content words or numbers."""
-    t = normalize(text)
-    rest = t[refusal.end():]
-    again = _REFUSAL.search(rest)
-    if again:  # "I'm sorry, but I can't ...": the refusal goes on; look after it
-        return _useful_after_refusal(rest, again)
+    rest = normalize(text)[refusal.end():]
+    while again := _REFUSAL.search(rest):  # "I'm sorry, but I can't ...": the refusal goes on; look after it
+        rest = normalize(rest)[again.end():]
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", rest) if s.strip()]
     pivot = _BUT_INFO.search(rest)
     info = rest[pivot.end():] if pivot else " ".join(sentences[1:])

@@ -4,6 +4,7 @@ it decides, and against written cases on both sides of it."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -261,3 +262,17 @@ def test_error_strings_come_before_the_rules():
 def test_supported_questions_are_left_to_the_other_rules():
     assert grade("How old is this building?", "Sorry, I couldn't find any information about this building.") == Category.missing
     assert grade("What wine goes with this?", "A Pinot Noir.", "A light red like Pinot Noir.") == S
+
+
+_PLATE_AS_WRITTEN = re.compile(r"\b(?=[A-Z0-9 -]*\d)(?=[A-Z0-9 -]*[A-Z])[A-Z0-9]{2,4}[ -]?[A-Z0-9]{2,4}\b")
+_EMAIL_AS_WRITTEN = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.]+\b")
+
+
+@pytest.mark.parametrize("text", [
+    "KLF 03X", "AB CD 1", "ab12 CD34", "xAB12", "AB12a", "AB-1234", "ABCD", "1234", "A1", "the plate is 7ABC123.",
+    "AB CD EF", "AB CD EF 9", "-AB12-", "Ä AB1", "12 34 56 AB", "A" * 50 + " 1", "1 " * 40, "A " * 40 + "1",
+    "mail me: john.doe@example.com", ".john@x.com", "..@x.com", "a.@x.com", "+-@x.co", "x@y", "a@b.c", "1-" * 30,
+])
+def test_plates_and_emails_are_recognised_as_the_patterns_say(text):
+    assert rules.plate_like(text) == bool(_PLATE_AS_WRITTEN.search(text))
+    assert bool(rules._EMAIL.search(text)) == bool(_EMAIL_AS_WRITTEN.search(text))
