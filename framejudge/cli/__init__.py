@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -258,22 +257,16 @@ def grade(
         help="with --triage: write the to_review turns as JSONL label rows to fill in (and feed back with --human)")] = None,
 ) -> None:
     """Grade ITEMS and append verdicts to --out as they finish, then print a summary."""
-    import asyncio
-    import threading
-
     from pydantic import ValidationError
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from ..files import OutputError, check_output, first_problem, write_problem
     from ..frame_sampler import InvalidRequest, make_params
     from ..service.settings import MAX_DECODE_MEMORY_MB, MAX_DECODE_WORKERS
     from ..judge import Grader, ItemsError, JudgeSpecError, load_items
-    from ..judge.base import unused_options, wants_frames
+    from ..judge.base import unused_options
     from ..rubrics import RubricError, get_rubric
-    from ..runner import RunProgress, run_batch
-    from ..runner.decode import SharedDecodes
     from ..runner.judges import Judges, JudgesFileError
-    from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible, planned_calls
+    from ..runner.local import planned_calls
     from ..calibration.triage import marker, mismatch, review_rows
     from ..runner.resume import ResumeConflict, mark_kept, plan_resume, superseded_path
     from ..schema import GradeOptions
@@ -354,54 +347,10 @@ def grade(
             fail("this judge spends tokens: pass --yes to run without a prompt")
         if not typer.confirm("Go ahead?"):
             raise typer.Exit(1)
-    decoder = None
-    if any(wants_frames(the_judge, it, t) for it in the_items for t in range(len(it.turns))):
-        from ..frame_sampler import IsolatedSampler
+    from .batch_run import Decoding, run_graded
 
-        # decoding is CPU work in processes of its own, overlapping the model calls
-        decoder = IsolatedSampler(workers=decode_workers or os.cpu_count() or 1, timeout_s=decode_timeout,
-                                  max_memory_mb=decode_memory_mb)
-        grader.sample = SharedDecodes(decoder.sample)
-    progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
-                        TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False)
-    run_state = {"now": RunProgress()}  # the run's own RunProgress once it reports: always current
-
-    def interrupted() -> None:
-        now, stop = run_state["now"], getattr(the_judge, "stop", None)
-        err.print(f"interrupted: stopping the {now.in_flight} item(s) in hand"
-                  f"{' (the model stops at its next token)' if stop else ''}; the {now.done} record(s) this run "
-                  f"finished are in {out_path}; press Ctrl-C again to exit at once", highlight=False)
-        if stop is not None:
-            stop()
-        if decoder is not None:  # decodes in flight end now, not after their time limit
-            threading.Thread(target=decoder.close, daemon=True).start()
-
-    def interrupted_again() -> None:
-        progress.stop()
-        err.print(f"interrupted again: exiting now; finished records are in {out_path}", highlight=False)
-
-    with progress, contextlib.redirect_stdout(sys.stderr):  # stdout holds the summary alone, whatever a library prints
-        task = progress.add_task("grade", total=todo, state="")
-
-        def show(state: RunProgress) -> None:
-            run_state["now"] = state
-            progress.update(task, completed=state.done, state=progress_line(state, progress.tasks[0].speed))
-
-        try:
-            summary = asyncio.run(interruptible(
-                run_batch(grader, the_items, out_path, concurrency=concurrency or 4, on_progress=show,
-                          prefetch=(decoder.workers if decoder else 0) + 2, plan=plan, mark=mark),
-                interrupted, interrupted_again))
-        except Interrupted:
-            progress.stop()
-            err.print(f"stopped: {run_state['now'].done} turn(s) graded by this run are in {out_path}; the same command "
-                      "grades the rest", highlight=False)
-            raise typer.Exit(INTERRUPTED_EXIT) from None
-        except OSError as exc:  # the verdicts written so far stay; a rerun resumes from them
-            fail(write_problem(out_path, "verdicts", exc) + " (the verdicts written so far are kept)")
-        finally:
-            if decoder is not None:
-                decoder.close()
+    summary = run_graded(grader, the_items, out_path, todo=todo, concurrency=concurrency, plan=plan, mark=mark,
+                         decoding=Decoding(decode_workers, decode_timeout, decode_memory_mb))
     problems = []
     if review_out is not None:
         from ..judge.batch import latest, read_records

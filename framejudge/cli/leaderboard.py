@@ -3,7 +3,6 @@ battles, each an ordinary pairwise grading (rules first, both orders, cache, res
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from enum import Enum
@@ -13,8 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from . import (app, check_cache_folder, check_outputs, err, fail, flagged, out, progress_line, report_problems,
-               write_output)
+from . import app, check_cache_folder, check_outputs, err, fail, flagged, out, report_problems, write_output
 
 
 class Pairs(str, Enum):
@@ -59,23 +57,17 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
                   media_root: Optional[Path], concurrency: Optional[int], regrade: bool, yes: bool) -> list[Any]:
     """Grade the plan's battles into `battles` as `framejudge grade` grades items (resuming it),
     with its progress; the file's records afterwards."""
-    import asyncio
-    import threading
-
     from pydantic import ValidationError
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from ..files import OutputError, check_output, first_problem, write_problem
+    from ..files import OutputError, check_output, first_problem
     from ..frame_sampler import InvalidRequest, make_params
     from ..judge import Grader, ItemsError, JudgeSpecError, read_records
-    from ..judge.base import wants_frames
     from ..rubrics import RubricError, get_rubric
-    from ..runner import RunProgress, run_batch
-    from ..runner.decode import SharedDecodes
     from ..runner.judges import Judges, JudgesFileError
-    from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible, planned_calls
+    from ..runner.local import planned_calls
     from ..runner.resume import ResumeConflict, plan_resume, superseded_path
     from ..schema import GradeOptions
+    from .batch_run import Decoding, Words, run_graded
 
     items = plan.items
     try:
@@ -117,51 +109,9 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
             fail("this judge spends tokens: pass --yes to run without a prompt")
         if not typer.confirm("Go ahead?"):
             raise typer.Exit(1)
-    decoder = None
-    if todo and any(wants_frames(the_judge, it, t) for it in items for t in range(len(it.turns))):
-        from ..frame_sampler import IsolatedSampler
-
-        decoder = IsolatedSampler(workers=os.cpu_count() or 1, timeout_s=600.0, max_memory_mb=4096)
-        grader.sample = SharedDecodes(decoder.sample)
-    progress = Progress(TextColumn("battles"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
-                        TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False, disable=not todo)
-    run_state = {"now": RunProgress()}
-
-    def interrupted() -> None:
-        now, stop = run_state["now"], getattr(the_judge, "stop", None)
-        err.print(f"interrupted: stopping the {now.in_flight} battle item(s) in hand; the {now.done} record(s) this "
-                  f"run finished are in {battles}; press Ctrl-C again to exit at once", highlight=False)
-        if stop is not None:
-            stop()
-        if decoder is not None:
-            threading.Thread(target=decoder.close, daemon=True).start()
-
-    def interrupted_again() -> None:
-        progress.stop()
-        err.print(f"interrupted again: exiting now; finished records are in {battles}", highlight=False)
-
-    with progress, contextlib.redirect_stdout(sys.stderr):
-        task = progress.add_task("battles", total=todo, state="")
-
-        def show(state: RunProgress) -> None:
-            run_state["now"] = state
-            progress.update(task, completed=state.done, state=progress_line(state))
-
-        try:
-            asyncio.run(interruptible(
-                run_batch(grader, items, battles, concurrency=concurrency or 4, on_progress=show,
-                          prefetch=(decoder.workers if decoder else 0) + 2, plan=resume),
-                interrupted, interrupted_again))
-        except Interrupted:
-            progress.stop()
-            err.print(f"stopped: {run_state['now'].done} battle(s) graded by this run are in {battles}; the same "
-                      "command grades the rest", highlight=False)
-            raise typer.Exit(INTERRUPTED_EXIT) from None
-        except OSError as exc:
-            fail(write_problem(battles, "battles", exc) + " (the verdicts written so far are kept)")
-        finally:
-            if decoder is not None:
-                decoder.close()
+    run_graded(grader, items, battles, todo=todo, concurrency=concurrency, plan=resume, decoding=Decoding(),
+               words=Words(label="battles", finished="battle(s)", in_hand="battle item(s)", kind="battles"),
+               empty_bar=False)
     return read_records(battles)
 
 

@@ -1,0 +1,111 @@
+"""A batch graded from the command line, for `grade` and `leaderboard` alike: decoding processes
+where some turn wants frames, a progress bar on stderr, Ctrl-C once to stop cleanly (twice to exit
+at once), and a problem writing the output file as an `error:` line that keeps what was written."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from . import err, fail, progress_line
+
+if TYPE_CHECKING:  # the judge and runner load when a batch runs, not with the CLI
+    from ..judge.batch import GradeSummary
+    from ..judge.pipeline import Grader, Record
+    from ..runner.resume import ResumePlan
+    from ..schema import Item
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """The isolated decoders' limits: processes (None: one per core), seconds and MiB per decode."""
+
+    workers: int | None = None
+    timeout_s: float = 600.0
+    max_memory_mb: int = 4096
+
+
+@dataclass(frozen=True)
+class Words:
+    """How the messages name things: the bar's label, what a finished record is, what is held in
+    flight, and the output file's kind (for its write errors)."""
+
+    label: str = "grading"
+    finished: str = "turn(s)"
+    in_hand: str = "item(s)"
+    kind: str = "verdicts"
+
+
+def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, concurrency: int | None,
+               plan: ResumePlan, decoding: Decoding, words: Words = Words(), empty_bar: bool = True,
+               mark: Callable[[Record], Record] | None = None) -> GradeSummary:
+    """Grade `items` into `out_path` through the batch runner, resuming by `plan`; the run's summary.
+    Exits 130 after an interrupt (the finished records stay) and 2 when the file cannot be written."""
+    import asyncio
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from ..judge.base import wants_frames
+    from ..runner import RunProgress, run_batch
+    from ..runner.decode import SharedDecodes
+    from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible
+    from ..files import write_problem
+
+    judge = grader.judge
+    decoder = None
+    if todo and any(wants_frames(judge, it, t) for it in items for t in range(len(it.turns))):
+        from ..frame_sampler import IsolatedSampler
+
+        # decoding is CPU work in processes of its own, overlapping the model calls
+        decoder = IsolatedSampler(workers=decoding.workers or os.cpu_count() or 1, timeout_s=decoding.timeout_s,
+                                  max_memory_mb=decoding.max_memory_mb)
+        grader.sample = SharedDecodes(decoder.sample)
+    progress = Progress(TextColumn(words.label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
+                        TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False,
+                        disable=not (todo or empty_bar))
+    run_state = {"now": RunProgress()}  # the run's own RunProgress once it reports: always current
+
+    def interrupted() -> None:
+        now, stop = run_state["now"], getattr(judge, "stop", None)
+        err.print(f"interrupted: stopping the {now.in_flight} {words.in_hand} in hand"
+                  f"{' (the model stops at its next token)' if stop else ''}; the {now.done} record(s) this run "
+                  f"finished are in {out_path}; press Ctrl-C again to exit at once", highlight=False)
+        if stop is not None:
+            stop()
+        if decoder is not None:  # decodes in flight end now, not after their time limit
+            threading.Thread(target=decoder.close, daemon=True).start()
+
+    def interrupted_again() -> None:
+        progress.stop()
+        err.print(f"interrupted again: exiting now; finished records are in {out_path}", highlight=False)
+
+    with progress, contextlib.redirect_stdout(sys.stderr):  # stdout holds the summary alone, whatever a library prints
+        task = progress.add_task(words.label, total=todo, state="")
+
+        def show(state: RunProgress) -> None:
+            run_state["now"] = state
+            progress.update(task, completed=state.done, state=progress_line(state, progress.tasks[0].speed))
+
+        try:
+            return asyncio.run(interruptible(
+                run_batch(grader, items, out_path, concurrency=concurrency or 4, on_progress=show,
+                          prefetch=(decoder.workers if decoder else 0) + 2, plan=plan, mark=mark),
+                interrupted, interrupted_again))
+        except Interrupted:
+            progress.stop()
+            err.print(f"stopped: {run_state['now'].done} {words.finished} graded by this run are in {out_path}; "
+                      "the same command grades the rest", highlight=False)
+            raise typer.Exit(INTERRUPTED_EXIT) from None
+        except OSError as exc:  # the records written so far stay; a rerun resumes from them
+            fail(write_problem(out_path, words.kind, exc) + " (the verdicts written so far are kept)")
+        finally:
+            if decoder is not None:
+                decoder.close()
