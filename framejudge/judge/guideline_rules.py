@@ -434,13 +434,20 @@ RULES: tuple[Callable[[str, str | None, str], Ruling | None], ...] = (
 )
 
 
-def decide(question: str, golden: str | None, response: str, expression: str = "none") -> Ruling | None:
-    """The first guideline rule that applies to this response, or None."""
+def first(question: str, golden: str | None, response: str, expression: str = "none") -> tuple[str, Ruling] | None:
+    """The first guideline rule that applies to this response, by name, and its ruling; or None."""
     for rule in RULES:
         found = rule(question, golden, response)
         if found is not None:
-            return found
-    return creative_request(question, golden, response, expression)
+            return rule.__name__, found
+    found = creative_request(question, golden, response, expression)
+    return ("creative_request", found) if found is not None else None
+
+
+def decide(question: str, golden: str | None, response: str, expression: str = "none") -> Ruling | None:
+    """The first guideline rule that applies to this response, or None."""
+    found = first(question, golden, response, expression)
+    return found[1] if found is not None else None
 
 
 def _golden_declines(golden: str | None) -> bool:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from ..rubrics.corrections import precedent
 from ..rubrics.model import Rubric
@@ -199,68 +200,78 @@ def _useful_after_refusal(text: str, refusal: re.Match[str]) -> bool:
     return len(_content(info)) >= 5 or (len(_content(info)) >= 3 and bool(re.search(r"\d", info)))
 
 
-def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -> tuple[Category, str]:
-    """One response's category and the reason, from text alone."""
+class Decided(NamedTuple):
+    """A response's category, the guideline's reason, and the rule that decided it (a stable id such as
+    `golden:contradicts` or `guideline:medication`: the key of the judge's calibrated confidence)."""
+
+    category: Category
+    reason: str
+    path: str
+
+
+def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -> Decided:
+    """One response's category, the reason, and the path that decided it, from text alone."""
     turn = item.turns[turn_index]
     question, golden = turn.question, turn.golden
     if error_message_match(response, rubric):
-        return Category.error_message, "the response is one of the fixed error strings"
+        return Decided(Category.error_message, "the response is one of the fixed error strings", "error_string")
     if not normalize(response):
-        return Category.missing, "the response is empty"
+        return Decided(Category.missing, "the response is empty", "empty")
     found = precedent(rubric, item.id, question, response)
     if found is not None:
         c, side = found
         category = c.category_a if side == "a" else c.category_b
         assert category is not None
-        return category, f"as the corrected example from item {c.item_id}: {c.reason.strip()}"
-    ruled = guideline_rules.decide(question, golden, response, item.expression)
+        return Decided(category, f"as the corrected example from item {c.item_id}: {c.reason.strip()}", "precedent")
+    ruled = guideline_rules.first(question, golden, response, item.expression)
     if ruled is not None:
-        return ruled
+        rule, (category, why) = ruled
+        return Decided(category, why, f"guideline:{rule}")
 
     refusal = _refusal_span(response)
     if refusal:
         if _INTEGRITY.search(response):
-            return Category.successful, "declines on integrity or unsupported-domain grounds"
+            return Decided(Category.successful, "declines on integrity or unsupported-domain grounds", "refusal:integrity")
         if _useful_after_refusal(response, refusal):
-            return Category.successful, "says it cannot fully answer, then gives useful information"
+            return Decided(Category.successful, "says it cannot fully answer, then gives useful information", "refusal:useful_after")
         if golden and (_refusal_span(golden) or _UNKNOWABLE.search(normalize(golden))):
-            return Category.successful, "the golden response agrees the question cannot be settled"
+            return Decided(Category.successful, "the golden response agrees the question cannot be settled", "refusal:golden_agrees")
         if _ASK_MORE.search(response) and not golden:
-            return Category.successful, "explains what it would need to answer"
+            return Decided(Category.successful, "explains what it would need to answer", "refusal:asks_what_needed")
         if golden and _contradicts(golden, response, question):
-            return Category.not_successful, "its claim contradicts the golden response"
-        return Category.missing, "understood the request but declined a supported question"
+            return Decided(Category.not_successful, "its claim contradicts the golden response", "refusal:contradicts_golden")
+        return Decided(Category.missing, "understood the request but declined a supported question", "refusal:missing")
 
     q_content, r_content = _content(question), _content(response)
     if golden:
         if _contradicts(golden, response, question):
-            return Category.not_successful, "contradicts the golden response"
+            return Decided(Category.not_successful, "contradicts the golden response", "golden:contradicts")
         if _NAME_Q.search(question) and _entities(golden) - _entities(question) and not _entities(response):
-            return Category.irrelevant, "the question asks for a brand or maker and the answer names none: it describes instead of answering"
+            return Decided(Category.irrelevant, "the question asks for a brand or maker and the answer names none: it describes instead of answering", "golden:names_none")
         g_content = _content(golden)
         # a shared number, or most of the response's words in the golden response, keeps the words' decision
         shared = _overlap(r_content, g_content)
         meant = None if _numbers(response) & _numbers(golden) or shared >= 0.75 else meaning.versus_golden(
             question, golden, response, shares_words=shared > 0)
         if meant is not None:
-            return meant
+            return Decided(meant[0], meant[1], f"meaning:{meant[0].value}")
         if shared == 0 and not (_numbers(response) & _numbers(golden)):
             if _overlap(r_content, q_content) == 0 and not _DEICTIC.search(question):
-                return Category.irrelevant, "shares nothing with the question or the golden response"
-            return Category.not_successful, "says something other than the golden response"
+                return Decided(Category.irrelevant, "shares nothing with the question or the golden response", "golden:unrelated")
+            return Decided(Category.not_successful, "says something other than the golden response", "golden:other")
         if _too_generic(question, response, q_content, r_content) and (g_content - q_content - _ASKING):
-            return Category.not_successful, "too generic to be useful: names only the kind of thing the golden response identifies"
-        return Category.successful, "agrees with the golden response"
+            return Decided(Category.not_successful, "too generic to be useful: names only the kind of thing the golden response identifies", "golden:too_generic")
+        return Decided(Category.successful, "agrees with the golden response", "golden:agrees")
     if _COUNT_Q.search(question) and not _HAS_NUMBER.search(response):
-        return Category.irrelevant, "the question asks for a number and the answer gives none"
+        return Decided(Category.irrelevant, "the question asks for a number and the answer gives none", "no_golden:no_number")
     if q_content and r_content and _overlap(r_content, q_content) == 0 and len(r_content) >= 4:
         # Without a golden response, only a question that names its subject (no "this",
         # "it", "here": nothing the video would supply) can be judged off-topic from words.
         if not _DEICTIC.search(question):
-            return Category.irrelevant, "shares no subject with the question"
+            return Decided(Category.irrelevant, "shares no subject with the question", "no_golden:off_topic")
     if _too_generic(question, response, q_content, r_content):
-        return Category.not_successful, "too generic to be useful"
-    return Category.successful, "no rule applies, so Successful (the guideline's default)"
+        return Decided(Category.not_successful, "too generic to be useful", "no_golden:too_generic")
+    return Decided(Category.successful, "no rule applies, so Successful (the guideline's default)", "default")
 
 
 def _too_generic(question: str, response: str, q_content: set[str], r_content: set[str]) -> bool:
@@ -352,6 +363,14 @@ def rank_pair(rubric: Rubric, item: Item, turn_index: int, cat_a: Category, cat_
     return (Preference.both if cat_a == cat_b else Preference.neither), None
 
 
+class Decision(NamedTuple):
+    """What the reference judge decided for one turn, and how."""
+
+    judgement: Judgement
+    checks: list[ScreenCheck]  # the screen checks that decided grades (none without reads)
+    paths: dict[str, str]  # label field (category_a, category_b, preference) -> the path that decided it
+
+
 class ReferenceJudge:
     backend = "reference"
     model_id = VERSION
@@ -384,7 +403,7 @@ class ReferenceJudge:
                 notes.append(f"on-screen text not read, graded from the text alone: {missing}")
             elif request.sampled:
                 reads = await asyncio.to_thread(eyes.read_frames, request.sampled)
-        judgement, checks = await self._decided(request.rubric, item, turn, reads or ())
+        judgement, checks, _ = await self._decided(request.rubric, item, turn, reads or ())
         read_text = None
         if reads is not None:
             used = {(r.timestamp, r.text) for c in checks for r in c.seen}
@@ -394,7 +413,7 @@ class ReferenceJudge:
         return JudgeResult(judgement, notes=[*notes, meaning.note()], read_text=read_text)
 
     async def _decided(self, rubric: Rubric, item: Item, turn_index: int,
-                       reads: Sequence[ReadText]) -> tuple[Judgement, list[ScreenCheck]]:
+                       reads: Sequence[ReadText]) -> Decision:
         """`decide_with`, with the sentences it needs embedded together with those of the other
         turns being graded (the decision is pure: it is made again once they are)."""
         for _ in range(ROUNDS):
@@ -409,17 +428,20 @@ class ReferenceJudge:
         return self.decide_with(rubric, item, turn_index, reads)[0]
 
     def decide_with(self, rubric: Rubric, item: Item, turn_index: int,
-                    reads: Sequence[ReadText] = ()) -> tuple[Judgement, list[ScreenCheck]]:
-        """The judgement, and the screen checks that decided its grades (none without reads)."""
+                    reads: Sequence[ReadText] = ()) -> Decision:
+        """The judgement, the screen checks that decided its grades (none without reads), and the
+        path that decided each label field."""
         turn = item.turns[turn_index]
         checks: list[ScreenCheck] = []
         grades: dict[str, ResponseGrade] = {}
+        paths: dict[str, str] = {}
         need: list[str] = []
         for key, response in (("response_a", turn.response_a), ("response_b", turn.response_b)):
             if response is None:
                 continue
             try:
-                grades[key], check = _grade(rubric, item, turn_index, response, reads)
+                grades[key], check, paths[key.replace("response", "category")] = _grade(
+                    rubric, item, turn_index, response, reads)
             except meaning.NeedVectors as more:  # deferred: ask for both responses' sentences at once
                 need += more.texts
                 continue
@@ -430,26 +452,29 @@ class ReferenceJudge:
         if turn.response_b is not None:
             pref, crit = rank_pair(rubric, item, turn_index, grades["response_a"].category,
                                    grades["response_b"].category)
+            paths["preference"] = f"rank:{crit or 'tie'}"
         context = {"rubric": rubric, "responses": {"a": turn.response_a, "b": turn.response_b}}
         judgement = Judgement.model_validate(
             {**{k: v.model_dump() for k, v in grades.items()}, "preference": pref, "deciding_criterion": crit,
              "multiturn": turn_index > 0},
             context=context,
         )
-        return judgement, checks
+        return Decision(judgement, checks, paths)
 
 
 def _grade(rubric: Rubric, item: Item, turn_index: int, response: str,
-           reads: Sequence[ReadText]) -> tuple[ResponseGrade, ScreenCheck | None]:
-    """A response's grade: by the text on screen where it settles the answer, else by the text rules."""
-    category, why = grade_response(rubric, item, turn_index, response)
+           reads: Sequence[ReadText]) -> tuple[ResponseGrade, ScreenCheck | None, str]:
+    """A response's grade: by the text on screen where it settles the answer, else by the text rules;
+    with the screen check that decided it and the path that did (`Decided.path`, or `screen:…`)."""
+    category, why, path = grade_response(rubric, item, turn_index, response)
     if not reads or category is Category.error_message or not normalize(response):
-        return ResponseGrade(category=category, rationale=why), None
+        return ResponseGrade(category=category, rationale=why), None, path
     check = check_answer(item.turns[turn_index].question, response, reads)
     if check is None:
-        return ResponseGrade(category=category, rationale=why), None
+        return ResponseGrade(category=category, rationale=why), None, path
     by_screen = Category.successful if check.states_screen else Category.not_successful
     rationale = check.reason()
     if by_screen is not category:
         rationale += f"; from the text alone it would be {category.value} ({why})"
-    return ResponseGrade(category=by_screen, rationale=rationale[:2000], evidence_timestamps=check.timestamps[:64]), check
+    grade = ResponseGrade(category=by_screen, rationale=rationale[:2000], evidence_timestamps=check.timestamps[:64])
+    return grade, check, "screen:stated" if check.states_screen else "screen:contradicted"
