@@ -49,7 +49,7 @@ from ..rubrics.corrections import precedent
 from ..rubrics.model import Rubric
 from ..rubrics.rules import error_message_match, normalize
 from ..schema import Category, Item, Judgement, Preference, ReadText, ResponseGrade
-from . import eyes, guideline_rules, meaning, names
+from . import eyes, guideline_rules, meaning, names, values
 from .base import JudgeRequest, JudgeResult
 from .screen import ScreenCheck, check_answer, is_text_question
 
@@ -65,11 +65,6 @@ _STOP = set(
     "just also more most such only own same other up down out over under again once looks look "
     "like seems appear appears video shown show shows see seen image picture".split()
 )
-_NUMBER_WORDS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "single": 1, "only one": 1,
-    "a couple": 2, "dozen": 12,
-}
 _REFUSAL = re.compile(
     r"\b(i'?m sorry|sorry,? (but )?i|i (can ?not|can't|am unable|'m unable|am not able|'m not able|"
     r"won't|don't have (access|information)|couldn't find|could not find|cannot find|can't find|"
@@ -100,7 +95,7 @@ _COUNT_Q = re.compile(r"^\s*how (many|much)\b", re.I)
 # Questions asking for a name: a brand, a make, a model, a manufacturer.
 _NAME_Q = re.compile(r"^\s*(?:(?:what|which)(?:'s| is)?\s+(?:the\s+)?(?:brand|make|manufacturer|maker|company)\b|"
                      r"who (?:makes|made|manufactures|manufactured)\b)", re.I)
-_HAS_NUMBER = re.compile(r"\d|\b(" + "|".join(k for k in _NUMBER_WORDS if " " not in k) + r"|none|no)\b", re.I)
+_NONE = re.compile(r"\b(none|no|zero|nobody|nothing)\b", re.I)
 # Open requests to identify or describe what is shown: the only questions a few plain words
 # can answer too generically ("Tell me what this is?" -> "This is a tree."). A short direct
 # answer to a specific question ("What colour is the barn?" -> "The barn is red.") is an answer.
@@ -127,43 +122,14 @@ def _stem(w: str) -> str:
     return w
 
 
-def _number(digits: str) -> int | str:
-    """A number's value; one too long for an int (thousands of digits) stands for itself."""
-    digits = digits.lstrip("0") or "0"
-    return int(digits) if len(digits) <= 4000 else digits
+def _values(text: str, question: str) -> list[values.Value]:
+    """The whole values a text states (values.py), less those the question itself gives."""
+    return values.excluding(values.values(text), values.values(question))
 
 
-def _numbers(text: str) -> set[int | str]:
-    t = normalize(text).lower()
-    found: set[int | str] = {_number(n) for n in re.findall(r"\b\d+\b", t)}
-    for word, value in _NUMBER_WORDS.items():
-        if re.search(rf"\b{word}\b", t):
-            found.add(value)
-    return found
-
-
-def _counts(text: str) -> dict[str, int | str]:
-    """Number -> the noun it counts: {"stroller": 1} for "only one stroller"."""
-    words = _words(text)
-    out: dict[str, int | str] = {}
-    for i, w in enumerate(words):
-        value = _number(w) if w.isdigit() else _NUMBER_WORDS.get(w)
-        if value is None:
-            continue
-        for nxt in words[i + 1 : i + 3]:
-            if nxt not in _STOP and not nxt.isdigit() and nxt not in _NUMBER_WORDS:
-                out.setdefault(_stem(nxt), value)
-                break
-    return out
-
-
-def _polarity(text: str) -> str | None:
-    t = normalize(text).lower()
-    if re.match(r"^(no|nope|not really|none)\b", t):
-        return "no"
-    if re.match(r"^(yes|yeah|yep|indeed|correct)\b", t):
-        return "yes"
-    return None
+def _versus_golden(golden: str, response: str, question: str) -> values.Comparison:
+    """The response's values against the golden response's."""
+    return values.compare(_values(response, question), _values(golden, question))
 
 
 def _negated(text: str) -> bool:
@@ -244,6 +210,10 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
 
     q_content, r_content = _content(question), _content(response)
     if golden:
+        bare = values.bare_polarity(response)
+        if bare is not None and bare == values.polarity(golden):
+            return Decided(Category.successful, f"answers {bare} to the question, as the golden response does",
+                           "golden:polarity")
         if _contradicts(golden, response, question):
             return Decided(Category.not_successful, "contradicts the golden response", "golden:contradicts")
         if _NAME_Q.search(question) and _entities(golden) - _entities(question) and not _entities(response):
@@ -251,18 +221,19 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
         g_content = _content(golden)
         # a shared number, or most of the response's words in the golden response, keeps the words' decision
         shared = _overlap(r_content, g_content)
-        meant = None if _numbers(response) & _numbers(golden) or shared >= 0.75 else meaning.versus_golden(
+        by_value = _versus_golden(golden, response, question)
+        meant = None if by_value.agreeing or shared >= 0.75 else meaning.versus_golden(
             question, golden, response, shares_words=shared > 0)
         if meant is not None:
             return Decided(meant[0], meant[1], f"meaning:{meant[0].value}")
-        if shared == 0 and not (_numbers(response) & _numbers(golden)):
+        if shared == 0 and not by_value.agreeing:
             if _overlap(r_content, q_content) == 0 and not _DEICTIC.search(question):
                 return Decided(Category.irrelevant, "shares nothing with the question or the golden response", "golden:unrelated")
             return Decided(Category.not_successful, "says something other than the golden response", "golden:other")
         if _too_generic(question, response, q_content, r_content) and (g_content - q_content - _ASKING):
             return Decided(Category.not_successful, "too generic to be useful: names only the kind of thing the golden response identifies", "golden:too_generic")
         return Decided(Category.successful, "agrees with the golden response", "golden:agrees")
-    if _COUNT_Q.search(question) and not _HAS_NUMBER.search(response):
+    if _COUNT_Q.search(question) and not _values(response, question) and not _NONE.search(response):
         return Decided(Category.irrelevant, "the question asks for a number and the answer gives none", "no_golden:no_number")
     if q_content and r_content and _overlap(r_content, q_content) == 0 and len(r_content) >= 4:
         # Without a golden response, only a question that names its subject (no "this",
@@ -278,23 +249,18 @@ def _too_generic(question: str, response: str, q_content: set[str], r_content: s
     """A few plain words answering an open request to identify what is shown, naming nothing
     more specific than the question did: no number, no name, no new noun for a question that
     names its kind ("What is this bird?" -> "A heron." is specific, "A bird." is not)."""
-    if not _OPEN_Q.search(question) or len(_words(response)) > 4 or _numbers(response) or _entities(response):
+    if not _OPEN_Q.search(question) or len(_words(response)) > 4 or values.values(response) or _entities(response):
         return False
     named = q_content - _ASKING
     return not named or not (r_content - q_content - _ASKING)
 
 
 def _contradicts(golden: str, response: str, question: str) -> bool:
-    gp, rp = _polarity(golden), _polarity(response)
+    gp, rp = values.polarity(golden), values.polarity(response)
     if gp and rp and gp != rp:
         return True
-    g_counts, r_counts = _counts(golden), _counts(response)
-    for noun in g_counts.keys() & r_counts.keys():
-        if g_counts[noun] != r_counts[noun]:
-            return True  # "one stroller" vs "2 strollers"
-    g_nums, r_nums = _numbers(golden) - _numbers(question), _numbers(response) - _numbers(question)
-    if g_nums and r_nums and not (g_nums & r_nums) and not (g_counts.keys() & r_counts.keys()):
-        return True
+    if _versus_golden(golden, response, question).wrong:
+        return True  # a value the golden response contradicts: 06:41:46 for 06:41:49, "2 strollers" for one
     g_ent = _entities(golden) - _entities(question)
     r_ent = _entities(response) - _entities(question)
     if len(g_ent) >= 1 and len(r_ent) >= 1 and not names.same_thing(g_ent, r_ent):
@@ -467,9 +433,10 @@ def _grade(rubric: Rubric, item: Item, turn_index: int, response: str,
     """A response's grade: by the text on screen where it settles the answer, else by the text rules;
     with the screen check that decided it and the path that did (`Decided.path`, or `screen:…`)."""
     category, why, path = grade_response(rubric, item, turn_index, response)
-    if not reads or category is Category.error_message or not normalize(response):
-        return ResponseGrade(category=category, rationale=why), None, path
-    check = check_answer(item.turns[turn_index].question, response, reads)
+    if not reads or category in (Category.error_message, Category.missing) or not normalize(response):
+        return ResponseGrade(category=category, rationale=why), None, path  # a refusal to read claims nothing
+    turn = item.turns[turn_index]
+    check = check_answer(turn.question, response, reads, turn.golden)
     if check is None:
         return ResponseGrade(category=category, rationale=why), None, path
     by_screen = Category.successful if check.states_screen else Category.not_successful

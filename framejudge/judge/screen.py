@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..schema import ReadText
+from . import names, values
 from .eyes import normalise
 
 TIME, NUMBER, WORDS = "time", "number", "words"
@@ -79,54 +80,6 @@ def _spaced(text: str) -> str:
     return re.sub(r"(\d)(?=[01]\d:[0-5]\d\b|2[0-3]:[0-5]\d\b)", r"\1 ", t)
 
 
-_AMPM = re.compile(r"(?<![\d.:])(\d{1,2})(?:\s*[:.]\s*(\d{2}))?\s*([ap])\.?\s*m\b\.?", re.I)
-_CLOCK = re.compile(r"(?<![\d.:])(\d{1,2})\s*:\s*(\d{2})(?![\d:])", re.I)
-_NAMED_TIMES = {"noon": 720, "midday": 720, "midnight": 0}
-
-
-def times(text: str) -> list[tuple[str, frozenset[int]]]:
-    """Clock times as (as written, minutes of the day it can mean): "2:35 PM" and "14:35" both
-    mean 875; "2:35" without am/pm means 155 or 875."""
-    t = _spaced(text)
-    out: list[tuple[str, frozenset[int]]] = []
-    for m in _AMPM.finditer(t):
-        h, mins = int(m.group(1)), int(m.group(2) or 0)
-        if 1 <= h <= 12 and mins < 60:
-            out.append((m.group(0).strip(), frozenset({(h % 12 + (12 if m.group(3).lower() == "p" else 0)) * 60 + mins})))
-    rest = _AMPM.sub(" ", t)
-    for m in _CLOCK.finditer(rest):
-        h, mins = int(m.group(1)), int(m.group(2))
-        if h > 23 or mins > 59:
-            continue
-        values = {h * 60 + mins} if h > 12 or h == 0 else {h % 12 * 60 + mins, (h % 12 + 12) * 60 + mins}
-        out.append((m.group(0).strip(), frozenset(values)))
-    for word, value in _NAMED_TIMES.items():
-        if re.search(rf"\b{word}\b", t, re.I):
-            out.append((word, frozenset({value})))
-    return out
-
-
-_NUM = re.compile(r"(?<![\d.,])(\d{1,3}(?:,\d{3})+|\d+)(?:[.,](\d{1,2}))?(?!\d)")
-_NUMBER_WORDS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty".split())}
-
-
-def numbers(text: str) -> list[tuple[str, float]]:
-    """Numbers and prices as (as written, value): "$3.49", "3,49 €" and "3.49 dollars" are 3.49,
-    "1,200" is 1200; number words up to twenty count too."""
-    t = _spaced(text)
-    out = []
-    for m in _NUM.finditer(t):
-        whole = float(m.group(1).replace(",", ""))
-        frac = m.group(2)
-        value = whole + (int(frac) / (10 ** len(frac)) if frac else 0.0)
-        out.append((m.group(0), round(value, 2)))
-    for m in re.finditer(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", t, re.I):
-        out.append((m.group(0), float(_NUMBER_WORDS[m.group(1).lower()])))
-    return out
-
-
 _STOP = set(
     "the and for with that this these those there here its it's are was were has have had from into onto "
     "says said reads read shows showing show displays displayed written printed labelled labeled called named "
@@ -144,26 +97,29 @@ def _alpha(text: str) -> list[str]:
     return [w for w in re.findall(r"[a-z]+", _spaced(text).lower()) if len(w) >= 3 and w not in _STOP]
 
 
-def word_claims(text: str) -> list[tuple[str, list[str]]]:
-    """What an answer says is written: quoted text, what follows "says/reads/called ...", and
-    capitalised names (not a sentence's first word alone), each with its content words."""
+def word_claims(text: str) -> list[tuple[str, list[str], bool]]:
+    """What an answer says is written, each with its content words and whether it is quoted or said
+    to be written ("says ...") rather than a capitalised name: quoted text, what follows
+    "says/reads/called ...", and capitalised names (a sentence's first word only where it is not
+    an ordinary word: "Sorry, I can't read it" claims nothing)."""
     t = normalise(text)
-    spans: list[str] = [a or b for a, b in _QUOTED.findall(t)]
-    spans += [m.group(1) for m in _SAYS.finditer(t)]
+    spans: list[tuple[str, bool]] = [(a or b, True) for a, b in _QUOTED.findall(t)]
+    spans += [(m.group(1), True) for m in _SAYS.finditer(t)]
     for m in _CAPS.finditer(t):
         words = m.group(0).split()
         before = t[: m.start()].rstrip()
         if not before or before[-1] in ".!?:":  # a sentence's first word is capitalised anyway
-            while words and (words[0].lower().removesuffix("'s") in _LEAD or not words[0][:1].isupper()):
+            while words and (words[0].lower().removesuffix("'s") in _LEAD or not words[0][:1].isupper()
+                             or names.is_ordinary_word(words[0].rstrip(",;:"))):
                 words = words[1:]
         if words:
-            spans.append(" ".join(words))
+            spans.append((" ".join(words), False))
     out = []
-    for span in spans:
+    for span, said in spans:
         for part in re.split(r",|;|\s+(?:and|or|&)\s+", span):  # "PgDn and PrtSc": two labels
-            words = _alpha(part)
+            words = _alpha(values.digits_for_words(part))  # "fifty" is a value, compared as one
             if words:
-                out.append((part.strip(), words))
+                out.append((part.strip(), words, said))
     return out
 
 
@@ -203,6 +159,8 @@ class ScreenCheck:
     states_screen: bool
     claim: str  # the answer's words that were checked
     seen: tuple[ReadText, ...]  # the lines read that it matched, or that show otherwise
+    why: str | None = None  # how it states something else, where more than a claim not read
+    quoted: bool = False  # a claim of words said to be written ("it says ..."), not a name
 
     @property
     def timestamps(self) -> list[float]:
@@ -213,22 +171,27 @@ class ScreenCheck:
         shown = "; ".join(dict.fromkeys(f'"{r.text}"' for r in self.seen[:3]))
         if self.states_screen:
             return f'states what the screen shows: "{self.claim}" read as {shown} at {where}'
-        return f'says "{self.claim}" where the screen shows {shown} (read at {where})'
+        how = f" ({self.why})" if self.why else ""
+        return f'says "{self.claim}"{how} where the screen shows {shown} (read at {where})'
 
 
-def _values(kind: str, text: str) -> list[tuple[str, Any]]:
-    if kind == TIME:
-        return list(times(text))
-    if kind == NUMBER:
-        return list(numbers(text))
-    return [(span, words) for span, words in word_claims(text)]
+_KINDS_FOR = {  # the typed values (values.py) each kind of question is about
+    TIME: {values.TIME, values.DATE},
+    NUMBER: {values.NUMBER, values.PRICE, values.CODE, values.PHONE, values.DATE},
+}
 
 
-def _matches(kind: str, claim: Any, read: ReadText) -> bool:
-    if kind == TIME:
-        return any(claim & v for _, v in times(read.text))
-    if kind == NUMBER:
-        return any(abs(claim - v) < 0.005 for _, v in numbers(read.text))
+def read_values(text: str) -> list[values.Value]:
+    """The whole values on a line read off the screen: as read, and with digits and letters that OCR
+    ran together apart ("OPEN8AM-6PM", "PLATFORM 414:20")."""
+    found = list(values.values(text))
+    spaced = _spaced(text)
+    if spaced != normalise(text):
+        found += [v for v in values.values(spaced) if not any(v.kind == f.kind and values.agree(v, f) for f in found)]
+    return found
+
+
+def _matches_words(claim: list[str], read: ReadText) -> bool:
     seen = re.findall(r"[a-z]+", _spaced(read.text).lower())
     # OCR may run a sign's words together ("GREENLEAF CAFE")
     return all(_seen(w, seen) for w in claim) or "".join(claim) in "".join(seen)
@@ -239,15 +202,6 @@ def _seen(word: str, tokens: Sequence[str]) -> bool:
     return any(close(word, t) or (len(word) >= 4 and word in t) for t in tokens)
 
 
-def _shows(kind: str, read: ReadText) -> bool:
-    """The line holds something of this kind."""
-    if kind == TIME:
-        return bool(times(read.text))
-    if kind == NUMBER:
-        return bool(numbers(read.text))
-    return bool(_alpha(read.text))
-
-
 def _about(question: str, lines: list[ReadText]) -> list[ReadText]:
     """The lines sharing a word with the question ("Calories 150 per 2 cookies" for "how many
     calories ..."), or all of them where none does."""
@@ -256,10 +210,18 @@ def _about(question: str, lines: list[ReadText]) -> list[ReadText]:
     return near or lines
 
 
-def check_answer(question: str, answer: str, reads: Sequence[ReadText]) -> ScreenCheck | None:
+def check_answer(question: str, answer: str, reads: Sequence[ReadText], golden: str | None = None) -> ScreenCheck | None:
     """The answer against the text read, for a question about on-screen text; None when the
     question is not about text, nothing relevant was read, or the answer claims nothing the
     screen could settle.
+
+    Every claim of the asked kinds is checked, as a whole value (values.py): the answer states the
+    screen when what it claims was read and nothing it claims contradicts what was read. A claim of
+    a kind the screen shows that was never read (a hallucinated value), a claim stated as not so
+    where it is ("30, not 50"), or several incompatible candidates ("30, 50, 70 or 12345") make it
+    state something else. Where the golden response's values of the asked kinds are themselves read
+    on screen, they stand: a value read elsewhere ("555" of a phone number for the room, where the
+    golden "Room 404" is read on the door) does not answer the question.
 
     For a question about the last (or first) value shown ("what number did it end on?") only
     the latest (earliest) frame showing a value counts; a claim read on another frame is an
@@ -268,42 +230,77 @@ def check_answer(question: str, answer: str, reads: Sequence[ReadText]) -> Scree
     if not kinds or not reads:
         return None
     last, first = bool(_LAST.search(question)), bool(_FIRST.search(question))
+    typed = set().union(*(_KINDS_FOR.get(k, set()) for k in kinds)) | (
+        set(values.KINDS) if WORDS in kinds else set())
+    asked = values.values(question)
+    claims = [v for v in values.excluding(values.values(answer), asked) if v.kind in typed]
+    per_line = [(r, [v for v in read_values(r.text) if v.kind in typed]) for r in reads]
+    showing = [(r, vs) for r, vs in per_line if vs]
     stated: ScreenCheck | None = None
     other: ScreenCheck | None = None
-    for kind in (TIME, NUMBER, WORDS):
-        if kind not in kinds:
-            continue
-        asked = {_key(kind, v) for _, v in _values(kind, question)}
-        claims = [(shown, v) for shown, v in _values(kind, answer) if _key(kind, v) not in asked]
-        if kind == WORDS:
-            q_words = set(_alpha(question))
-            claims = [(shown, [w for w in v if w not in q_words]) for shown, v in claims]
-            claims = [(shown, v) for shown, v in claims if v]
-        showing = [r for r in reads if _shows(kind, r)]
-        if not claims or not showing:
-            continue
+    if claims and showing:
         view = showing
         if last or first:
-            when = (max if last else min)(r.timestamp for r in showing)
-            view = [r for r in showing if r.timestamp == when]
-        for shown, value in claims:
-            hits = [r for r in view if _matches(kind, value, r)]
-            if hits:
-                stated = stated or ScreenCheck(True, shown, tuple(hits))
-                continue
-            if other is not None:
-                continue
+            when = (max if last else min)(r.timestamp for r, _ in showing)
+            view = [(r, vs) for r, vs in showing if r.timestamp == when]
+        on_view = [v for _, vs in view for v in vs]
+        result = values.compare(claims, on_view, exhaustive=True)
+        if last or first:  # a claim never read may lie between the frames: only an earlier value is wrong
+            everywhere = [v for _, vs in showing for v in vs]
+            kept = tuple(c for c in result.contradicted if values.matches(c, everywhere))
+            result = values.Comparison(result.agreeing, kept, result.denied, result.candidates)
+        confirmed = [g for g in values.excluding(values.values(golden or ""), asked)
+                     if g.kind in typed and values.matches(g, on_view)]
+        if confirmed and not result.wrong:
+            # the golden response's values, read on screen, are the answer: an agreeing claim must be
+            # one of them, and one read elsewhere ("555-0199" for the room) answers something else
+            result = values.compare(claims, confirmed, exhaustive=True)
+        lines_of = {id(v): r for r, vs in view for v in vs}
+        if result.wrong:
+            bad = (result.denied or result.candidates or result.contradicted)[0]
+            shown = [lines_of[id(v)] for v in on_view if values.compatible(bad, v)] or [r for r, _ in view]
+            other = ScreenCheck(False, bad.text, _distinct(shown), result.why())
+        elif result.agreeing:
+            hits = [lines_of[id(v)] for c in result.agreeing for v in values.matches(c, on_view)]
+            stated = ScreenCheck(True, result.agreeing[0].text, _distinct(hits))
+    if WORDS in kinds and other is None:
+        words_stated, words_other = _check_words(question, answer, reads, last, first)
+        if words_other is not None and (stated is None or words_other.quoted):
+            return words_other
+        stated = stated or words_stated
+    return other or stated
+
+
+def _distinct(lines: Sequence[ReadText]) -> tuple[ReadText, ...]:
+    return tuple({id(r): r for r in lines}.values())
+
+
+def _check_words(question: str, answer: str, reads: Sequence[ReadText], last: bool,
+                 first: bool) -> tuple[ScreenCheck | None, ScreenCheck | None]:
+    """The answer's words claimed to be written (quoted, after "says", names) against the lines read:
+    the first claim read, and the first claim nothing of which was read."""
+    q_words = set(_alpha(question))
+    claims = [(shown, [w for w in words if w not in q_words], quoted) for shown, words, quoted in word_claims(answer)]
+    claims = [(shown, words, quoted) for shown, words, quoted in claims if words]
+    showing = [r for r in reads if _alpha(r.text)]
+    if not claims or not showing:
+        return None, None
+    view = showing
+    if last or first:
+        when = (max if last else min)(r.timestamp for r in showing)
+        view = [r for r in showing if r.timestamp == when]
+    stated = other = None
+    for shown, words, quoted in claims:
+        hits = [r for r in view if _matches_words(words, r)]
+        if hits:
+            stated = stated or ScreenCheck(True, shown, tuple(hits))
+        elif other is None:
             if last or first:
-                earlier = [r for r in showing if _matches(kind, value, r)]
-                if earlier:  # on screen, but not at the end (start) of what was read
-                    other = ScreenCheck(False, shown, tuple(_about(question, view)))
-            elif kind != WORDS or not _partly(value, view):
-                other = ScreenCheck(False, shown, tuple(_about(question, view)))
-    return stated or other
-
-
-def _key(kind: str, value: Any) -> Any:
-    return tuple(value) if kind == WORDS else value
+                if any(_matches_words(words, r) for r in showing):
+                    other = ScreenCheck(False, shown, tuple(_about(question, view)), quoted=quoted)
+            elif not _partly(words, view):
+                other = ScreenCheck(False, shown, tuple(_about(question, view)), quoted=quoted)
+    return stated, other
 
 
 def _partly(words: list[str], view: Sequence[ReadText]) -> bool:

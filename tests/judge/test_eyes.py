@@ -20,7 +20,8 @@ from framejudge.frame_sampler import sample_frames
 from framejudge.judge import Grader, ReferenceJudge, eyes
 from framejudge.judge.base import unused_options
 from framejudge.judge.batch import summarize
-from framejudge.judge.screen import check_answer, close, numbers, text_kinds, times
+from framejudge.judge import values
+from framejudge.judge.screen import check_answer, close, read_values, text_kinds
 from framejudge.rubrics import get_rubric
 from framejudge.schema import Category, GradeOptions, Item, Preference, ReadText, Verdict
 
@@ -60,18 +61,23 @@ def test_text_questions_are_told_from_the_others(question, expected):
     assert bool(text_kinds(question)) is expected
 
 
+def _read(text: str, kind: str) -> list:
+    return [v.meanings for v in read_values(text) if v.kind == kind]
+
+
 def test_times_numbers_and_words_are_normalised():
-    assert {v for _, v in times("OPEN8AM-6PM")} == {frozenset({480}), frozenset({1080})}
-    assert [v for _, v in times("departs 14:35")] == [frozenset({875})]
-    assert [v for _, v in times("at 2:35 pm")] == [frozenset({875})]
-    assert [v for _, v in times("at 2:35")] == [frozenset({155, 875})]  # no am/pm: either
-    assert [v for _, v in times("noon")] == [frozenset({720})]
+    assert set(_read("OPEN8AM-6PM", values.TIME)) == {frozenset({(480, None)}), frozenset({(1080, None)})}
+    assert _read("departs 14:35", values.TIME) == [frozenset({(875, None)})]
+    assert _read("at 2:35 pm", values.TIME) == [frozenset({(875, None)})]
+    assert _read("at 2:35", values.TIME) == [frozenset({(155, None), (875, None)})]  # no am/pm: either
+    assert _read("noon", values.TIME) == [frozenset({(720, None)})]
     # OCR ran "PLATFORM 4" into the clock beside it
-    assert [v for _, v in times("PLATFORM 414:20")] == [frozenset({860})] and numbers("PLATFORM 414:20")[0][1] == 4
-    assert [v for _, v in numbers("$3.49")] == [3.49]
-    assert [v for _, v in numbers("3,49 €")] == [3.49]
-    assert [v for _, v in numbers("1,200 people")] == [1200.0]
-    assert [v for _, v in numbers("two cookies")] == [2.0]
+    assert _read("PLATFORM 414:20", values.TIME) == [frozenset({(860, None)})]
+    assert frozenset({4.0}) in _read("PLATFORM 414:20", values.NUMBER)
+    assert _read("$3.49", values.PRICE) == [frozenset({("USD", 3.49)})]
+    assert _read("3,49 €", values.PRICE) == [frozenset({("EUR", 3.49)})]
+    assert _read("1,200 people", values.NUMBER) == [frozenset({1200.0})]
+    assert _read("two cookies", values.NUMBER) == [frozenset({2.0})]
     assert close("cafe", "cafe") and close("opens", "open") and close("nutrition", "nutritlon")
     assert not close("door", "per") and not close("bakery", "cafe")
 

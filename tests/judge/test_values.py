@@ -1,0 +1,126 @@
+"""Whole values: found in text as wholes, compared value to value, negated and offered as candidates."""
+
+from __future__ import annotations
+
+import pytest
+
+from framejudge.judge import values
+from framejudge.judge.values import compare, polarity, bare_polarity
+
+
+def one(text: str, kind: str | None = None) -> values.Value:
+    found = [v for v in values.values(text) if kind is None or v.kind == kind]
+    assert len(found) == 1, (text, found)
+    return found[0]
+
+
+def same(a: str, b: str) -> bool:
+    return values.agree(one(a), one(b))
+
+
+@pytest.mark.parametrize("a,b,expected", [
+    # times: seconds, 12/24-hour, leading zeros
+    ("06:41:49", "The clock shows 06:41:49.", True),
+    ("06:41:46", "06:41:49", False),
+    ("06:41", "06:41:49", True),  # to the minute: the same time
+    ("9:50", "09:05", False),
+    ("9:05", "09:05", True),
+    ("6:41 PM", "06:41 AM", False),
+    ("6:41 PM", "18:41", True),
+    ("21:00", "9 PM", True),
+    ("21:00", "9 AM", False),
+    ("at 9 in the evening", "21:00", True),
+    ("half past nine", "9:30", True),
+    ("five past nine", "09:05", True),
+    ("noon", "12:00", True),
+    ("It closes at 3.", "15:00", True),
+    # dates
+    ("2021/10/19", "2020/10/19", False),
+    ("2020/10/19", "October 19, 2020", True),
+    ("19/10/2020", "2020-10-19", True),
+    ("the 19th of October", "2020/10/19", True),
+    ("2020/10/18", "October 19, 2020", False),
+    # phone numbers whole
+    ("Call 555-0199", "555-0199", True),
+    ("Call 555-0199", "555-0123", False),
+    ("(212) 555-0143", "555-0143", True),
+    # prices with their currency
+    ("$3.49", "3.49 dollars", True),
+    ("$3.49", "€3.49", False),
+    ("3,49 €", "€3.49", True),
+    ("$3.49", "$2.99", False),
+    # codes
+    ("Gate B32", "gate B32", True),
+    ("Gate B32", "Gate B23", False),
+    ("AB12 CDE", "AB12CDE", True),
+    # numbers and number words, to the thousands
+    ("It says fifty.", "50", True),
+    ("two hundred and twelve", "212", True),
+    ("one thousand two hundred", "1,200", True),
+    ("It says fifty.", "15", False),
+    ("Il y a cinquante voitures.", "The sign says 50.", True),
+])
+def test_values_are_compared_whole(a, b, expected):
+    assert same(a, b) is expected
+
+
+def test_a_part_of_a_value_is_not_the_value():
+    room, phone = one("Room 555"), one("Call 555-0199")
+    assert room.kind == values.NUMBER and phone.kind == values.PHONE
+    assert not values.agree(room, phone) and not values.compatible(room, phone)
+    assert values.agree(one("Room 404"), one("It's room 404."))
+    assert not values.agree(one("Room 404"), one("Room 555"))
+
+
+def test_what_a_number_counts_keeps_it_apart():
+    assert not values.compatible(one("3 dogs"), one("2 cats"))
+    assert values.compatible(one("2 strollers"), one("only one stroller"))
+    assert not values.agree(one("2 strollers"), one("only one stroller"))
+    assert not values.compatible(one("built in 1889"), one("330 metres tall"))
+    assert one("no trains").meanings == frozenset({0.0})
+    assert not [v for v in values.values("next to a No parking sign") if v.kind == values.NUMBER]
+    assert not values.values("It is one of the best.")
+
+
+def test_negated_values_and_candidates_are_marked():
+    said = values.values("The sign says 30, not 50.")
+    assert [(v.text, v.negated) for v in said] == [("30", False), ("50", True)]
+    shotgun = values.values("It could be 30, 50, 70 or 12345.")
+    assert len(shotgun) == 4 and all(v.alternative for v in shotgun)
+    assert not any(v.alternative for v in values.values("Open 9 AM to 5 PM, between 70 and 80 people."))
+    flip = values.values("It doesn't say 30, it says 50.")
+    assert [(v.text, v.negated) for v in flip] == [("30", True), ("50", False)]
+
+
+@pytest.mark.parametrize("answer,reference,exhaustive,wrong,agrees", [
+    ("It's 50.", "50", True, False, True),
+    ("The sign says 30, not 50.", "50", True, True, False),
+    ("It could be 30, 50, 70 or 12345.", "50", True, True, False),
+    ("It's 50 or 50 km/h.", "50", True, False, True),  # candidates that all agree
+    ("It says 50 and 12345.", "50", True, True, True),  # a value the screen never showed
+    ("It opens at 9 AM and closes at 2 PM.", "It opens at 9 AM.", False, False, True),  # detail beyond a golden response
+    ("It opens at 8 AM.", "It opens at 9 AM.", False, True, False),
+])
+def test_claims_against_a_reference(answer, reference, exhaustive, wrong, agrees):
+    result = compare(values.values(answer), values.values(reference), exhaustive=exhaustive)
+    assert result.wrong is wrong and bool(result.agreeing) is agrees
+
+
+@pytest.mark.parametrize("text,expected,bare", [
+    ("Yes.", "yes", "yes"), ("Yep!", "yes", "yes"), ("No.", "no", "no"), ("Nope.", "no", "no"),
+    ("No, it isn't.", "no", "no"), ("Yes, there is a trash can by the path.", "yes", None),
+    ("No doubt it's red.", None, None), ("It is red.", None, None), ("Oui.", "yes", "yes"), ("Nein.", "no", "no"),
+])
+def test_yes_and_no(text, expected, bare):
+    assert polarity(text) == expected and bare_polarity(text) == bare
+
+
+def test_a_response_at_the_size_limit_of_values_is_read_whole():
+    """20,000 characters of numbers, a number of 5,000 digits, codes and clock times: every value is
+    found once (each scan is linear: the marks of negation and candidates look clauses up by
+    bisection, the characters taken by a value are a mask)."""
+    text = ("1 " * 3000) + "9" * 5000 + " or " + ("AB12 " * 1000) + ("5:55 " * 1000)
+    found = values.values(text)
+    kinds = [v.kind for v in found]
+    assert kinds.count(values.CODE) == 1000 and kinds.count(values.TIME) == 1000
+    assert any(v.text == "9" * 5000 for v in found)
