@@ -135,12 +135,15 @@ _CURRENCY_WORDS = {"dollar": "USD", "dollars": "USD", "usd": "USD", "bucks": "US
                    "eur": "EUR", "yen": "JPY", "jpy": "JPY", "rupees": "INR", "francs": "CHF", "chf": "CHF",
                    "cents": "cent", "cent": "cent", "p": "pence", "pence": "pence"}
 _AMOUNT = r"(?P<amt>\d{1,3}(?:[,.\s]\d{3})+(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?)"
+_DOLLARS_AND_CENTS = re.compile(r"(?<![\d.,])(?P<whole>\d+)\s(?P<cur>dollars?|euros?|pounds?|bucks?)\s(?:and\s)?"
+                                r"(?P<cents>\d{1,2})\s(?:cents?|pence|p)\b", re.I)
 _PRICE_BEFORE = re.compile(r"(?P<cur>US\$|C\$|A\$|R\$|[$£€¥₹₩])\s?" + _AMOUNT + r"(?!\d)")
 _PRICE_AFTER = re.compile(r"(?<![\d.,])" + _AMOUNT + r"\s?(?P<cur>[$£€¥₹₩]|"
                           + "|".join(sorted(_CURRENCY_WORDS, key=len, reverse=True)) + r")(?![\w])", re.I)
 
-_CODE = re.compile(r"(?<![\w-])(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Za-z])(?P<c>[A-Za-z]{1,4}-?\d{1,6}[A-Za-z]{0,3}|"
-                   r"\d{1,4}-?[A-Za-z]{1,3}(?:\d{1,4})?)(?![\w-])")
+# codes: letters and digits, joined by hyphens ("B32", "7HX-429", "COVID-19"), and a spoken or printed
+# tail of digits or capitals after a space ("7hx 429", "AB12 CDE")
+_CODE = re.compile(r"(?<![\w-])(?P<c>[A-Za-z0-9]{1,12}(?:-[A-Za-z0-9]{1,8}){0,3})(?P<tail>\s(?:\d{2,4}|[A-Z]{2,3})(?![\w:-]|[.,]\d))?(?![\w-])")
 _PLATE = re.compile(r"(?<![\w])(?P<c>[A-Z]{1,3}\d{1,4}\s[A-Z]{1,3}|[A-Z]{2}\d{2}\s[A-Z]{3}|\d{1,3}\s?[A-Z]{3}\s?\d{1,4})(?![\w])")
 _NUMBER = re.compile(r"(?<![\w.,])(?P<n>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:[.,]\d+)?)(?:st|nd|rd|th)?(?![\w]|[.,]\d)")
 _SMALL_WORD = re.compile(r"\b(?P<w>a dozen|a couple of|a pair of|zero|one|two|three|four|five|six|seven|eight|nine|"
@@ -321,6 +324,9 @@ def values(text: str) -> tuple[Value, ...]:
                     add(TIME, m.start(g), m.end(g), {(x, None) for x in minutes})
     for m in _NAMED_TIME.finditer(t):
         add(TIME, m.start(), m.end(), {(0 if m["w"].lower() == "midnight" else 720, None)})
+    for m in _DOLLARS_AND_CENTS.finditer(t):
+        code = _CURRENCY_WORDS.get(m["cur"].lower())
+        add(PRICE, m.start(), m.end(), {(code, round(int(m["whole"]) + int(m["cents"]) / 100, 2))})
     for m in _PRICE_BEFORE.finditer(t):
         amount = _amount(m["amt"])
         if amount is not None:
@@ -336,13 +342,17 @@ def values(text: str) -> tuple[Value, ...]:
         add(PRICE, m.start(), m.end(), {(code, amount)})
     for v in _phones(t):
         add(PHONE, v[0], v[1], {v[2]})
-    for rx in (_PLATE, _CODE):
-        for m in rx.finditer(t):
-            code = re.sub(r"[\s-]", "", m["c"]).upper()
-            if re.fullmatch(r"\d+(ST|ND|RD|TH|AM|PM|H|M|S|K|KM|KG|G|MG|ML|L|P|MPH|KMH|KPH|CM|MM|FT|V|W|X)", code) \
-                    or re.fullmatch(r"[A-Z]+\d", code) and m["c"][:1].islower():
-                continue  # "50kg", "3pm", "4x" are amounts, not codes
-            add(CODE, m.start("c"), m.end("c"), {code})
+    for m in _PLATE.finditer(t):
+        add(CODE, m.start("c"), m.end("c"), {re.sub(r"[\s-]", "", m["c"]).upper()})
+    for m in _CODE.finditer(t):
+        head = m["c"]
+        if not (re.search(r"\d", head) and re.search(r"[A-Za-z]", head)):
+            continue
+        code = re.sub(r"[\s-]", "", head + (m["tail"] or "")).upper()
+        if re.fullmatch(r"\d+(ST|ND|RD|TH|AM|PM|H|M|S|K|KM|KG|G|MG|ML|L|P|MPH|KMH|KPH|CM|MM|FT|V|W|X|D|Y|MIN|HR|HRS)", code) \
+                or len(code) > 16:
+            continue  # "50kg", "3pm", "4x" are amounts, not codes
+        add(CODE, m.start("c"), m.end("tail") if m["tail"] else m.end("c"), {code})
     for m in _NUMBER.finditer(t):
         unit = _unit_after(t, m.end()) or _label_before(t, m.start())
         value = _number_value(m["n"])
