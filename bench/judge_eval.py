@@ -1,6 +1,7 @@
 """How well the reference judge generalises: its agreement with a labelled set it was not written on.
 
     python bench/judge_eval.py [--half dev|test|all] [--set labelled|ranking|guideline] [--limit N] [--json OUT]
+    python bench/judge_eval.py --set heldout [--check] [--json OUT]
 
 The rows of `bench/judge_eval/` (or, with `--set guideline`, the guideline's own worked examples in
 `../shared/data/`) become framejudge items: a single response is a turn with `response_a`, a pair a
@@ -12,6 +13,11 @@ Reported: category agreement over the single responses and Cohen's kappa (framej
 the rubric's five categories), and preference agreement over the pairs. The confusion table and the
 misses are printed for the development half and the guideline examples only; for the test half and
 `all` only the figures, so that rules are never tuned to the test half's misses.
+
+`--set heldout` grades the held-out set (`heldout-singles.jsonl`, `heldout-pairs.jsonl`), written
+from the guideline alone after the test half had been looked at: it has no halves, is run once after
+the judge's rules are final, and only its figures are ever printed or written, whatever the options.
+`--check` validates a set's rows (read and turned into items) and prints their counts, grading nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import asyncio
 import json
 import os
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -240,6 +247,31 @@ def select_ranking(half: str, data: Path, limit: int | None) -> tuple[list[Row],
     return [], pairs, info
 
 
+HELDOUT_PREFIX = "ho-"
+
+
+def select_heldout(data: Path, limit: int | None) -> tuple[list[Row], list[Row], dict[str, Any]]:
+    """The held-out set: every row, no split; its items are its own (prefixed `ho-`)."""
+    singles = read_rows(data / "heldout-singles.jsonl", pair=False)
+    pairs = read_rows(data / "heldout-pairs.jsonl", pair=True)
+    repeated = [i for i, n in Counter(r.id for r in singles + pairs).items() if n > 1]
+    if repeated:
+        raise DataError(f"held-out set: {len(repeated)} ids used more than once")
+    items = {r.item for r in singles + pairs}
+    foreign = sorted(i for i in items if not i.startswith(HELDOUT_PREFIX))
+    if foreign:
+        raise DataError(f"held-out set: {len(foreign)} items without the {HELDOUT_PREFIX!r} prefix")
+    split_path = data / "split.json"
+    if split_path.is_file():
+        split = json.loads(split_path.read_text(encoding="utf-8"))
+        known = set(split.get("dev", [])) | set(split.get("test", []))
+        known |= set((split.get("ranking") or {}).get("dev", [])) | set((split.get("ranking") or {}).get("test", []))
+        if items & known:
+            raise DataError(f"held-out set: {len(items & known)} items are also in the labelled set")
+    singles, pairs = singles[:limit], pairs[:limit]
+    return singles, pairs, {"set": "heldout", "half": None, "items": len({r.item for r in singles + pairs})}
+
+
 def select_guideline(shared: Path, limit: int | None) -> tuple[list[Row], list[Row], dict[str, Any]]:
     folder = shared / "data"
     if not folder.is_dir():
@@ -257,6 +289,7 @@ def report(result: dict[str, Any]) -> str:
     c, p = result["categories"], result["preferences"]
     kappa = "n/a" if c["cohen_kappa"] is None else f"{c['cohen_kappa']:.3f}"
     what = ("the guideline's worked examples" if result["set"] == "guideline"
+            else "the held-out set" if result["set"] == "heldout"
             else {"dev": "development half", "test": "test half", "all": "both halves"}[result["half"]]
             + (" of the ranking pairs" if result["set"] == "ranking" else ""))
     lines = [
@@ -268,7 +301,9 @@ def report(result: dict[str, Any]) -> str:
         f"(the pairs' categories: {_pct(p['category_agreement'])})",
     ]
     if "confusion" not in result:
-        lines.append("(only figures are printed for this half: its misses are not for development)")
+        lines.append("(only figures are printed for this set: its misses are not for development)"
+                     if result["set"] == "heldout" else
+                     "(only figures are printed for this half: its misses are not for development)")
         return "\n".join(lines)
     short = {"Successful": "S", "Not Successful": "NS", "Irrelevant": "Irr", "Missing": "Miss", "Error message": "Err"}
     lines += ["", "confusion (rows: label, columns: graded)", "          " + "".join(f"{short[g]:>6}" for g in CATEGORIES)]
@@ -287,19 +322,37 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(half: str = "dev", which: str = "labelled", limit: int | None = None, data: Path = DATA,
+def select_set(which: str, half: str | None, data: Path, shared: Path,
+               limit: int | None) -> tuple[list[Row], list[Row], dict[str, Any]]:
+    if which == "guideline":
+        return select_guideline(shared, limit)
+    if which == "heldout":
+        return select_heldout(data, limit)
+    if which == "ranking":
+        return select_ranking(half or "dev", data, limit)
+    return select(half or "dev", data, limit)
+
+
+def check(which: str, half: str | None = None, data: Path = DATA, shared: Path = SHARED) -> dict[str, Any]:
+    """Reads a set's rows and turns each into an item, grading nothing: the counts, or a DataError."""
+    singles, pairs, info = select_set(which, half or "all", data, shared, None)
+    for row in singles + pairs:
+        to_item(row)
+    return {**info, "responses": len(singles), "pairs": len(pairs)}
+
+
+def run(half: str | None = None, which: str = "labelled", limit: int | None = None, data: Path = DATA,
         shared: Path = SHARED) -> dict[str, Any]:
     """The figures (and, for the development half and the guideline examples, the details)."""
     from framejudge.judge.reference import ReferenceJudge
     from framejudge.rubrics import get_rubric
 
-    if which == "guideline":
-        singles, pairs, info = select_guideline(shared, limit)
-    elif which == "ranking":
-        singles, pairs, info = select_ranking(half, data, limit)
-    else:
-        singles, pairs, info = select(half, data, limit)
-    details = which == "guideline" or half == "dev"
+    if which == "heldout" and half is not None:
+        raise DataError("the held-out set has no halves: run it whole, without --half")
+    singles, pairs, info = select_set(which, half, data, shared, limit)
+    half = info["half"]
+    # the held-out set gives figures only, always; so do the test half and both halves
+    details = which == "guideline" or (which != "heldout" and half == "dev")
     rubric = get_rubric("video-qa")
     judge = ReferenceJudge()
     result = {**info, "limit": limit, "judge": {"backend": judge.backend, "model_id": judge.model_id},
@@ -310,10 +363,13 @@ def run(half: str = "dev", which: str = "labelled", limit: int | None = None, da
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--half", choices=["dev", "test", "all"], default="dev", help="which half of the labelled set")
-    ap.add_argument("--set", dest="which", choices=["labelled", "ranking", "guideline"], default="labelled",
-                    help="the labelled set (default), its pairs between two Successful answers (ranking), or the "
-                         "guideline's worked examples in ../shared/data")
+    ap.add_argument("--half", choices=["dev", "test", "all"], default=None,
+                    help="which half of the labelled set or the ranking pairs (default dev; the held-out set has none)")
+    ap.add_argument("--set", dest="which", choices=["labelled", "ranking", "guideline", "heldout"], default="labelled",
+                    help="the labelled set (default), its pairs between two Successful answers (ranking), the "
+                         "guideline's worked examples in ../shared/data, or the held-out set (run once, figures only)")
+    ap.add_argument("--check", action="store_true",
+                    help="only read and validate the set's rows and print their counts; grade nothing")
     ap.add_argument("--shared", type=Path, default=SHARED,
                     help="the shared research data folder (default: $FRAMEJUDGE_SHARED, else ../shared)")
     ap.add_argument("--limit", type=int, default=None, help="only the first N single responses and N pairs")
@@ -322,12 +378,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None and args.limit < 1:
         print("error: --limit must be at least 1", file=sys.stderr)
         return 2
-    try:
-        result = run(args.half, args.which, args.limit, shared=args.shared)
-    except DataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if args.which == "heldout" and args.half is not None:
+        print("error: --half does not apply to --set heldout: it has no halves and is run whole, once",
+              file=sys.stderr)
         return 2
-    print(report(result))
+    if args.check:
+        try:
+            counts = check(args.which, args.half, shared=args.shared)
+        except DataError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"{counts['set']}: {counts['responses']} single responses and {counts['pairs']} pairs over "
+              f"{counts['items']} items read and valid (nothing graded)")
+        result = counts
+    else:
+        try:
+            result = run(args.half, args.which, args.limit, shared=args.shared)
+        except DataError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(report(result))
     if args.json is not None:
         try:
             args.json.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

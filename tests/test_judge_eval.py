@@ -197,3 +197,117 @@ def test_the_test_half_reproduces_the_figures_the_readme_gives(tmp_path):
     assert f"{100 * result['categories']['agreement']:.1f}" == found.group(1)
     assert f"{result['categories']['cohen_kappa']:.3f}" == found.group(2)
     assert f"{100 * result['preferences']['agreement']:.1f}" == found.group(3)
+
+
+# The held-out set: written from the guideline alone and run once, figures only. These tests read its
+# rows and check them against the guideline's rules; they never grade them.
+HELDOUT_SINGLES, HELDOUT_PAIRS = rows("heldout-singles.jsonl"), rows("heldout-pairs.jsonl")
+HELDOUT_COUNTS = {"singles": 179, "pairs": 66, "items": 43,
+                  "labels": {"Successful": 71, "Not Successful": 64, "Irrelevant": 17, "Missing": 15,
+                             "Error message": 12},
+                  "preferences": {"A": 22, "B": 20, "Neither": 18, "Both": 6}}
+# the guideline's error messages, word for word, and its suffix after a normal response
+GUIDELINE_ERRORS = ["I can't help with that kind of request.", "I can't help with that kind of video/photo or request.",
+                    "I can't help with that yet, but I'm learning more everyday!", "I cannot answer that."]
+CUT_OFF = "Umm. Actually, I can't continue with this response."
+
+
+def _is_error_string(text: str) -> bool:
+    return text in GUIDELINE_ERRORS or (text.endswith(CUT_OFF) and bool(text[: -len(CUT_OFF)].strip()))
+
+
+def test_the_heldout_set_parses_and_has_its_documented_counts():
+    from collections import Counter
+
+    bench = _bench_module()
+    singles = bench.read_rows(DATA / "heldout-singles.jsonl", pair=False)
+    pairs = bench.read_rows(DATA / "heldout-pairs.jsonl", pair=True)
+    for row in singles + pairs:
+        bench.to_item(row)  # every row is a gradable item
+    assert len(singles) == HELDOUT_COUNTS["singles"] and len(pairs) == HELDOUT_COUNTS["pairs"]
+    assert len({r.item for r in singles + pairs}) == HELDOUT_COUNTS["items"]
+    assert Counter(r["label"] for r in HELDOUT_SINGLES) == HELDOUT_COUNTS["labels"]
+    assert Counter(r["preference"] for r in HELDOUT_PAIRS) == HELDOUT_COUNTS["preferences"]
+    readme = (DATA / "README.md").read_text(encoding="utf-8")
+    assert f"({HELDOUT_COUNTS['singles']} single responses)" in readme
+    assert f"({HELDOUT_COUNTS['pairs']} pairs)" in readme
+    assert f"over {HELDOUT_COUNTS['items']} further" in readme
+    assert ", ".join(f"{n} {label}" for label, n in HELDOUT_COUNTS["labels"].items()) in readme
+    for pref in ("Both", "Neither"):
+        assert f"{HELDOUT_COUNTS['preferences'][pref]} {pref}" in readme
+
+
+def test_the_heldout_labels_keep_the_guideline_rules():
+    ids = [r["id"] for r in HELDOUT_SINGLES + HELDOUT_PAIRS]
+    assert len(ids) == len(set(ids))
+    items = {r["item"] for r in HELDOUT_SINGLES + HELDOUT_PAIRS}
+    assert all(i.startswith("ho-") for i in items)
+    labelled = set(SPLIT["dev"]) | set(SPLIT["test"]) | set(SPLIT["ranking"]["dev"]) | set(SPLIT["ranking"]["test"])
+    assert not items & labelled
+    for r in HELDOUT_SINGLES + HELDOUT_PAIRS:
+        assert r["scene"] and r["query"] and r["why"] and r["class"] and r["domain"], r["id"]
+        assert r.get("expression", "other") in {"other", "meme_or_caption"}, r["id"]
+        if "turn" in r:
+            assert r["turn"] == len(r["earlier"]) and all(e["time"] < r["time"] for e in r["earlier"]), r["id"]
+            assert [e["time"] for e in r["earlier"]] == sorted(e["time"] for e in r["earlier"]), r["id"]
+    for r in HELDOUT_SINGLES:
+        assert r["label"] in CATEGORIES, r["id"]
+        assert _is_error_string(r["response"]) == (r["label"] == "Error message"), r["id"]
+    for p in HELDOUT_PAIRS:
+        a, b, pref = p["label_a"], p["label_b"], p["preference"]
+        assert a in CATEGORIES and b in CATEGORIES and pref in {"A", "B", "Both", "Neither"}, p["id"]
+        for side in "ab":
+            assert _is_error_string(p[f"response_{side}"]) == (p[f"label_{side}"] == "Error message"), p["id"]
+        if (a == "Successful") != (b == "Successful"):  # a Successful response always wins
+            assert pref == ("A" if a == "Successful" else "B"), p["id"]
+        if pref == "Both":  # equally good
+            assert a == b == "Successful", p["id"]
+        if pref == "Neither":  # both failing, not separated by the criteria
+            assert a != "Successful" and b != "Successful", p["id"]
+    # the same response to the same question keeps one label, in singles and pairs alike
+    seen: dict[tuple, set] = {}
+    for r in HELDOUT_SINGLES:
+        seen.setdefault((r["item"], r.get("turn"), r["response"]), set()).add(r["label"])
+    for p in HELDOUT_PAIRS:
+        for side in "ab":
+            seen.setdefault((p["item"], p.get("turn"), p[f"response_{side}"]), set()).add(p[f"label_{side}"])
+    assert all(len(labels) == 1 for labels in seen.values())
+    # what it covers: conversations, items without a golden response, creative requests of both kinds
+    assert len({r["item"] for r in HELDOUT_SINGLES if "turn" in r}) >= 3
+    assert any(r["golden"] is None for r in HELDOUT_SINGLES) and any(r["golden"] is None for r in HELDOUT_PAIRS)
+    assert {r.get("expression") for r in HELDOUT_SINGLES} >= {"other", "meme_or_caption"}
+
+
+def test_the_heldout_set_has_no_halves_and_checking_it_grades_nothing(tmp_path):
+    proc, result = command(tmp_path, "--set", "heldout", "--half", "test")
+    assert proc.returncode == 2 and result is None and "--half does not apply" in proc.stderr
+    proc, counts = command(tmp_path, "--set", "heldout", "--check")
+    assert proc.returncode == 0, proc.stderr
+    assert (counts["responses"], counts["pairs"], counts["items"]) == (
+        HELDOUT_COUNTS["singles"], HELDOUT_COUNTS["pairs"], HELDOUT_COUNTS["items"])
+    assert not {"categories", "preferences", "misses"} & counts.keys() and "nothing graded" in proc.stdout
+    assert not any(r["id"] in proc.stdout for r in HELDOUT_SINGLES + HELDOUT_PAIRS)
+
+
+def test_a_heldout_set_gives_figures_only(tmp_path):
+    """On a stand-in held-out set of two rows (the real one is graded once, by hand, not by the suite)."""
+    bench = _bench_module()
+    single = {"id": "ho-standin-1", "item": "ho-standin", "scene": "a red bus", "query": "What colour is the bus?",
+              "golden": "It's red.", "response": "Red.", "label": "Successful", "why": "same colour"}
+    pair = {**{k: v for k, v in single.items() if k not in {"response", "label"}}, "id": "ho-standin-p1",
+            "response_a": "Red.", "response_b": "Blue.", "label_a": "Successful", "label_b": "Not Successful",
+            "preference": "A"}
+    (tmp_path / "heldout-singles.jsonl").write_text(json.dumps(single) + "\n", encoding="utf-8")
+    (tmp_path / "heldout-pairs.jsonl").write_text(json.dumps(pair) + "\n", encoding="utf-8")
+    result = bench.run(None, "heldout", data=tmp_path)
+    assert result["set"] == "heldout" and result["half"] is None
+    assert result["categories"]["responses"] == 1 and result["preferences"]["pairs"] == 1
+    details = {"misses", "graded", "graded_pairs", "confusion", "preference_misses", "preference_confusion"}
+    assert not details & result.keys()
+    text = bench.report(result)
+    assert "held-out set" in text and "confusion" not in text and "misses (" not in text and "ho-standin" not in text
+    with pytest.raises(bench.DataError, match="no halves"):
+        bench.run("dev", "heldout", data=tmp_path)
+    (tmp_path / "heldout-pairs.jsonl").write_text(json.dumps({**pair, "item": "standin"}) + "\n", encoding="utf-8")
+    with pytest.raises(bench.DataError, match="prefix"):
+        bench.check("heldout", data=tmp_path)
