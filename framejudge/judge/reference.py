@@ -128,8 +128,12 @@ def _values(text: str, question: str) -> list[values.Value]:
 
 
 def _versus_golden(golden: str, response: str, question: str) -> values.Comparison:
-    """The response's values against the golden response's."""
-    return values.compare(_values(response, question), _values(golden, question))
+    """The response's values against the golden response's (in two languages, whatever nouns they
+    count: "cinq voitures" against "three cars")."""
+    mine, theirs = _values(response, question), _values(golden, question)
+    if values.language(response) != values.language(golden):
+        mine, theirs = values.without_units(mine), values.without_units(theirs)
+    return values.compare(mine, theirs)
 
 
 def _negated(text: str) -> bool:
@@ -226,6 +230,11 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
             question, golden, response, shares_words=shared > 0)
         if meant is not None:
             return Decided(meant[0], meant[1], f"meaning:{meant[0].value}")
+        if shared == 0 and not by_value.agreeing and values.language(response) != values.language(golden):
+            # another language shares no words by nature, and the meaning model reads English only:
+            # nothing it says contradicts the golden response (values, names, yes or no, colours)
+            return Decided(Category.successful, f"answers in another language ({values.language(response)}) "
+                           "and contradicts nothing the golden response states", "golden:other_language")
         if shared == 0 and not by_value.agreeing:
             if _overlap(r_content, q_content) == 0 and not _DEICTIC.search(question):
                 return Decided(Category.irrelevant, "shares nothing with the question or the golden response", "golden:unrelated")

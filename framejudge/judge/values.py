@@ -30,7 +30,7 @@ import bisect
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 TIME, DATE, PHONE, PRICE, CODE, NUMBER = "time", "date", "phone", "price", "code", "number"
@@ -64,15 +64,28 @@ def _plain(text: str) -> str:
     return unicodedata.normalize("NFKC", text).translate(_DASHES).replace("\u2019", "'")
 
 
-_LANG_HINTS = {
-    "fr": re.compile(r"\b(le|la|les|est|il|elle|une|des|c'est|sont|pas|oui|non|heures?)\b", re.I),
-    "es": re.compile(r"\b(el|los|las|es|está|son|una|hay|sí|pero|horas?)\b", re.I),
-    "de": re.compile(r"\b(der|die|das|ist|sind|ein|eine|nicht|ja|nein|uhr)\b", re.I),
-    "it": re.compile(r"\b(il|gli|è|sono|una|non|ore)\b", re.I),
-    "pt": re.compile(r"\b(o|os|as|é|são|uma|não|sim|horas?)\b", re.I),
-    "nl": re.compile(r"\b(de|het|is|zijn|een|niet|uur)\b", re.I),
+_LANG_HINTS = {  # small words, and the words for one to ten, that mark a language
+    "fr": re.compile(r"\b(le|la|les|est|il|elle|une|des|c'est|sont|pas|oui|non|heures?|avec|voici|y a|un|deux|trois|"
+                     r"quatre|cinq|six|sept|huit|neuf|dix)\b", re.I),
+    "es": re.compile(r"\b(el|los|las|está|son|una|hay|sí|pero|horas?|muy|uno|dos|tres|cuatro|cinco|seis|siete|"
+                     r"ocho|nueve|diez)\b", re.I),
+    "de": re.compile(r"\b(der|die|das|ist|sind|ein|eine|nicht|ja|nein|uhr|und|mit|auf|eins|zwei|drei|vier|fünf|"
+                     r"sechs|sieben|acht|neun|zehn)\b", re.I),
+    "it": re.compile(r"\b(il|gli|è|sono|una|non|ore|uno|due|tre|quattro|cinque|sei|sette|otto|nove|dieci)\b", re.I),
+    "pt": re.compile(r"\b(os|é|são|uma|não|sim|horas?|um|dois|três|quatro|cinco|seis|sete|oito|nove|dez)\b", re.I),
+    "nl": re.compile(r"\b(het|zijn|een|niet|uur|twee|drie|vier|vijf|zes|zeven|acht|negen|tien)\b", re.I),
 }
 _ENGLISH = re.compile(r"\b(the|is|are|it|this|that|and|of|an|says|there|you|they|was|were)\b", re.I)
+
+
+@lru_cache(maxsize=4096)
+def language(text: str) -> str:
+    """"en", or the language ("fr", "es", "de", "it", "pt", "nl") whose small words the text has
+    clearly more of than English ones."""
+    english = len(_ENGLISH.findall(text))
+    best = max(_LANG_HINTS, key=lambda k: len(_LANG_HINTS[k].findall(text)))
+    theirs = len(_LANG_HINTS[best].findall(text))
+    return best if theirs > english and (theirs > 1 or english == 0) else "en"
 
 
 @lru_cache(maxsize=4096)
@@ -83,12 +96,7 @@ def digits_for_words(text: str) -> str:
         from text_to_num import alpha2digit
     except ImportError:  # pragma: no cover - a main dependency; kept readable without it
         return text
-    lang = "en"
-    english = len(_ENGLISH.findall(text))
-    best = max(_LANG_HINTS, key=lambda k: len(_LANG_HINTS[k].findall(text)))
-    theirs = len(_LANG_HINTS[best].findall(text))
-    if theirs > english and (theirs > 1 or english == 0):
-        lang = best
+    lang = language(text)
     try:
         out = alpha2digit(text, lang)
     except Exception:  # noqa: BLE001 - a converter's failure leaves the words as they are
@@ -487,6 +495,11 @@ def matches(v: Value, others: Sequence[Value]) -> list[Value]:
 def comparable(v: Value, others: Sequence[Value]) -> list[Value]:
     """The values among `others` that answer the same thing as `v`."""
     return [o for o in others if compatible(v, o)]
+
+
+def without_units(found: Sequence[Value]) -> list[Value]:
+    """The values with what they count or label left out (to compare across languages)."""
+    return [replace(v, unit=None) for v in found]
 
 
 def excluding(found: Sequence[Value], given: Sequence[Value]) -> list[Value]:

@@ -134,3 +134,19 @@ def test_long_runs_of_letters_and_separators_are_graded(response):
     judgement = _at_the_limit(response[:20_000], "What is the plate number of this car?",
                               "I can't read out licence plates.")
     assert judgement.response_a.category in set(Category)
+
+
+HERON = ("What bird is this?", "It's a great blue heron.")
+CARS = ("How many cars are parked?", "There are three cars.")
+
+
+@pytest.mark.parametrize("asked,response,expected", [
+    (HERON, "C'est un grand héron bleu.", Category.successful),  # the meaning model reads English only
+    (HERON, "Es una garza azul grande.", Category.successful),
+    (CARS, "Il y a cinq voitures.", Category.not_successful),  # a count the golden response contradicts
+    (CARS, "Es sind drei Autos.", Category.successful),
+    (CARS, "Hay dos coches.", Category.not_successful),
+])
+def test_answers_in_another_language(asked, response, expected):
+    question, golden = asked
+    assert grade_response(RUBRIC, single(question, response, golden), 0, response)[0] is expected

@@ -124,3 +124,12 @@ def test_a_response_at_the_size_limit_of_values_is_read_whole():
     kinds = [v.kind for v in found]
     assert kinds.count(values.CODE) == 1000 and kinds.count(values.TIME) == 1000
     assert any(v.text == "9" * 5000 for v in found)
+
+
+@pytest.mark.parametrize("text,lang,count", [
+    ("Es sind drei Autos.", "de", 3.0), ("Hay tres coches.", "es", 3.0), ("Il y a cinq voitures.", "fr", 5.0),
+    ("There are three cars.", "en", 3.0), ("Ci sono tre macchine.", "it", 3.0),
+])
+def test_counts_in_other_languages(text, lang, count):
+    assert values.language(text) == lang
+    assert [v.meanings for v in values.values(text)] == [frozenset({count})]
