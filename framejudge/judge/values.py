@@ -98,7 +98,8 @@ def digits_for_words(text: str) -> str:
         return text
     lang = language(text)
     try:
-        out = alpha2digit(text, lang)
+        # English small counts ("one stroller") are read with their noun below; elsewhere all are digits
+        out = alpha2digit(text, lang) if lang == "en" else alpha2digit(text, lang, threshold=0)
     except Exception:  # noqa: BLE001 - a converter's failure leaves the words as they are
         return text
     # Keep the text's length-independent shape: the converter may change spacing around numbers.
