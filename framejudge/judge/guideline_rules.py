@@ -308,8 +308,10 @@ def product_information(question: str, golden: str | None, response: str) -> Rul
 # ----------------------------------------------------------------------------- presupposition
 
 _ABSENT = _rx(
-    r"\b(?:i (?:don'?t|do not|can'?t|cannot) see|there (?:is|are|was|were|'s) no|there (?:isn|aren|wasn|weren)'?t|"
-    r"(?:does|do)(?: not|n'?t) (?:include|show|contain|have)|no sign of|not (?:a|an|any))"
+    r"\b(?:i (?:don'?t|do not|can'?t|cannot) see|there(?:\s(?:is|are|was|were)|'s) no|there (?:isn|aren|wasn|weren)'?t|"
+    r"(?:does|do)(?: not|n'?t) (?:include|show|contain|have)|no sign of|(?:is|are|was|were)(?: not|n'?t)(?: a| an| any)?|"
+    r"not (?:a|an|any)|no(?=\s+[a-z]+(?:\s+[a-z]+)?\s+(?:is|are|was|were|can be|in sight|anywhere|visible|here|in)\b)|"
+    r"(?:shows?|has|have|contains?|with|see|are|is) no)"
     r"((?:\s+[a-z]+){1,4})"
 )
 _REJECTS = _rx(r"\b(don'?t see|do not see|can'?t see|cannot see|there (is|are|'s) no|there isn'?t|there aren'?t|"
@@ -317,7 +319,7 @@ _REJECTS = _rx(r"\b(don'?t see|do not see|can'?t see|cannot see|there (is|are|'s
                r"aren'?t any|not (a|an|any)|no sign of|no \w+ (here|in|visible)|only (thing|item|object)s?)\b")
 _ASKS_WHETHER = _rx(r"^(did|do|does|is|are|was|were|has|have|had|can|could|will|would)\b")
 _WORDS = re.compile(r"[a-z]+")
-_LITTLE = set("a an the any in on of at to here there this that video picture image clip just only or and "
+_LITTLE = set("a an the any in on of at to here there this that video picture image clip just only or and s t re m ll d ve "
               "but it its is are was were be visible shown anywhere sight view frame".split())
 
 
@@ -335,7 +337,7 @@ def presupposition(question: str, golden: str | None, response: str) -> Ruling |
             break
     if premise is None:
         return None
-    if _REJECTS.search(r):
+    if _REJECTS.search(r) or re.search(rf"\b(?:not|no|isn'?t|aren'?t|never)\s+(?:[a-z]+\s+){{0,2}}{re.escape(premise)}", r):
         return _S, f"rejects the false presupposition (there is no {premise}), as the golden response does"
     said = {_stem(w) for w in _WORDS.findall(r)} - _LITTLE
     instead = {_stem(w) for w in _WORDS.findall(g[m.end():])} - _LITTLE - asked

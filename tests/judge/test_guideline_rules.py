@@ -276,3 +276,26 @@ _EMAIL_AS_WRITTEN = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.]+\b")
 def test_plates_and_emails_are_recognised_as_the_patterns_say(text):
     assert rules.plate_like(text) == bool(_PLATE_AS_WRITTEN.search(text))
     assert bool(rules._EMAIL.search(text)) == bool(_EMAIL_AS_WRITTEN.search(text))
+
+
+@pytest.mark.parametrize("question,golden,response,expected", [
+    ("Where can I buy this yellow dress?", "No dress is visible; the only item is a mug of coffee.",
+     "You can find yellow dresses at most department stores.", NS),
+    ("Where can I buy this yellow dress?", "No dress is visible; the only item is a mug of coffee.",
+     "I don't see a dress, just a mug.", S),
+    ("How long should I bake this cake?", "This isn't a cake, it's a decorative sponge.",
+     "Bake it for 30 minutes at 180 degrees.", NS),
+    ("What breed is the dog?", "There's no dog in the video, only an empty garden.", "It's a Labrador.", NS),
+    ("What is the cat doing?", "The video shows no cat; there is a sleeping dog on the couch.",
+     "The cat is sleeping on the couch.", NS),
+    ("What is the cat doing?", "The video shows no cat; there is a sleeping dog on the couch.",
+     "That's a dog, not a cat; it's asleep.", S),
+    ("What flavour is this ice cream?", "It isn't ice cream; it's a bowl of mashed potatoes.", "It's vanilla.", NS),
+    ("What flavour is this ice cream?", "It isn't ice cream; it's a bowl of mashed potatoes.",
+     "It's mashed potato, not ice cream.", S),
+    ("What is the man holding?", "He is holding an umbrella, not a cane.", "An umbrella.", None),
+    ("Is the shop open?", "No, the shop is closed.", "Yes.", None),  # a question that asks takes nothing for granted
+])
+def test_presuppositions_however_the_golden_response_rejects_them(question, golden, response, expected):
+    found = rules.presupposition(question, golden, response)
+    assert (found and found[0]) == expected
