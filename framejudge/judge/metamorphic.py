@@ -53,6 +53,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..schema import Item
@@ -112,6 +113,36 @@ def cases_from_rows(rows: Iterable[Row], source: str) -> list[Case]:
     return out
 
 
+SETS = {"dev": ["dev"], "test": ["test"], "guideline": ["guideline"], "all": ["dev", "test", "guideline"]}
+DETAILED = {"dev", "guideline"}  # the sets whose violations are shown; the test half's never are
+
+
+def load_cases(which: str, data: Path, shared: Path | None, limit: int | None = None) -> tuple[list[Case], list[str]]:
+    """The cases of a set: 'dev' or 'test' (that half of the labelled singles and pairs and of the
+    ranking pairs in `data`), 'guideline' (the worked examples in `<shared>/data`) or 'all'; the first
+    `limit` singles and `limit` pairs of each file. With 'all', absent guideline examples are left
+    out, and the notes say so; asked for alone, they raise DataError."""
+    from .labelled import DataError, select, select_guideline, select_ranking
+
+    cases: list[Case] = []
+    notes: list[str] = []
+    for source in SETS[which]:
+        if source == "guideline":
+            try:
+                singles, pairs, _ = select_guideline(shared if shared is not None else Path("/nonexistent"), limit)
+            except DataError as exc:
+                if which != "all":
+                    raise
+                notes.append(f"guideline examples left out: {exc}")
+                continue
+            cases += cases_from_rows(singles + pairs, source)
+        else:
+            singles, pairs, _ = select(source, data, limit)
+            _, ranking, _ = select_ranking(source, data, limit)
+            cases += cases_from_rows(singles + pairs + ranking, source)
+    return cases, notes
+
+
 # ------------------------------------------------------------------------------------ variants
 
 
@@ -133,6 +164,11 @@ class Variant:
 class Made:
     variants: list[Variant] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)  # why no variant, per case: reason -> cases
+    skipped_by_set: dict[str, Counter] = field(default_factory=dict)  # the same, per set
+
+    def skip(self, case: Case, why: str) -> None:
+        self.skipped[why] += 1
+        self.skipped_by_set.setdefault(case.source, Counter())[why] += 1
 
 
 class Skip(Exception):
@@ -585,6 +621,10 @@ def _insert_name(text: str, v: Value, new: str) -> str:
             before = before[: before_the.start()]
     if _sentence_start(before, len(before)):
         new = _capital(new)
+    article = re.search(r"\b(a|an)(\s+)$", before, re.I)
+    if article:  # 'a red car' -> 'an orange car'
+        want = "an" if re.match(r"[aeiou]", new, re.I) else "a"
+        before = before[: article.start()] + _match_case(want, article.group(1)) + article.group(2)
     return before + new + text[v.end:]
 
 
@@ -933,8 +973,9 @@ def _hedge(text: str, rng: random.Random, label: str | None) -> tuple[str, str] 
     if first.lower().strip(",") in _HEDGE_LOWER:
         return "I think " + first.lower() + t[len(first):], "'I think' put first"
     words = t.split()
-    if re.fullmatch(r"[A-Z][\w'-]*", first) and len(words) > 1 and words[1][:1].isupper():  # a name: 'Vincent van Gogh, ...'
-        return "I think " + t, "'I think' put first"
+    named = any(v.start == 0 and v.kind.startswith("name:") for v in find_values(t))
+    if re.fullmatch(r"[A-Z][\w'-]*", first) and (named or len(words) > 1 and words[1][:1].isupper()):
+        return "I think " + t, "'I think' put first"  # a name first: 'Vincent van Gogh, in 1889'
     return None
 
 
@@ -1160,12 +1201,12 @@ class Property:
             if self.per_question and not case.pair:
                 question = (case.source, tuple((t.question, t.golden, t.time) for t in case.item.turns[: case.turn + 1]))
                 if question in questions:
-                    made.skipped["another answer to the same question made its variants"] += 1
+                    made.skip(case, "another answer to the same question made its variants")
                     continue
             try:
                 made.variants += self.make(case, seed, rubric)
             except Skip as why:
-                made.skipped[str(why)] += 1
+                made.skip(case, str(why))
                 continue
             if self.per_question and not case.pair:
                 questions.add(question)
@@ -1229,14 +1270,15 @@ class Outcome:
     def summary(self, detailed: Callable[[str], bool] = lambda source: True) -> dict[str, Any]:
         """Figures, per set too; the violations only of the sets `detailed` allows."""
         p = self.property
-        sources = sorted({v.case.source for v in self.made.variants})
+        sources = sorted({v.case.source for v in self.made.variants} | set(self.made.skipped_by_set))
         by_set = {}
         for s in sources:
             held = sum(v.case.source == s for v in self.held)
             violated = sum(v.case.source == s for v, *_ in self.violated)
             by_set[s] = {"variants": sum(v.case.source == s for v in self.made.variants), "held": held,
                          "violated": violated, "judge_errors": sum(v.case.source == s for v, _ in self.errors),
-                         "held_ratio": held / (held + violated) if held + violated else None}
+                         "held_ratio": held / (held + violated) if held + violated else None,
+                         "cases_skipped": dict(self.made.skipped_by_set.get(s, Counter()).most_common())}
         out = {
             "id": p.id, "claims": p.claims, "variants_made_by": p.variants, "must_hold": p.holds,
             "variants": len(self.made.variants), "held": len(self.held), "violated": len(self.violated),
