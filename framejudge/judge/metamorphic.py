@@ -370,8 +370,9 @@ def _amount(text: str) -> float:
 
 
 def find_values(text: str) -> list[Value]:
-    """The values a text states, left to right, none overlapping (the first pattern to claim
-    characters keeps them: dates before times before prices before plain numbers, names last)."""
+    """The values a text states, left to right, none overlapping: the first pattern to claim
+    characters keeps them (the table's names, longest first; then dates, times, phone numbers,
+    prices, codes, ordinals, numbers in digits and in words, colours, left and right)."""
     taken: list[tuple[int, int]] = []
     out: list[Value] = []
 
@@ -406,7 +407,7 @@ def find_values(text: str) -> list[Value]:
             elif name in ("date_md", "date_dm"):
                 month, day = (g[0], int(g[1])) if name == "date_md" else (g[1], int(g[0]))
                 mi = next(i for i, full in enumerate(_MONTHS, 1) if full.startswith(month.lower()[:3]))
-                if 1 <= day <= 31 and not (month.lower() == "may" and name == "date_md" and day > 31):
+                if 1 <= day <= 31 and (month.lower() != "may" or month[0] == "M"):  # not the verb "may"
                     add(Value("date", s, e, m.group(0), (None, mi, day), name))
             elif name == "time_hm":
                 h, mi_, sec = int(g[0]), int(g[1]), int(g[2]) if g[2] else None
@@ -747,10 +748,6 @@ def _padding(case: Case, text: str, kind: str, rng: random.Random) -> tuple[str,
     return stripped + joiner + pad, pad
 
 
-def _pair_side(case: Case, rng: random.Random) -> str:
-    return rng.choice("ab")
-
-
 def _padded_variants(prop: str, case: Case, seed: int, rubric: Any,
                      change: Callable[[str, random.Random], tuple[str, str]]) -> list[Variant]:
     """One response padded: alone and beside its original (a single case), or one side of a labelled pair."""
@@ -758,7 +755,7 @@ def _padded_variants(prop: str, case: Case, seed: int, rubric: Any,
     out = []
     if case.pair:
         t = case.item.turns[case.turn]
-        side = _pair_side(case, rng)
+        side = rng.choice("ab")
         original = t.response_a if side == "a" else t.response_b
         assert original is not None
         _not_error([], rubric, original)
@@ -773,7 +770,7 @@ def _padded_variants(prop: str, case: Case, seed: int, rubric: Any,
     changed, what = change(case.response, rng)
     _not_error([changed], rubric)
     out.append(Variant(case, prop, what.split(":")[0], what, with_response(case, changed), side="a", shape="alone"))
-    side = _pair_side(case, rng)
+    side = rng.choice("ab")
     out.append(Variant(case, prop, what.split(":")[0], f"beside the original, as {side.upper()}: {what}",
                        beside(case, case.response, changed, side), side=side, shape="beside"))
     return out
