@@ -28,7 +28,6 @@ import json
 import os
 import sys
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,86 +36,10 @@ sys.path.insert(0, str(ROOT))
 
 DATA = ROOT / "bench" / "judge_eval"
 SHARED = Path(os.environ.get("FRAMEJUDGE_SHARED", ROOT.parent / "shared"))
-CATEGORIES = ["Successful", "Not Successful", "Irrelevant", "Missing", "Error message"]
-PREFERENCES = ["A", "B", "Both", "Neither"]
 
-
-class DataError(ValueError):
-    """A labelled file that is absent or has a row that cannot be graded."""
-
-
-@dataclass
-class Row:
-    data: dict[str, Any]
-    pair: bool
-    source: str  # file:line
-
-    @property
-    def id(self) -> str:
-        return str(self.data["id"])
-
-    @property
-    def item(self) -> str:
-        return str(self.data.get("item") or self.data["id"])
-
-
-def read_rows(path: Path, pair: bool) -> list[Row]:
-    if not path.is_file():
-        raise DataError(f"{path} is absent")
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{n}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{where}: not JSON ({exc.msg})") from None
-        need = ["id", "query"] + (["response_a", "response_b", "label_a", "label_b", "preference"] if pair
-                                  else ["response", "label"])
-        missing = [k for k in need if k not in data]
-        if missing:
-            raise DataError(f"{where}: no {', '.join(missing)}")
-        for key in ["label_a", "label_b"] if pair else ["label"]:
-            if data[key] not in CATEGORIES:
-                raise DataError(f"{where}: {key} {data[key]!r} is not one of {CATEGORIES}")
-        for extra in data.get("also_acceptable") or []:
-            if extra not in CATEGORIES:
-                raise DataError(f"{where}: also_acceptable {extra!r} is not one of {CATEGORIES}")
-        if pair and data["preference"] not in PREFERENCES:
-            raise DataError(f"{where}: preference {data['preference']!r} is not one of {PREFERENCES}")
-        if "turn" in data and data["turn"] != len(data.get("earlier") or []):
-            raise DataError(f"{where}: turn {data['turn']} but {len(data.get('earlier') or [])} earlier turns")
-        rows.append(Row(data, pair, where))
-    return rows
-
-
-def to_item(row: Row):
-    """The framejudge item a row is graded as (no video, no scene), and the turn to grade."""
-    from framejudge.schema import Item
-
-    d = row.data
-    turns: list[dict[str, Any]] = []
-    for e in d.get("earlier") or []:
-        t = {"time": e["time"], "question": e["question"], "golden": e.get("golden"), "response_a": e["response"]}
-        if row.pair:
-            t["response_b"] = e.get("response_b", e["response"])
-        turns.append(t)
-    this: dict[str, Any] = {"question": d["query"], "golden": d.get("golden")}
-    if row.pair:
-        this.update(response_a=d["response_a"], response_b=d["response_b"])
-    else:
-        this["response_a"] = d["response"]
-    multi = "turn" in d
-    if multi:
-        this["time"] = d["time"]
-    turns.append(this)
-    try:
-        item = Item(id=row.id, task_type="multi_turn" if multi else "single_turn", turns=turns,
-                    expression=d.get("expression", "none"), metadata={"item": row.item})
-    except ValueError as exc:
-        raise DataError(f"{row.source}: not a gradable item: {exc}") from None
-    return item, len(turns) - 1
+# the rows and their halves: the library's (the metamorphic checks read them the same way)
+from framejudge.judge.labelled import (  # noqa: E402,F401
+    CATEGORIES, PREFERENCES, DataError, Row, read_rows, select, select_guideline, select_ranking, to_item)
 
 
 async def _grade(rows: list[Row]) -> list[Any]:
@@ -204,49 +127,6 @@ def measure(singles: list[Row], pairs: list[Row], details: bool) -> dict[str, An
     return out
 
 
-def select(half: str, data: Path, limit: int | None) -> tuple[list[Row], list[Row], dict[str, Any]]:
-    singles = read_rows(data / "labelled-singles.jsonl", pair=False)
-    pairs = read_rows(data / "labelled-pairs.jsonl", pair=True)
-    split_path = data / "split.json"
-    if not split_path.is_file():
-        raise DataError(f"{split_path} is absent")
-    split = json.loads(split_path.read_text(encoding="utf-8"))
-    dev, test = set(split["dev"]), set(split["test"])
-    if dev & test:
-        raise DataError(f"{split_path}: items in both halves: {sorted(dev & test)}")
-    unsplit = sorted({r.item for r in singles + pairs} - dev - test)
-    if unsplit:
-        raise DataError(f"{split_path}: items in neither half: {unsplit}")
-    keep = {"dev": dev, "test": test, "all": dev | test}[half]
-    singles = [r for r in singles if r.item in keep][:limit]
-    pairs = [r for r in pairs if r.item in keep][:limit]
-    info = {"set": "labelled", "half": half, "items": len({r.item for r in singles + pairs}),
-            "split_seed": split["seed"], "split_date": split["date"]}
-    return singles, pairs, info
-
-
-def select_ranking(half: str, data: Path, limit: int | None) -> tuple[list[Row], list[Row], dict[str, Any]]:
-    """The pairs between two Successful answers (`labelled-ranking.jsonl`), by their own split."""
-    pairs = read_rows(data / "labelled-ranking.jsonl", pair=True)
-    split_path = data / "split.json"
-    if not split_path.is_file():
-        raise DataError(f"{split_path} is absent")
-    split = json.loads(split_path.read_text(encoding="utf-8")).get("ranking")
-    if not split:
-        raise DataError(f"{split_path}: no split of the ranking pairs (a 'ranking' entry)")
-    dev, test = set(split["dev"]), set(split["test"])
-    if dev & test:
-        raise DataError(f"{split_path}: ranking items in both halves: {sorted(dev & test)}")
-    unsplit = sorted({r.item for r in pairs} - dev - test)
-    if unsplit:
-        raise DataError(f"{split_path}: ranking items in neither half: {unsplit}")
-    keep = {"dev": dev, "test": test, "all": dev | test}[half]
-    pairs = [r for r in pairs if r.item in keep][:limit]
-    info = {"set": "ranking", "half": half, "items": len({r.item for r in pairs}),
-            "split_seed": split["seed"], "split_date": split["date"]}
-    return [], pairs, info
-
-
 HELDOUT_PREFIX = "ho-"
 
 
@@ -270,15 +150,6 @@ def select_heldout(data: Path, limit: int | None) -> tuple[list[Row], list[Row],
             raise DataError(f"held-out set: {len(items & known)} items are also in the labelled set")
     singles, pairs = singles[:limit], pairs[:limit]
     return singles, pairs, {"set": "heldout", "half": None, "items": len({r.item for r in singles + pairs})}
-
-
-def select_guideline(shared: Path, limit: int | None) -> tuple[list[Row], list[Row], dict[str, Any]]:
-    folder = shared / "data"
-    if not folder.is_dir():
-        raise DataError(f"the guideline examples are not here: {folder} is absent (give --shared or set FRAMEJUDGE_SHARED)")
-    singles = read_rows(folder / "guideline-examples.jsonl", pair=False)[:limit]
-    pairs = read_rows(folder / "guideline-pairs.jsonl", pair=True)[:limit]
-    return singles, pairs, {"set": "guideline", "half": None, "items": len(singles) + len(pairs)}
 
 
 def _pct(x: float | None) -> str:
