@@ -83,7 +83,12 @@ def is_ordinary_word(word: str) -> bool:
 
 def names(text: str) -> set[str]:
     """The names in a text, lower-cased ("the Golden Gate Bridge" -> {"golden gate bridge"})."""
-    out: set[str] = set()
+    return {name for _, _, name in spans(text)}
+
+
+def spans(text: str) -> list[tuple[int, int, str]]:
+    """Each name in a text with where it stands: (start, end, the name lower-cased)."""
+    out: list[tuple[int, int, str]] = []
     for m in _NAME.finditer(text):
         parts = m.group(0).split()
         before = text[: m.start()].rstrip()
@@ -95,7 +100,7 @@ def names(text: str) -> set[str]:
         if len(parts) == 1 and "-" not in parts[0] and (sentence_start or parts[0].lower() in _LEADING):
             if is_ordinary_word(parts[0]):
                 continue
-        out.add(" ".join(parts).lower())
+        out.append((m.end() - len(" ".join(parts)), m.end(), " ".join(parts).lower()))
     return out
 
 

@@ -80,6 +80,11 @@ _INTEGRITY = re.compile(
     r"political|religio\w*|integrity|policy|guidelines)\b",
     re.I,
 )
+# Information that points at what is shown or speaks to the user ("This appears to be a decorative
+# skeleton", "please call emergency services"), as against a fact about something else.
+_ABOUT_SHOWN = re.compile(r"\b(this|these|that|those|it|it's|they|they're|here|there|you|your|please|"
+                          r"the (?:video|image|picture|clip|photo|footage))\b", re.I)
+RELATED = 0.25  # the meaning of information after a refusal at least this close to the question's bears on it
 _ASK_MORE = re.compile(r"\b(more (information|context|details)|could you (please )?(provide|tell|share)|can you (provide|tell|share))\b", re.I)
 _BUT_INFO = re.compile(r"\b(however|but|that said|generally|typically|usually|in general|it is (generally )?recommended)\b", re.I)
 _NEGATION = re.compile(r"\b(no|not|none|never|nothing|nobody|neither|nor|without|n't|empty)\b", re.I)
@@ -145,6 +150,33 @@ def _entities(text: str) -> set[str]:
     return names.names(normalize(text))
 
 
+# Alternatives offered instead of one answer: "..., or maybe X", "either X or Y", "X or perhaps Y".
+_HEDGED_OR = re.compile(r"(?:,\s*|\s)or\s+(?:maybe|perhaps|possibly|probably|it could be|it might be|it may be)\b|"
+                        r"\beither\b[^.?!;]{1,80}\bor\b", re.I)
+# Questions after one thing (what, which, who, when, how many): a list of guesses does not answer them;
+# "where can I buy ...", "how do I ..." may well be answered with options.
+_IDENTIFY_Q = re.compile(r"^\s*(?:what|which|who|whose|when|how (?:many|much|old|long|tall|big|far|fast))\b", re.I)
+_OR_BETWEEN_NAMES = re.compile(r"^\s*(?:,\s*)?(?:or|,)\s+(?:(?:maybe|perhaps|possibly|even)\s+)?(?:the\s+|a\s+|an\s+)?$", re.I)
+
+
+def _candidates(text: str) -> str | None:
+    """Several candidates offered instead of one answer (named things or hedged alternatives: "the
+    Golden Gate, or maybe the Brooklyn Bridge", "either Sony or Bose"), as the words that offer them;
+    values offered so ("30, 50 or 70") are the values module's."""
+    t = normalize(text)
+    hedged = _HEDGED_OR.search(t)
+    if hedged:
+        start = max(t.rfind(c, 0, hedged.start()) for c in ".!?;:") + 1
+        ends = [i for i in (t.find(c, hedged.end()) for c in ".!?;") if i >= 0]
+        return t[start:min(ends) if ends else len(t)].strip()
+    found = names.spans(t)
+    for (_, end, first), (start, _, second) in zip(found, found[1:]):
+        between = t[end:start]
+        if " or " in f" {between.lower()} " and _OR_BETWEEN_NAMES.match(between) and first != second:
+            return f"{first} or {second}"
+    return None
+
+
 def _overlap(a: set[str], b: set[str]) -> float:
     if not a or not b:
         return 0.0
@@ -156,9 +188,11 @@ def _refusal_span(text: str) -> re.Match[str] | None:
     return _REFUSAL.search(normalize(text)) or _ASK_MORE.search(normalize(text))
 
 
-def _useful_after_refusal(text: str, refusal: re.Match[str]) -> bool:
+def _useful_after_refusal(text: str, refusal: re.Match[str], question: str = "", golden: str | None = None) -> bool:
     """A refusal followed by real information: a 'however/but/generally' clause, or further
-    sentences, carrying at least a few content words or numbers."""
+    sentences, carrying at least a few content words or numbers, that bear on the request (words
+    of the question or the golden response, what is shown, advice to the user, or a meaning close to
+    the question's): an unrelated fact after a refusal ("Octopuses have three hearts.") is no help."""
     rest = normalize(text)[refusal.end():]
     while again := _REFUSAL.search(rest):  # "I'm sorry, but I can't ...": the refusal goes on; look after it
         rest = normalize(rest)[again.end():]
@@ -167,7 +201,13 @@ def _useful_after_refusal(text: str, refusal: re.Match[str]) -> bool:
     info = rest[pivot.end():] if pivot else " ".join(sentences[1:])
     if _REFUSAL.search(info) or _ASK_MORE.search(info):
         return False
-    return len(_content(info)) >= 5 or (len(_content(info)) >= 3 and bool(re.search(r"\d", info)))
+    if not (len(_content(info)) >= 5 or (len(_content(info)) >= 3 and bool(re.search(r"\d", info)))):
+        return False
+    if not question:
+        return True
+    if _content(info) & (_content(question) | _content(golden or "")) or _ABOUT_SHOWN.search(info):
+        return True
+    return meaning.available() and meaning.similarity(question, info) >= RELATED
 
 
 class Decided(NamedTuple):
@@ -202,7 +242,10 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
     if refusal:
         if _INTEGRITY.search(response):
             return Decided(Category.successful, "declines on integrity or unsupported-domain grounds", "refusal:integrity")
-        if _useful_after_refusal(response, refusal):
+        if _useful_after_refusal(response, refusal, question, golden):
+            if golden and _contradicts(golden, response, question):
+                return Decided(Category.not_successful, "says it cannot fully answer, then gives information the "
+                               "golden response contradicts", "refusal:contradicts_golden")
             return Decided(Category.successful, "says it cannot fully answer, then gives useful information", "refusal:useful_after")
         if golden and (_refusal_span(golden) or _UNKNOWABLE.search(normalize(golden))):
             return Decided(Category.successful, "the golden response agrees the question cannot be settled", "refusal:golden_agrees")
@@ -218,6 +261,10 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
         if bare is not None and bare == values.polarity(golden):
             return Decided(Category.successful, f"answers {bare} to the question, as the golden response does",
                            "golden:polarity")
+        offered = _candidates(response) if _IDENTIFY_Q.search(question) else None
+        if offered and not _candidates(golden) and not _candidates(question):
+            return Decided(Category.not_successful, f'offers several candidates ("{offered}") where the golden '
+                           "response gives one answer: a list of guesses is not an answer", "golden:candidates")
         if _contradicts(golden, response, question):
             return Decided(Category.not_successful, "contradicts the golden response", "golden:contradicts")
         if _NAME_Q.search(question) and _entities(golden) - _entities(question) and not _entities(response):
@@ -264,12 +311,46 @@ def _too_generic(question: str, response: str, q_content: set[str], r_content: s
     return not named or not (r_content - q_content - _ASKING)
 
 
+_ARTICLE = {"the", "a", "an", "this", "that", "its", "his", "her", "their", "our", "my", "your"}
+
+
+def _named_slots(text: str, question_names: set[str]) -> list[tuple[str | None, str]]:
+    """Each name of a text (not named by the question) with the word that introduces it ("in" for
+    "in London", "emperor" for "the Mughal emperor Shah Jahan"), or None at a sentence's start."""
+    t = normalize(text)
+    out = []
+    for start, _, name in names.spans(t):
+        if name in question_names:
+            continue
+        words = re.findall(r"[A-Za-z']+|[^\sA-Za-z']", t[:start])
+        while words and words[-1].lower() in _ARTICLE:
+            words.pop()
+        before = words[-1].lower() if words and words[-1][:1].isalpha() and words[-1].islower() else None
+        out.append((before, name))
+    return out
+
+
+def _substituted_name(golden: str, response: str, question: str) -> str | None:
+    """A name of the response in the place of a different one of the golden response: introduced by
+    the same word, and neither naming anything the other side names."""
+    asked = _entities(question)
+    g, r = _named_slots(golden, asked), _named_slots(response, asked)
+    g_names, r_names = {n for _, n in g}, {n for _, n in r}
+    lonely_g = {b for b, n in g if b and not names.same_thing({n}, r_names)}
+    for before, name in r:
+        if before and before in lonely_g and not names.same_thing({name}, g_names):
+            return name
+    return None
+
+
 def _contradicts(golden: str, response: str, question: str) -> bool:
     gp, rp = values.polarity(golden), values.polarity(response)
     if gp and rp and gp != rp:
         return True
     if _versus_golden(golden, response, question).wrong:
         return True  # a value the golden response contradicts: 06:41:46 for 06:41:49, "2 strollers" for one
+    if _substituted_name(golden, response, question):
+        return True  # "Big Ben in New York" for "... in London": another name where the golden response has one
     g_ent = _entities(golden) - _entities(question)
     r_ent = _entities(response) - _entities(question)
     if len(g_ent) >= 1 and len(r_ent) >= 1 and not names.same_thing(g_ent, r_ent):

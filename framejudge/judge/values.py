@@ -562,9 +562,10 @@ def compare(claims: Sequence[Value], reference: Sequence[Value], exhaustive: boo
             agreeing.append(v)
         else:
             contradicted.append(v)
-    if not exhaustive:
-        right = {v.kind for v in agreeing}
-        contradicted = [v for v in contradicted if v.kind not in right]
+    if not exhaustive:  # a further value is detail where every value it answers is already matched
+        matched = [r for r in reference if any(agree(a, r) for a in agreeing)]
+        contradicted = [v for v in contradicted
+                        if not all(any(r is m for m in matched) for r in comparable(v, reference))]
     candidates = [v for v, _ in alternatives] if alternatives and not all(hit for _, hit in alternatives) else []
     if alternatives and not candidates:
         agreeing += [v for v, _ in alternatives]

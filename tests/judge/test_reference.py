@@ -150,3 +150,32 @@ CARS = ("How many cars are parked?", "There are three cars.")
 def test_answers_in_another_language(asked, response, expected):
     question, golden = asked
     assert grade_response(RUBRIC, single(question, response, golden), 0, response)[0] is expected
+
+
+@pytest.mark.parametrize("question,golden,response,expected", [
+    # several candidates where one thing is asked for
+    ("What bridge is this?", "This is the Golden Gate Bridge.", "The Golden Gate Bridge, or maybe the Bay Bridge.",
+     Category.not_successful),
+    ("Which brand are these headphones?", "They are Sony headphones.", "They're either Sony or Bose.",
+     Category.not_successful),
+    ("Where can I buy these?", "You can buy them at Tesco.", "You can buy them at Tesco or Sainsbury's.",
+     Category.successful),  # options, not guesses
+    # another name in the place of the golden response's
+    ("What is this building?", "This is Big Ben in London.", "That's Big Ben in New York.", Category.not_successful),
+    ("What is this building?", "This is Big Ben in London.", "That's Big Ben in London.", Category.successful),
+    ("Who built this?", "The Mughal emperor Shah Jahan built it.", "The Mughal emperor Aurangzeb built it.",
+     Category.not_successful),
+    # a further value of a kind the answer gets right is detail; the same slot changed is not
+    ("When's the next bus?", "The route 12 bus comes in 4 minutes.", "The number 15 bus is due in 4 minutes.",
+     Category.not_successful),
+    ("When does this cafe open on Saturday?", "It opens at 9 AM.", "It opens at 9 AM and closes at 2 PM.",
+     Category.successful),
+    # a refusal followed by an unrelated fact is still a refusal; by a contradicted one, wrong
+    ("When does this cafe open?", "It opens at 9 AM.", "Sorry, I can't tell. Octopuses have three hearts, though.",
+     Category.missing),
+    ("What are these headphones?", "They are Sony WH-1000XM4 headphones.",
+     "I can't check prices, but these are Sony WH-1000XM5 headphones, so you can search for that model.",
+     Category.not_successful),
+])
+def test_candidates_substituted_names_and_further_detail(question, golden, response, expected):
+    assert grade_response(RUBRIC, single(question, response, golden), 0, response)[0] is expected
