@@ -3,6 +3,8 @@
     ./run bench confidence            # fit, write the package files, print the figures
     ./run bench confidence --check    # exit 1 if the package files are not what the fit gives now
     ./run bench confidence --export DIR   # also write the development turns as items and labels
+    ./run bench confidence --measure test # the shipped files on a half, as grade --triage default
+                                          # marks it: figures only, nothing fitted or written
 
 The development halves of `bench/judge_eval` (`split.json`'s `dev`, and its `ranking` entry's
 `dev` for the ranking pairs; never the test halves) are graded with the reference judge through
@@ -37,11 +39,11 @@ SOURCE = ("bench/judge_eval development halves: labelled-singles.jsonl and label
           "labelled-ranking.jsonl (split.json ranking.dev)")
 
 
-def dev_rows() -> list[tuple[str, judge_eval.Row]]:
-    """(the item the row belongs to, the row) for every development row; the test halves are never read
-    past their ids."""
-    singles, pairs, _ = judge_eval.select("dev", judge_eval.DATA, None)
-    _, ranking, _ = judge_eval.select_ranking("dev", judge_eval.DATA, None)
+def dev_rows(half: str = "dev") -> list[tuple[str, judge_eval.Row]]:
+    """(the item the row belongs to, the row) for every row of a half (the development half unless
+    measuring: nothing is fitted on the test half)."""
+    singles, pairs, _ = judge_eval.select(half, judge_eval.DATA, None)
+    _, ranking, _ = judge_eval.select_ranking(half, judge_eval.DATA, None)
     return [(r.item, r) for r in singles + pairs] + [(f"ranking:{r.item}", r) for r in ranking]
 
 
@@ -130,6 +132,40 @@ def report(figures: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def measure(half: str) -> str:
+    """What the shipped table and thresholds do on a half, as `grade --triage default` marks it:
+    turns auto and their agreement with the labels, and the reliability of the confidence. Figures
+    only (no row is printed)."""
+    from framejudge.calibration.reliability import calibration_error
+    from framejudge.calibration.triage import mark
+    from framejudge.judge.rule_confidence import shipped_thresholds
+
+    thresholds = shipped_thresholds()
+    if thresholds is None:
+        raise SystemExit("error: no shipped thresholds: run ./run bench confidence first")
+    rows = dev_rows(half)
+    verdicts = asyncio.run(_graded(rows))
+    auto, agree, units = 0, 0, {"category": [], "preference": []}
+    for (_, row), v in zip(rows, verdicts):
+        correct = _agrees(row, v)
+        for f, ok in correct.items():
+            c = v.confidence.fields.get(f) if v.confidence.informative else None
+            if c is not None:
+                units["preference" if f == "preference" else "category"].append((c, ok))
+        if mark(v, thresholds).decision == "auto":
+            auto += 1
+            agree += all(correct.values())
+    lines = [f"{half} half with the shipped thresholds (target {thresholds.target:.0%}, delta {thresholds.delta:g}): "
+             f"turns auto {auto} of {len(rows)} ({_pct(auto / len(rows))}), agreeing with the labels "
+             f"{_pct(agree / auto if auto else None)}"]
+    for kind, us in units.items():
+        ece, brier, _ = calibration_error([c for c, _ in us], [ok for _, ok in us])
+        lines.append(f"  {kind}: {len(us)} units, agreement {_pct(sum(ok for _, ok in us) / len(us) if us else None)}, "
+                     f"mean confidence {_pct(sum(c for c, _ in us) / len(us) if us else None)}, "
+                     f"ECE {'n/a' if ece is None else f'{ece:.3f}'}, Brier {'n/a' if brier is None else f'{brier:.3f}'}")
+    return "\n".join(lines)
+
+
 def export(folder: Path) -> None:
     """The development turns as items.jsonl and labels.jsonl (one item per row), for `framejudge grade`
     and `framejudge calibrate`."""
@@ -157,7 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if the package files differ from the fit")
     ap.add_argument("--export", type=Path, default=None, help="also write the development turns as items and labels here")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures as JSON here")
+    ap.add_argument("--measure", choices=["dev", "test"], default=None,
+                    help="fit nothing: the shipped files on this half, figures only")
     args = ap.parse_args(argv)
+    if args.measure is not None:
+        print(measure(args.measure))
+        return 0
     try:
         table, thresholds, figures = fitted()
     except judge_eval.DataError as exc:
