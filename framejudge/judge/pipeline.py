@@ -206,8 +206,10 @@ class Grader:
             hit = self._cache.get(key)
             if hit is not None:
                 data = json.loads(hit)
+                own = data.get("confidence")
                 return JudgeResult(Judgement.model_validate(data["judgement"]), None, data.get("prompt_hash"),
-                                   notes=["from the verdict cache"], label_probs=data.get("label_probs"))
+                                   notes=["from the verdict cache"], label_probs=data.get("label_probs"),
+                                   confidence=Confidence.model_validate(own) if own else None)
         shown = await frames.prompt_frames()  # encoded only when a model is actually asked
         result = await self.judge.judge(JudgeRequest(item, turn, self.rubric, shown, sample, temperature, seed,
                                                      sampled=frames.sampled))
@@ -218,7 +220,9 @@ class Grader:
             result.notes = [*result.notes, "the judge graded a response B this turn does not have; dropped"]
         if self._cache is not None and key is not None:
             self._cache.set(key, json.dumps({"judgement": result.judgement.model_dump(mode="json"),
-                                             "prompt_hash": result.prompt_hash, "label_probs": result.label_probs}))
+                                             "prompt_hash": result.prompt_hash, "label_probs": result.label_probs,
+                                             "confidence": result.confidence.model_dump(mode="json")
+                                             if result.confidence is not None else None}))
         return result
 
     # ---------------------------------------------------------------- one item
