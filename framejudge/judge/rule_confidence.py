@@ -202,8 +202,9 @@ def choose_strength(units: Sequence[_Unit]) -> float:
 def field_confidences(table: Mapping[str, Any], paths: Mapping[str, str], margins: Mapping[str, float],
                       category_decided: bool) -> dict[str, tuple[float, str]]:
     """Per label field: the confidence and what it rests on. A preference the categories decided
-    is no surer than the less sure category."""
-    out = {f: estimate(table["fields"][kind_of(f)], p, margins.get(f)) for f, p in paths.items()}
+    is no surer than the less sure category. A field of a kind the table has no units of gets none."""
+    out = {f: estimate(table["fields"][kind_of(f)], p, margins.get(f)) for f, p in paths.items()
+           if kind_of(f) in table["fields"]}
     if category_decided and "preference" in out:
         cats = [out[f] for f in CATEGORY_FIELDS if f in out]
         low = min(cats, default=None)

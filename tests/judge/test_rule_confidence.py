@@ -126,10 +126,13 @@ def test_the_shipped_files_are_what_the_fit_gives_on_the_rules_as_they_are(tmp_p
     assert not keys & (set(split["test"]) | set(split["ranking"]["test"]))
 
 
-def test_grade_triage_default_marks_the_reference_judges_verdicts_and_refuses_other_judges(bundled_examples,
-                                                                                         tmp_path):
+def test_grade_triage_default_marks_the_reference_judges_verdicts_and_refuses_other_judges(tmp_path):
+    pair = Item(id="d-pair", turns=[{"question": "What bridge is this?", "golden": "The Golden Gate Bridge.",
+                                     "response_a": "The Golden Gate Bridge.", "response_b": ERROR}])
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(it.model_dump_json() + "\n" for it in (SURE, DEFAULT, CONTRADICTS, pair)))
     out = tmp_path / "v.jsonl"
-    proc = cli("grade", bundled_examples, "--out", out, "--triage", "default")
+    proc = cli("grade", items, "--out", out, "--triage", "default")
     assert proc.returncode == 0, proc.stderr
     shipped = rc.shipped_thresholds()
     records = [r for r in read_records(out) if r.record == "verdict"]
@@ -140,8 +143,11 @@ def test_grade_triage_default_marks_the_reference_judges_verdicts_and_refuses_ot
                                     and r.confidence.fields[f] >= shipped.fields[f].threshold for f in fields)
         assert r.triage.decision == ("auto" if auto else "to_review"), r.item_id
     assert {r.triage.decision for r in records} == {"auto", "to_review"}
+    if shipped.fields["preference"].threshold is None:  # no preference threshold earned: every pair to review
+        [p] = [r for r in records if r.item_id == "d-pair"]
+        assert p.triage.decision == "to_review" and "preference" in p.triage.below
     other = tmp_path / "other.jsonl"
-    proc = cli("grade", bundled_examples, "--out", other, "--triage", "default", "--judge", "litellm:openai/gpt-4o-mini",
+    proc = cli("grade", items, "--out", other, "--triage", "default", "--judge", "litellm:openai/gpt-4o-mini",
                "--yes", "--no-cache")
     refused(proc, "earned by the reference judge")
     assert "error:" in proc.stderr and "framejudge triage" in proc.stderr and not other.exists()
