@@ -439,9 +439,23 @@ class GradeOptions(BaseModel):
     blind: bool = Field(False, description="blind control: grade again without frames")
     cache: bool = Field(True, description="use the verdict cache of model judges")
     jpeg_quality: int = Field(85, ge=1, le=100, description="quality of the frames sent to a model")
-    triage: Thresholds | None = Field(None, description="a thresholds file (`framejudge triage`): every verdict is "
-                                                        "marked auto or to_review by it; it changes the marks, not "
-                                                        "the grading")
+    triage: Thresholds | None = Field(None, description="a thresholds file (`framejudge triage`), or \"default\": the "
+                                                        "thresholds shipped for the reference judge (refused for "
+                                                        "other judges); every verdict is marked auto or to_review "
+                                                        "by it; it changes the marks, not the grading")
+
+    @field_validator("triage", mode="before")
+    @classmethod
+    def _default_thresholds(cls, value: Any) -> Any:
+        """"default": the reference judge's packaged thresholds (framejudge/judge/data)."""
+        if value == "default":
+            from .judge.rule_confidence import THRESHOLDS_FILE, shipped_thresholds
+
+            found = shipped_thresholds()
+            if found is None:
+                raise ValueError(f"this installation has no default thresholds ({THRESHOLDS_FILE} is absent)")
+            return found
+        return value
 
     def swap_for(self, judge: Any) -> bool:
         """Whether pairs are graded in both orders by this judge."""
@@ -498,7 +512,7 @@ class SwapCheck(BaseModel):
     resolution: str | None = Field(None, description="how a disagreement was settled")
 
 
-ConfidenceMethod = Literal["swap", "samples", "logprobs", "blind"]
+ConfidenceMethod = Literal["swap", "samples", "logprobs", "blind", "rules"]
 
 
 class Confidence(BaseModel):
@@ -506,14 +520,17 @@ class Confidence(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    informative: bool = Field(description="false for a deterministic judge: it would give the same answer "
-                                          "whatever its certainty, so its confidence says nothing (fields empty)")
+    informative: bool = Field(description="false where nothing measured a confidence (a deterministic judge "
+                                          "without a calibrated one gives the same answer whatever its "
+                                          "certainty): fields empty, never 1.0")
     fields: dict[str, float] = Field(default_factory=dict,
                                      description="label field (category_a, preference, integrity_a, ...) -> "
                                                  "confidence in [0, 1] that the verdict's label is right: the "
                                                  "lowest over the methods that measured it")
     methods: dict[str, dict[str, float]] = Field(
-        default_factory=dict, description="method (swap, samples, logprobs, blind) -> field -> its confidence")
+        default_factory=dict, description="method (swap, samples, logprobs, blind; rules: the reference judge's "
+                                          "calibrated accuracy of the rule that decided the field) -> field -> "
+                                          "its confidence")
     note: str | None = None
 
 

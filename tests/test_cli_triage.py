@@ -70,12 +70,13 @@ def test_triage_of_a_judge_without_informative_confidence_says_so(tmp_path):
     assert f.threshold is None and f.calibration.coverage == 0 and f.test.coverage == 0
 
 
-def reference_thresholds(path: Path, model_id: str = REFERENCE_VERSION) -> Thresholds:
+def reference_thresholds(path: Path, model_id: str = REFERENCE_VERSION, threshold: float = 1.0) -> Thresholds:
+    """Thresholds for the reference judge; at 1.0 no verdict reaches them (its confidence never claims 1.0)."""
     rubric = get_rubric("video-qa")
     figures = TriageFigures(units=0, covered=0, coverage=0.0, scored_above=0, scored_below=0)
     t = Thresholds(target=0.9, delta=0.1, judge_backend="reference", model_id=model_id, rubric_id=rubric.id,
                    rubric_hash=rubric.content_hash,
-                   fields={"category_a": FieldThreshold(threshold=0.8, guaranteed=0.9, calibration=figures)})
+                   fields={"category_a": FieldThreshold(threshold=threshold, guaranteed=0.9, calibration=figures)})
     path.write_text(t.model_dump_json(indent=1))
     return t
 
@@ -90,7 +91,7 @@ def test_grade_with_thresholds_marks_every_verdict_and_writes_the_review_rows(bu
                "--summary-json", summary)
     assert proc.returncode == 0, proc.stderr
     records = [r for r in read_records(verdicts) if r.record == "verdict"]
-    # the reference judge's confidence says nothing: everything goes to review, kept verdicts included
+    # no confidence of the reference judge reaches 1.0: everything goes to review, kept verdicts included
     assert records and all(r.triage.decision == "to_review" and r.triage.below == ["category_a"] for r in records)
     assert {r.triage.thresholds for r in records} == {thresholds_hash(thresholds)}
     counts = json.loads(proc.stdout)["triage"]

@@ -203,7 +203,14 @@ def thresholds_hash(thresholds: Thresholds) -> str:
 
 def mismatch(thresholds: Thresholds, backend: str, model_id: str | None, rubric_hash: str | None) -> str | None:
     """Why these thresholds do not hold for this judge, model and rubric (None: they do; a model
-    id or rubric hash of None is not checked)."""
+    id or rubric hash of None is not checked). The reference judge's packaged thresholds (`--triage
+    default`) say so in their own words."""
+    from ..judge.rule_confidence import default_thresholds_problem, shipped_thresholds
+
+    if thresholds == shipped_thresholds():
+        problem = default_thresholds_problem(backend, model_id)
+        if problem is not None:
+            return problem
     if thresholds.judge_backend != backend or (model_id is not None and thresholds.model_id != model_id):
         return (f"the thresholds were calibrated for judge {thresholds.judge_backend} {thresholds.model_id}, not "
                 f"{backend}{'' if model_id is None else ' ' + model_id}: calibrate this judge with framejudge triage")

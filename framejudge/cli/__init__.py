@@ -252,7 +252,9 @@ def grade(
     decode_workers: Annotated[Optional[int], typer.Option(
         help="decoding processes, working while model calls wait [default: the CPU count]")] = None,
     triage_path: Annotated[Optional[Path], typer.Option(
-        "--triage", help="a thresholds file from framejudge triage: mark every verdict auto or to_review")] = None,
+        "--triage", help="a thresholds file from framejudge triage, or 'default': the reference judge's own, "
+                         "earned on its development data (refused for other judges): mark every verdict auto or "
+                         "to_review")] = None,
     review_out: Annotated[Optional[Path], typer.Option(
         help="with --triage: write the to_review turns as JSONL label rows to fill in (and feed back with --human)")] = None,
 ) -> None:

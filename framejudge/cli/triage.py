@@ -95,12 +95,19 @@ def triage(
 
 
 def load_thresholds(path: Path) -> Any:
-    """A thresholds file; a file that is not one is an error line and exit 2."""
+    """A thresholds file, or `default`: the reference judge's packaged thresholds; a file that is
+    not one is an error line and exit 2 (a file named `default` is given as ./default)."""
     from pydantic import ValidationError
 
     from ..files import first_problem
+    from ..judge.rule_confidence import THRESHOLDS_FILE, shipped_thresholds
     from ..schema import Thresholds
 
+    if str(path) == "default":
+        found = shipped_thresholds()
+        if found is None:
+            fail(f"--triage default: this installation has no default thresholds ({THRESHOLDS_FILE} is absent)")
+        return found
     if not path.is_file():
         fail(f"--triage {path}: " + ("not a regular file" if path.exists() else "no such thresholds file"))
     try:

@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame
-from ..schema import Item, Judgement, JudgeErrorKind, ReadText, Usage
+from ..schema import Confidence, Item, Judgement, JudgeErrorKind, ReadText, Usage
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,10 @@ class JudgeResult:
     # backend gave none); options are named as confidence.option_key names them
     label_probs: dict[str, dict[str, float]] | None = None
     read_text: list[ReadText] | None = None  # on-screen text the judge read (None: it read no frames)
+    # the judge's own per-field confidence, by its own methods (the reference judge: `rules`, from the
+    # calibrated accuracy of the path that decided each field); None: it has none. The pipeline takes
+    # the lowest of it and what it measures itself (swap, samples, blind).
+    confidence: Confidence | None = None
 
 
 class JudgeFailure(Exception):
@@ -73,6 +77,9 @@ class Judge(Protocol):
     # text); the pipeline decodes those turns' frames only.
     # Optional: judges that call a server also define `async def ready(self) -> str | None`
     # (None when they can be called, else why not); the service's /readyz asks it.
+    # Optional: a judge with its own confidence defines `def ruled_confidence(self, judgement) -> Confidence`:
+    # its confidence in a verdict the error-string rules decided before it was asked (the reference
+    # judge: the calibrated accuracy of the same rule).
     # Optional: judges whose calls run in threads of this process (a local model) define
     # `def stop(self) -> None`: calls in flight end soon (a model between two tokens) and raise
     # JudgeStopped, as do later calls. Cancelling the awaiting task cannot stop a thread.

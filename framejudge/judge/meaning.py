@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..schema import Category
 
@@ -241,9 +241,20 @@ def note() -> str:
     return USED_NOTE if available() else MISSING_NOTE
 
 
-def versus_golden(question: str, golden: str, response: str, shares_words: bool) -> tuple[Category, str] | None:
-    """Meaning's category and reason where word overlap is not exact, or None to keep the lexical decision (or when the model is not installed). `shares_words`: the
-    response shares content words or numbers with the golden response."""
+class Meant(NamedTuple):
+    """Meaning's decision: the category, the reason, and the margin: how far the similarities that
+    decided it are from the nearest threshold that would have decided otherwise (>= 0; the
+    reference judge's calibrated confidence reads it)."""
+
+    category: Category
+    reason: str
+    margin: float
+
+
+def versus_golden(question: str, golden: str, response: str, shares_words: bool) -> Meant | None:
+    """Meaning's category, reason and margin where word overlap is not exact, or None to keep the
+    lexical decision (or when the model is not installed). `shares_words`: the response shares
+    content words or numbers with the golden response."""
     if not available():
         return None
     if _deferred.get():  # every text this call may need, in one round
@@ -253,13 +264,17 @@ def versus_golden(question: str, golden: str, response: str, shares_words: bool)
     to_golden = similarity(golden, response)
     if not shares_words:
         if to_golden >= AGREES:
-            return Category.successful, f"says what the golden response says in other words (similarity {to_golden:.2f})"
+            return Meant(Category.successful, f"says what the golden response says in other words (similarity "
+                         f"{to_golden:.2f})", to_golden - AGREES)
         return None
     if to_golden >= DIFFERS:
         return None
     to_question, golden_to_question = similarity(question, response), similarity(question, golden)
-    if to_question < ATTEMPT * golden_to_question:
-        return Category.irrelevant, (f"on the topic but not an answer to the question (similarity to it {to_question:.2f}, "
-                                f"the golden response's {golden_to_question:.2f})")
-    return Category.not_successful, f"shares words with the golden response but not its meaning (similarity {to_golden:.2f})"
+    attempt = ATTEMPT * golden_to_question
+    if to_question < attempt:
+        return Meant(Category.irrelevant, (f"on the topic but not an answer to the question (similarity to it "
+                                           f"{to_question:.2f}, the golden response's {golden_to_question:.2f})"),
+                     min(DIFFERS - to_golden, attempt - to_question))
+    return Meant(Category.not_successful, f"shares words with the golden response but not its meaning (similarity "
+                 f"{to_golden:.2f})", min(DIFFERS - to_golden, to_question - attempt))
 

@@ -206,8 +206,10 @@ class Grader:
             hit = self._cache.get(key)
             if hit is not None:
                 data = json.loads(hit)
+                own = data.get("confidence")
                 return JudgeResult(Judgement.model_validate(data["judgement"]), None, data.get("prompt_hash"),
-                                   notes=["from the verdict cache"], label_probs=data.get("label_probs"))
+                                   notes=["from the verdict cache"], label_probs=data.get("label_probs"),
+                                   confidence=Confidence.model_validate(own) if own else None)
         shown = await frames.prompt_frames()  # encoded only when a model is actually asked
         result = await self.judge.judge(JudgeRequest(item, turn, self.rubric, shown, sample, temperature, seed,
                                                      sampled=frames.sampled))
@@ -218,7 +220,9 @@ class Grader:
             result.notes = [*result.notes, "the judge graded a response B this turn does not have; dropped"]
         if self._cache is not None and key is not None:
             self._cache.set(key, json.dumps({"judgement": result.judgement.model_dump(mode="json"),
-                                             "prompt_hash": result.prompt_hash, "label_probs": result.label_probs}))
+                                             "prompt_hash": result.prompt_hash, "label_probs": result.label_probs,
+                                             "confidence": result.confidence.model_dump(mode="json")
+                                             if result.confidence is not None else None}))
         return result
 
     # ---------------------------------------------------------------- one item
@@ -255,8 +259,10 @@ class Grader:
                                   provenance=self._provenance(started, None, [], None, None, []))
         ruled = self._by_rules(item, turn)
         if ruled is not None:
+            own_rules = getattr(self.judge, "ruled_confidence", None)
             return Verdict(**ruled.model_dump(), item_id=item.id, turn=turn, decided_by="rules",
-                           confidence=not_informative("decided by the rubric's error-string rules, not by a judge"),
+                           confidence=own_rules(ruled) if own_rules is not None else
+                           not_informative("decided by the rubric's error-string rules, not by a judge"),
                            provenance=self._provenance(started, None, [], None, None, ["decided by the error-string rules"]))
         try:
             if wants_frames(self.judge, item, turn):
@@ -276,6 +282,7 @@ class Grader:
         try:
             results: list[Judgement] = []
             probs: list[LabelProbs | None] = []
+            own: Confidence | None = None  # the judge's own confidence in the verdict it gave (first sample)
             prompt_hash = None
             read_text: list[ReadText] | None = None
             for k in range(k_samples):
@@ -288,6 +295,7 @@ class Grader:
                 notes += [n for n in r.notes if n not in notes]
                 results.append(r.judgement)
                 probs.append(r.label_probs)
+                own = own if own is not None else r.confidence
             if k_samples > 1:
                 notes.append(f"{k_samples} samples at temperature {temperature:g}, seeds 0 to {k_samples - 1}")
             judgement, agreement = _majority(results)
@@ -316,7 +324,8 @@ class Grader:
             notes.append(f"deterministic judge: {self.options.samples} samples would be identical; one taken")
         data = judgement.model_dump()
         data["multiturn"] = data["multiturn"] or turn > 0
-        confidence = self._confidence(turn, judgement, results, probs, first, swapped_back, blind_judgement)
+        confidence = self._confidence(turn, judgement, results, probs, first, swapped_back, blind_judgement,
+                                      own if len(results) == 1 else None)
         return Verdict(
             **data, item_id=item.id, turn=turn, swap=swap_check,
             sample_agreement=agreement if len(results) > 1 else None, blind_unchanged=blind_unchanged,
@@ -325,14 +334,21 @@ class Grader:
         )
 
     def _confidence(self, turn: int, verdict: Judgement, samples: list[Judgement], probs: list[LabelProbs | None],
-                    first: Judgement, swapped_back: Judgement | None, blind: Judgement | None) -> Confidence:
-        """Per-field confidence from the swap, the samples, the label tokens' probabilities and the
-        blind control, as far as each was done (confidence.py)."""
+                    first: Judgement, swapped_back: Judgement | None, blind: Judgement | None,
+                    own: Confidence | None = None) -> Confidence:
+        """Per-field confidence from the judge's own (its methods, such as the reference judge's
+        `rules`), the swap, the samples, the label tokens' probabilities and the blind control, as
+        far as each was done (confidence.py): the lowest wins."""
         given = [p for p in probs if p]
-        if self.judge.deterministic and not given:
+        mine = own is not None and own.informative
+        if own is not None and not own.informative and not given and self.judge.deterministic:
+            return own  # the judge says why it has none
+        if self.judge.deterministic and not given and not mine:
             return not_informative(f"the {self.judge.backend} judge is deterministic: it gives the same verdict "
                                    "however sure it is, so no confidence is measured")
         methods: dict[str, dict[str, float]] = {}
+        if mine:
+            methods.update({m: dict(by) for m, by in own.methods.items()})  # type: ignore[union-attr]
         if swapped_back is not None:
             methods["swap"] = swap_confidence(first, swapped_back)
         if len(samples) > 1:
@@ -344,7 +360,7 @@ class Grader:
         if turn > 0:  # a later turn of a conversation is multi-turn by construction, not by the judge
             for by in methods.values():
                 by.pop("multiturn", None)
-        return combine(methods, None if methods else (
+        return combine(methods, own.note if mine else None if methods else (
             "no confidence measured: one sample, no swap, no blind control, and the backend gave no "
             "token probabilities"))
 

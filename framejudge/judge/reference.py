@@ -48,8 +48,8 @@ from typing import NamedTuple
 from ..rubrics.corrections import precedent
 from ..rubrics.model import Rubric
 from ..rubrics.rules import error_message_match, normalize
-from ..schema import Category, Item, Judgement, Preference, ReadText, ResponseGrade
-from . import eyes, guideline_rules, meaning, names, values
+from ..schema import Category, Confidence, Item, Judgement, Preference, ReadText, ResponseGrade
+from . import eyes, guideline_rules, meaning, names, rule_confidence, values
 from .base import JudgeRequest, JudgeResult
 from .screen import ScreenCheck, check_answer, is_text_question
 
@@ -212,11 +212,13 @@ def _useful_after_refusal(text: str, refusal: re.Match[str], question: str = "",
 
 class Decided(NamedTuple):
     """A response's category, the guideline's reason, and the rule that decided it (a stable id such as
-    `golden:contradicts` or `guideline:medication`: the key of the judge's calibrated confidence)."""
+    `golden:contradicts` or `guideline:medication`: the key of the judge's calibrated confidence);
+    for a decision by similarity, its margin from the nearest threshold (meaning.Meant.margin)."""
 
     category: Category
     reason: str
     path: str
+    margin: float | None = None
 
 
 def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -> Decided:
@@ -276,7 +278,7 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
         meant = None if by_value.agreeing or shared >= 0.75 else meaning.versus_golden(
             question, golden, response, shares_words=shared > 0)
         if meant is not None:
-            return Decided(meant[0], meant[1], f"meaning:{meant[0].value}")
+            return Decided(meant.category, meant.reason, f"meaning:{meant.category.value}", meant.margin)
         if shared == 0 and not by_value.agreeing and values.language(response) != values.language(golden):
             # another language shares no words by nature, and the meaning model reads English only:
             # nothing it says contradicts the golden response (values, names, yes or no, colours)
@@ -425,6 +427,7 @@ class Decision(NamedTuple):
     judgement: Judgement
     checks: list[ScreenCheck]  # the screen checks that decided grades (none without reads)
     paths: dict[str, str]  # label field (category_a, category_b, preference) -> the path that decided it
+    margins: dict[str, float] = {}  # label field -> the similarity margin of a decision by meaning
 
 
 class ReferenceJudge:
@@ -459,14 +462,27 @@ class ReferenceJudge:
                 notes.append(f"on-screen text not read, graded from the text alone: {missing}")
             elif request.sampled:
                 reads = await asyncio.to_thread(eyes.read_frames, request.sampled)
-        judgement, checks, _ = await self._decided(request.rubric, item, turn, reads or ())
+        decision = await self._decided(request.rubric, item, turn, reads or ())
+        judgement, checks = decision.judgement, decision.checks
         read_text = None
         if reads is not None:
             used = {(r.timestamp, r.text) for c in checks for r in c.seen}
             read_text = eyes.distinct([r.model_copy(update={"used": (r.timestamp, r.text) in used}) for r in reads])
             notes.append(f"read on-screen text on {len(request.sampled)} frame(s) with RapidOCR: "
                          f"{len(read_text)} distinct line(s)" + (f", {len(checks)} grade(s) decided by it" if checks else ""))
-        return JudgeResult(judgement, notes=[*notes, meaning.note()], read_text=read_text)
+        return JudgeResult(judgement, notes=[*notes, meaning.note()], read_text=read_text,
+                           confidence=self.confidence(decision))
+
+    def confidence(self, decision: Decision) -> Confidence:
+        """Per field, how often the path that decided it agreed with people on the judge's development
+        data (rule_confidence.py)."""
+        return rule_confidence.confidence(VERSION, decision.paths, decision.margins,
+                                          decision.judgement.deciding_criterion == "category")
+
+    def ruled_confidence(self, judgement: Judgement) -> Confidence:
+        """The confidence of a verdict the pipeline's error-string rules decided before asking the judge."""
+        fields = ["category_a"] + (["category_b", "preference"] if judgement.response_b is not None else [])
+        return rule_confidence.confidence(VERSION, {f: rule_confidence.RULED_PATHS[f] for f in fields}, {}, False)
 
     async def _decided(self, rubric: Rubric, item: Item, turn_index: int,
                        reads: Sequence[ReadText]) -> Decision:
@@ -491,17 +507,20 @@ class ReferenceJudge:
         checks: list[ScreenCheck] = []
         grades: dict[str, ResponseGrade] = {}
         paths: dict[str, str] = {}
+        margins: dict[str, float] = {}
         need: list[str] = []
         for key, response in (("response_a", turn.response_a), ("response_b", turn.response_b)):
             if response is None:
                 continue
+            field = key.replace("response", "category")
             try:
-                grades[key], check, paths[key.replace("response", "category")] = _grade(
-                    rubric, item, turn_index, response, reads)
+                grades[key], check, paths[field], margin = _grade(rubric, item, turn_index, response, reads)
             except meaning.NeedVectors as more:  # deferred: ask for both responses' sentences at once
                 need += more.texts
                 continue
             checks += [check] if check else []
+            if margin is not None:
+                margins[field] = margin
         if need:
             raise meaning.NeedVectors(need)
         pref = crit = None
@@ -515,23 +534,24 @@ class ReferenceJudge:
              "multiturn": turn_index > 0},
             context=context,
         )
-        return Decision(judgement, checks, paths)
+        return Decision(judgement, checks, paths, margins)
 
 
 def _grade(rubric: Rubric, item: Item, turn_index: int, response: str,
-           reads: Sequence[ReadText]) -> tuple[ResponseGrade, ScreenCheck | None, str]:
+           reads: Sequence[ReadText]) -> tuple[ResponseGrade, ScreenCheck | None, str, float | None]:
     """A response's grade: by the text on screen where it settles the answer, else by the text rules;
-    with the screen check that decided it and the path that did (`Decided.path`, or `screen:…`)."""
-    category, why, path = grade_response(rubric, item, turn_index, response)
+    with the screen check that decided it, the path that did (`Decided.path`, or `screen:…`) and its
+    margin (`Decided.margin`)."""
+    category, why, path, margin = grade_response(rubric, item, turn_index, response)
     if not reads or category in (Category.error_message, Category.missing) or not normalize(response):
-        return ResponseGrade(category=category, rationale=why), None, path  # a refusal to read claims nothing
+        return ResponseGrade(category=category, rationale=why), None, path, margin  # a refusal to read claims nothing
     turn = item.turns[turn_index]
     check = check_answer(turn.question, response, reads, turn.golden)
     if check is None:
-        return ResponseGrade(category=category, rationale=why), None, path
+        return ResponseGrade(category=category, rationale=why), None, path, margin
     by_screen = Category.successful if check.states_screen else Category.not_successful
     rationale = check.reason()
     if by_screen is not category:
         rationale += f"; from the text alone it would be {category.value} ({why})"
     grade = ResponseGrade(category=by_screen, rationale=rationale[:2000], evidence_timestamps=check.timestamps[:64])
-    return grade, check, "screen:stated" if check.states_screen else "screen:contradicted"
+    return grade, check, "screen:stated" if check.states_screen else "screen:contradicted", None

@@ -249,13 +249,16 @@ def test_later_turns_are_not_measured_on_the_multiturn_flag(clip):
     assert "multiturn" in verdicts[0].confidence.fields and "multiturn" not in verdicts[1].confidence.fields
 
 
-def test_the_reference_judge_and_the_rules_say_their_confidence_is_not_informative():
+def test_the_reference_judge_has_a_calibrated_confidence_and_the_rules_alone_none():
     verdicts = grade(ReferenceJudge(), pair(a="The heron is grey.", b="Sorry, I can't help with that."))
     [v] = verdicts
     assert isinstance(v, Verdict) and v.decided_by == "judge"
-    assert v.confidence.informative is False and v.confidence.fields == {} and "deterministic" in v.confidence.note
+    assert v.confidence.informative is True and set(v.confidence.methods) == {"rules"}
+    assert set(v.confidence.fields) == {"category_a", "category_b", "preference"}
+    assert all(0 < c < 1 for c in v.confidence.fields.values()) and "development data" in v.confidence.note
+    # the error-string rules decide before the judge is asked; the reference judge knows how sure that rule is
     [r] = grade(ReferenceJudge(), pair(a="I cannot answer that.", b="I can't help with that kind of request."))
-    assert r.decided_by == "rules" and r.confidence.informative is False and "rules" in r.confidence.note
+    assert r.decided_by == "rules" and r.confidence.informative is True and "error_string" in r.confidence.note
     [r] = grade(ScriptedJudge(lambda req: pytest.fail("must not be called")),
                 pair(a="I cannot answer that.", b="I can't help with that kind of request."))
     assert r.decided_by == "rules" and r.confidence.informative is False and r.confidence.fields == {}

@@ -342,6 +342,6 @@ def test_real_footage_of_a_keyboard(shared_dir):
     item = Item(id="keys", video=str(clip), turns=[{
         "question": "What do the keys say?", "golden": "F1 and Esc.",
         "response_a": "They read PgDn and PrtSc.", "response_b": "They read Home and Insert."}])
-    j, checks, _ = ReferenceJudge().decide_with(RUBRIC, item, 0, read)
+    j, checks, *_ = ReferenceJudge().decide_with(RUBRIC, item, 0, read)
     assert (j.response_a.category, j.response_b.category) == (Category.successful, Category.not_successful)
     assert len(checks) == 2 and j.response_a.evidence_timestamps

@@ -55,7 +55,7 @@ def test_the_model_loads_offline_and_paraphrases_are_closer_than_unrelated_sente
     ],
 )
 def test_decisions_that_meaning_changes(question, golden, response, expected, why):
-    category, rationale, _ = graded(question, golden, response)
+    category, rationale, *_ = graded(question, golden, response)
     assert category == expected, rationale
     assert why in rationale
 
@@ -80,7 +80,7 @@ def test_the_verdict_says_whether_meaning_was_used():
 def test_without_the_model_the_judge_decides_from_words(monkeypatch):
     monkeypatch.setattr(meaning, "available", lambda: False)
     assert meaning.note() == meaning.MISSING_NOTE
-    category, rationale, _ = graded("What nutrients are in these?", "Bananas are a good source of potassium.",
+    category, rationale, *_ = graded("What nutrients are in these?", "Bananas are a good source of potassium.",
                                  "These bananas are ripe and yellow.")
     assert (category, rationale) == (Category.successful, "agrees with the golden response")
 

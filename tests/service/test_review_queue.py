@@ -30,7 +30,8 @@ def test_units_come_by_why_they_need_a_look():
     labels = [label(i, a, "Successful") for i in ("agree", "judge-off", "unsure", "sure", "swapped") for a in "xy"]
     labels += [label("split", "x", "Successful"), label("split", "y", "Irrelevant")]
     units = build_units(labels, records, [])
-    assert [u.item_id for u in units] == ["judge-off", "split", "swapped", "unsure", "agree", "sure"]
+    # within a reason, the judge's doubts first: a confidence of 0.95 before none measured
+    assert [u.item_id for u in units] == ["judge-off", "split", "swapped", "unsure", "sure", "agree"]
     assert units[0].reasons[0] == "judge_vs_majority" and units[3].reasons == ["low_confidence"]
 
 

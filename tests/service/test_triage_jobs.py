@@ -23,7 +23,7 @@ def test_a_job_with_thresholds_marks_every_verdict(db, tmp_path):  # noqa: F811
         wait_done(client, r.json()["id"], key)
         records = client.get(f"/v1/jobs/{r.json()['id']}/verdicts", headers=auth(key)).json()["records"]
         assert len(records) == 6
-        for v in records:  # the reference judge's confidence says nothing: all to review
+        for v in records:  # no confidence of the reference judge reaches 1.0: all to review
             assert v["triage"] == {"decision": "to_review", "below": ["category_a"],
                                    "thresholds": thresholds_hash(thresholds)}
             assert v["provenance"]["options"]["triage"] is None  # grading options, not the thresholds
@@ -49,3 +49,25 @@ def test_thresholds_of_another_judge_or_rubric_are_refused(db, tmp_path):  # noq
             assert g.status_code == 422 and words in g.json()["detail"], g.text
         r = client.post("/v1/jobs", json={"items": items(2), "options": {"triage": {"target": 2}}}, headers=auth(key))
         assert r.status_code == 422 and "triage.target" in r.json()["detail"], r.text
+
+
+def test_the_default_thresholds_are_the_reference_judges_own(db):  # noqa: F811
+    from framejudge.judge.rule_confidence import shipped_thresholds
+
+    settings, key, _, _ = db
+    shipped = shipped_thresholds()
+    with TestClient(create_app(settings(judges=["reference", "litellm:openai/m"]))) as client:
+        g = client.post("/v1/grade", json={"item": items(1)[0], "options": {"triage": "default"}}, headers=auth(key))
+        assert g.status_code == 200, g.text
+        [v] = g.json()["records"]
+        assert v["confidence"]["informative"] and v["triage"]["thresholds"] == thresholds_hash(shipped)
+        r = client.post("/v1/jobs", json={"items": items(2), "options": {"triage": "default"}}, headers=auth(key))
+        assert r.status_code == 202, r.text
+        assert Thresholds.model_validate(r.json()["options"]["triage"]) == shipped
+        for path, body, params in (("/v1/grade", {"item": items(1)[0], "judge": "litellm:openai/m"}, {}),
+                                   ("/v1/jobs", {"items": items(2)}, {"judge": "litellm:openai/m"})):
+            refused = client.post(path, json={**body, "options": {"triage": "default"}}, params=params,
+                                  headers=auth(key))
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["detail"].startswith("options.triage: the default thresholds were earned by the "
+                                                       "reference judge")

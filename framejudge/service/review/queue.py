@@ -18,7 +18,8 @@ REASONS = {
     "humans_split": "the annotators disagree",
     "swap_inconsistent": "the judge changed its mind when A and B were swapped",
     "blind_unchanged": "the judge's verdict did not change without the video",
-    "low_confidence": "the judge was not sure (its samples, orders or label probabilities disagreed)",
+    "low_confidence": "the judge was not sure (its samples, orders or label probabilities disagreed, or the rule "
+                      "that decided a field is often wrong)",
     "triage": "the judge's confidence is below the triage threshold",
     "agreed": "judge and annotators agree",
 }
@@ -80,7 +81,8 @@ def build_units(labels: Sequence[HumanLabel], records: Sequence[Verdict | JudgeE
                 items: Sequence[Item], to_review: bool = False) -> list[Unit]:
     """One unit per labelled (item, turn) (and with `to_review`, per verdict a triage sent to
     review, labelled or not), in queue order: by the most important reason to look, then by how
-    many fields are in dispute, then by item and turn."""
+    many fields are in dispute, then the judge's doubts first (its lowest field confidence), then by
+    item and turn."""
     verdicts, errors = latest(list(records))
     by_id = {it.id: it for it in items}
     grouped: dict[tuple[str, int], list[HumanLabel]] = {}
@@ -108,7 +110,8 @@ def build_units(labels: Sequence[HumanLabel], records: Sequence[Verdict | JudgeE
                     metadata=metadata)
         _diagnose(unit)
         units.append(unit)
-    units.sort(key=lambda u: (u.priority, -len(set(u.judge_disagrees) | set(u.humans_disagree)), u.key))
+    units.sort(key=lambda u: (u.priority, -len(set(u.judge_disagrees) | set(u.humans_disagree)), lowest(u.verdict),
+                              u.key))
     return units
 
 
@@ -132,6 +135,14 @@ def _diagnose(unit: Unit) -> None:
 
 
 LOW_CONFIDENCE = 0.75
+
+
+def lowest(verdict: Verdict | None) -> float:
+    """The verdict's lowest informative field confidence (1.0 where it has none: no doubt to put first)."""
+    c = verdict.confidence if verdict is not None else None
+    if c is None or not c.informative or not c.fields:
+        return 1.0
+    return min(c.fields.values())
 
 
 def unsure(verdict: Verdict) -> bool:
