@@ -77,7 +77,7 @@ def decide(question: str, golden: str | None, a: str, b: str | None = None, read
     """The reference judge's judgement for one turn, graded against the lines read."""
     item = Item(id="screen", video=video, turns=[{"question": question, "golden": golden, "response_a": a,
                                                   "response_b": b}])
-    judgement, _, _ = ReferenceJudge().decide_with(RUBRIC, item, 0, list(reads))
+    judgement, *_ = ReferenceJudge().decide_with(RUBRIC, item, 0, list(reads))
     return judgement
 
 
@@ -478,6 +478,6 @@ def test_the_dashcam_stamp_is_read(dashcam):
 def test_the_dashcam_stamp_grades_answers(dashcam, question, golden, answer, expected):
     clip, reads = dashcam
     item = Item(id="155", video=str(clip), turns=[{"question": question, "golden": golden, "response_a": answer}])
-    judgement, _, _ = ReferenceJudge().decide_with(RUBRIC, item, 0, reads)
+    judgement, *_ = ReferenceJudge().decide_with(RUBRIC, item, 0, reads)
     got = judgement.response_a.category
     assert got is expected, f"{answer!r} for {question!r}: {got.value}"
