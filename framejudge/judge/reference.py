@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 from ..rubrics.corrections import precedent
 from ..rubrics.model import Rubric
-from ..rubrics.rules import error_message_match, normalize
+from ..rubrics.rules import error_message_match, normalize, tie_choice
 from ..schema import Category, Item, Judgement, Preference, ReadText, ResponseGrade
 from . import eyes, guideline_rules, meaning, names
 from .base import JudgeRequest, JudgeResult
@@ -342,7 +342,7 @@ def _criterion_scores(rubric: Rubric, item: Item, text: str, category: Category)
 
 
 def rank_pair(rubric: Rubric, item: Item, turn_index: int, cat_a: Category, cat_b: Category) -> tuple[Preference, str | None]:
-    """Preference by the rubric's rules and criteria, in rank order."""
+    """Preference by the rubric's rules and criteria, in rank order; a tie is the rubric's tie choice."""
     succ = Category.successful
     if (cat_a == succ) != (cat_b == succ):
         return (Preference.A if cat_a == succ else Preference.B), "category"
@@ -356,11 +356,13 @@ def rank_pair(rubric: Rubric, item: Item, turn_index: int, cat_a: Category, cat_
             continue
         if criterion.applies_to == "all_but_long_expression" and item.expression == "other":
             continue
+        if criterion.compares == "successful" and not (cat_a == cat_b == succ):
+            continue
         x, y = a[criterion.id], b[criterion.id]
         margin = {"helpfulness": 2.0, "conciseness": max(3.0, 0.2 * max(-x, -y)), "creativity": 0.1}.get(criterion.id, 0.5)
         if abs(x - y) >= margin:
             return (Preference.A if x > y else Preference.B), criterion.id
-    return (Preference.both if cat_a == cat_b else Preference.neither), None
+    return tie_choice(rubric, cat_a, cat_b), None
 
 
 class Decision(NamedTuple):
