@@ -333,10 +333,12 @@ _LINK = _STOP | set("between around about approximately roughly nearly almost ov
                     "before during per each every for from at on in by to of am pm a.m p.m o'clock".split())
 # A token holding a value: digits with their separators ("9:30", "$279.99", "1,200"), a code
 # ("KLF03", "WH-1000XM4", "B32"), a number word (not "one": "this one is an oak").
-_NUMBER_WORDS_ALL = {**_NUMBER_WORDS, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
-                     "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000}
+_NUMBER_WORDS_ALL = {w: k for k, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
+                                                  "thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split())}
+_NUMBER_WORDS_ALL.update({"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
+                          "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000, "dozen": 12})
 _VALUE_TOKEN = re.compile(r"[$£€]?[a-z]*\d[\w$£€:./,-]*|\b(?:" + "|".join(
-    k for k in _NUMBER_WORDS_ALL if " " not in k and k not in ("one", "single", "dozen")) + r")\b", re.I)
+    k for k in _NUMBER_WORDS_ALL if k not in ("one", "dozen")) + r")\b", re.I)
 _TOKEN = re.compile(r"[$£€]?[\w'.:/,-]*\w|[$£€]?\w")
 # Questions asking for a value: a number, a time, a date, a price, a size, a code.
 _ASKS_VALUE = re.compile(
