@@ -39,7 +39,7 @@ def test_align_writes_a_rubric_that_grade_uses(guideline, tmp_path):
     assert proc.returncode == 0, proc.stderr
     result = json.loads(report.read_text())
     new = load_rubric(rubric)
-    assert (new.id, new.version, new.content_hash) == (result["rubric_id"], "1.1.0", result["rubric_hash"])
+    assert (new.id, new.version, new.content_hash) == (result["rubric_id"], "1.2.0", result["rubric_hash"])
     assert new.content_hash != BASE_HASH and result["base_rubric_hash"] == BASE_HASH
     assert [c.item_id for c in new.corrections] == [u["item_id"] for u in result["corrections"]]
     n_ex, n_held = len(result["example_units"]), len(result["held_apart_units"])
@@ -57,7 +57,7 @@ def test_align_writes_a_rubric_that_grade_uses(guideline, tmp_path):
     assert graded.returncode == 0, graded.stderr
     for line in verdicts.read_text().splitlines():
         prov = json.loads(line)["provenance"]
-        assert (prov["rubric_id"], prov["rubric_version"], prov["rubric_hash"]) == ("video-qa", "1.1.0", new.content_hash)
+        assert (prov["rubric_id"], prov["rubric_version"], prov["rubric_hash"]) == ("video-qa", "1.2.0", new.content_hash)
 
 
 def test_align_from_verdicts_matches_grading_now(guideline, tmp_path):

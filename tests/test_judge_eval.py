@@ -3,6 +3,7 @@ the measuring command (bench/judge_eval.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -311,3 +312,44 @@ def test_a_heldout_set_gives_figures_only(tmp_path):
     (tmp_path / "heldout-pairs.jsonl").write_text(json.dumps({**pair, "item": "standin"}) + "\n", encoding="utf-8")
     with pytest.raises(bench.DataError, match="prefix"):
         bench.check("heldout", data=tmp_path)
+
+
+def test_swapping_a_and_b_mirrors_every_labelled_pair():
+    """Order-free preference: every labelled pair (both halves of the labelled and the ranking pairs,
+    and the guideline's pair where the shared data is here), graded by the reference judge in the
+    order given and with A and B swapped, gets the mirrored verdict: the categories swap, the
+    preference swaps (A for B; Both and Neither stay), the deciding criterion is the same. Not an
+    accuracy figure: the labels are not read. A failure names development rows only and counts the
+    test half's."""
+    from framejudge.judge.reference import ReferenceJudge
+    from tests.conftest import SHARED
+
+    bench = _bench_module()
+    test_items = set(SPLIT["test"]) | set(SPLIT["ranking"]["test"])
+    sources = [("labelled-pairs.jsonl", PAIRS), ("labelled-ranking.jsonl", RANKING)]
+    guideline = SHARED / "data" / "guideline-pairs.jsonl"
+    if guideline.is_file():
+        sources.append(("guideline-pairs.jsonl", [json.loads(x) for x in guideline.read_text().splitlines() if x.strip()]))
+    judge, mirror = ReferenceJudge(read_text=False), {"A": "B", "B": "A", "Both": "Both", "Neither": "Neither"}
+    rows, graded = [r for _, some in sources for r in some], []
+    for n, r in enumerate(rows):
+        item, turn = bench.to_item(bench.Row(r, True, f"row {n}"))
+        swapped = item.model_copy(update={"turns": [t.model_copy(update={"response_a": t.response_b,
+                                                                         "response_b": t.response_a})
+                                                    for t in item.turns]})
+        graded += [(item, turn), (swapped, turn)]
+
+    async def decide_all():  # together, so the sentences they need are embedded in shared passes
+        return await asyncio.gather(*(judge._decided(RUBRIC, item, turn, ()) for item, turn in graded))
+
+    decided = [d.judgement for d in asyncio.run(decide_all())]
+    broken_dev, broken_test = [], 0
+    for r, j, k in zip(rows, decided[::2], decided[1::2]):
+        same = ((k.response_a.category, k.response_b.category) == (j.response_b.category, j.response_a.category)
+                and k.preference.value == mirror[j.preference.value] and k.deciding_criterion == j.deciding_criterion)
+        if not same and r.get("item", r["id"]) in test_items:
+            broken_test += 1
+        elif not same:
+            broken_dev.append(r["id"])
+    assert len(rows) >= len(PAIRS) + len(RANKING)
+    assert not broken_dev and not broken_test, f"not mirrored: {broken_dev} and {broken_test} test-half pair(s)"

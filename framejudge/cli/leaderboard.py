@@ -202,17 +202,25 @@ def leaderboard(
     results = outcomes(records, plan)
     failed = sum(o.error is not None for o in results)
     err.print(f"{len(results)} battle(s) graded, {failed} judge error(s)", highlight=False)
-    report_problems(board_outputs(results, plan.baseline, replicates, seed, by or [], out_path, html))
+    report_problems(board_outputs(results, plan.baseline, replicates, seed, by or [], out_path, html,
+                                  graded_under(rubric)))
+
+
+def graded_under(rubric: str) -> Any:
+    """The rubric the battles were just graded under (grade_battles has read it once already)."""
+    from ..rubrics import get_rubric
+
+    return get_rubric(rubric)
 
 
 def board_outputs(results: list[Any], baseline: Optional[str], replicates: int, seed: int, by: list[str],
-                  out_path: Optional[Path], html: Optional[Path]) -> list[Optional[str]]:
+                  out_path: Optional[Path], html: Optional[Path], rubric: Any = None) -> list[Optional[str]]:
     """Build the board from the battles' outcomes, print it, write its JSON and page; the outputs
-    that could not be written."""
+    that could not be written. `rubric`: the one they were graded under (the tie columns' words)."""
     from ..leaderboard.stats import build_board
 
     try:
-        board = build_board(results, baseline=baseline, replicates=replicates, seed=seed, by=by)
+        board = build_board(results, baseline=baseline, replicates=replicates, seed=seed, by=by, rubric=rubric)
     except ValueError as exc:
         fail(str(exc))
     show_board(board)
@@ -243,11 +251,13 @@ def interval(x: Any, digits: int = 3) -> str:
 
 def show_board(board: Any, title: Optional[str] = None) -> None:
     """The board's table: per model its battles (and the turns they cover), wins / ties (Both,
-    Neither) / losses against the baseline, win rate and strength with their intervals."""
+    Neither: in the rubric's words, "both good" and "both bad" for video-qa) / losses against the
+    baseline, win rate and strength with their intervals."""
     level = f"{board.level:.0%}"
     table = Table(title=title or f"leaderboard: {board.battles} battle(s), {board.errors} judge error(s); "
                                  f"against {board.baseline}")
-    for col in ("rank", "model", "battles (turns)", "W/Both/Neither/L", f"win rate [{level}]",
+    both, neither = (board.ties[c].label if c in board.ties else c for c in ("Both", "Neither"))
+    for col in ("rank", "model", "battles (turns)", f"W/{both}/{neither}/L", f"win rate [{level}]",
                 "length-controlled", f"Successful [{level}]", f"strength [{level}]"):
         table.add_column(col, overflow="fold")
     for row in board.models:
@@ -314,7 +324,7 @@ def compare(
         fail(str(exc))
     records = grade_battles(plan, battles, [new, baseline], judge, api_base, judges_file, rubric, frames, swap,
                             no_cache, media_root, concurrency, regrade, yes)
-    result = compare_runs(records, plan, *names)
+    result = compare_runs(records, plan, *names, rubric=graded_under(rubric))
     problems = []
     if flipped is not None:
         problems.append(write_output(flipped, "flipped turns", "".join(f.model_dump_json() + "\n"
@@ -330,8 +340,9 @@ def show_comparison(c: Any) -> None:
                         + (f", {c.errors} judge error(s) left out" if c.errors else ""))
     for col in ("", "turns"):
         table.add_column(col)
-    for label, value in (("new preferred (wins)", c.wins), ("ties: Both", c.ties_both),
-                         ("ties: Neither", c.ties_neither), ("baseline preferred (losses)", c.losses),
+    both, neither = (c.ties[x].label if x in c.ties else x for x in ("Both", "Neither"))
+    for label, value in (("new preferred (wins)", c.wins), (f"ties: {both} (Both)", c.ties_both),
+                         (f"ties: {neither} (Neither)", c.ties_neither), ("baseline preferred (losses)", c.losses),
                          (f"Successful: {c.new}", c.successful_new), (f"Successful: {c.baseline}", c.successful_baseline),
                          ("Successful in the new version only", c.gained),
                          ("Successful in the baseline only (flipped)", c.lost)):

@@ -18,7 +18,7 @@ from ..frame_sampler.cache import default_cache_dir
 from ..rubrics.loader import require_kind
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame
-from ..rubrics.rules import error_message_match
+from ..rubrics.rules import error_message_match, tie_choice
 from ..schema import (
     Category,
     Confidence,
@@ -84,7 +84,8 @@ def _reconcile(rubric: Rubric, item: Item, turn: int, first: Judgement, swapped:
         return first, SwapCheck(consistent=True, swapped=swapped)
     cat_a, cat_b = first.response_a.category, first.response_b.category  # type: ignore[union-attr]
     if cat_a == cat_b:
-        pref, crit, how = Preference.both, None, "orders disagreed; categories tie, so Both"
+        pref, crit = tie_choice(rubric, cat_a, cat_b), None
+        how = f"orders disagreed; categories tie, so the rubric's tie: {pref.value}"
     else:
         pref, crit = rank_pair(rubric, item, turn, cat_a, cat_b)
         how = "orders disagreed; settled by the categories under the rubric's criteria"
@@ -377,7 +378,8 @@ class Grader:
         grade = ResponseGrade(category=Category.error_message, rationale="the response is one of the fixed error strings")
         data: dict[str, Any] = {"response_a": grade.model_dump(), "multiturn": turn > 0}
         if t.response_b is not None:
-            data.update(response_b=grade.model_dump(), preference=Preference.both)
+            data.update(response_b=grade.model_dump(),
+                        preference=tie_choice(self.rubric, Category.error_message, Category.error_message))
         return Judgement.model_validate(data, context={"rubric": self.rubric, "responses": {"a": t.response_a, "b": t.response_b}})
 
     def _provenance(self, started: datetime, prompt_hash: str | None, timestamps: list[float],

@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 from ..rubrics.corrections import precedent
 from ..rubrics.model import Rubric
-from ..rubrics.rules import error_message_match, normalize
+from ..rubrics.rules import error_message_match, normalize, tie_choice
 from ..schema import Category, Confidence, Item, Judgement, Preference, ReadText, ResponseGrade
 from . import eyes, guideline_rules, meaning, names, rule_confidence, values
 from .base import JudgeRequest, JudgeResult
@@ -379,46 +379,285 @@ def _contradicts(golden: str, response: str, question: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- ranking
+#
+# Pairs are ranked order-free: the verdict is computed once for the pair in a canonical order
+# (by category, then text) and mirrored back, and every criterion compares two scores through a
+# symmetric margin, so grading (B, A) gives exactly the mirror of (A, B). A tie takes the rubric's
+# tie choice (`tie_choice`: Both for two Successful answers, Neither for two failing ones).
 
-def _detail(text: str) -> int:
-    """Specific details a listener can act on: numbers, times, dates, names."""
+# Words that sit between a value and what it is about ("built in 1889", "opens at 9"): skipped
+# when looking for the word a value belongs to.
+_LINK = _STOP | set("between around about approximately roughly nearly almost over under since until till after "
+                    "before during per each every for from at on in by to of am pm a.m p.m o'clock".split())
+# A token holding a value: digits with their separators ("9:30", "$279.99", "1,200"), a code
+# ("KLF03", "WH-1000XM4", "B32"), a number word (not "one": "this one is an oak").
+_NUMBER_WORDS_ALL = {w: k for k, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
+                                                  "thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split())}
+_NUMBER_WORDS_ALL.update({"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
+                          "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000, "dozen": 12})
+_VALUE_TOKEN = re.compile(r"[$£€]?[a-z]*\d[\w$£€:./,-]*|\b(?:" + "|".join(
+    k for k in _NUMBER_WORDS_ALL if k not in ("one", "dozen")) + r")\b", re.I)
+_TOKEN = re.compile(r"[$£€]?[\w'.:/,-]*\w|[$£€]?\w")
+# Questions asking for a value: a number, a time, a date, a price, a size, a code.
+_ASKS_VALUE = re.compile(
+    r"\b(how (many|much|old|long|far|tall|big|high|wide|deep|heavy|often|fast|late|early|soon)|when|what time|"
+    r"what year|what date|which (year|day|date|number|platform|gate|room|floor|bus|line|route|exit|seat|row|page)|"
+    r"(price|cost|costs|number|code|time|date|year|temperature|speed|size|weight|height|length|distance|percent\w*|"
+    r"calories|protein|dose|age|score))\b", re.I)
+# Questions asking for suggestions: several options there are alternatives offered, not a hedge.
+_ASKS_OPTIONS = re.compile(r"\b(would|could|should|can i|recommend\w*|suggest\w*|go (well )?with|pair\w*|ideas?|"
+                           r"options?|alternatives?|else|examples?|some)\b", re.I)
+# Between two candidates of a hedge: a comma, "or", a slash ("30, 50, 70 or 12345").
+_BETWEEN_CANDIDATES = re.compile(r"^\s*(?:,|/|,?\s*(?:or|either)\b)?\s*(?:maybe|perhaps|possibly|even)?\s*"
+                                 r"(?:a|an|the)?\s*$", re.I)
+# Where to find the answer, or how to get it, said by an answer that cannot give it itself: a
+# source ("the leaflet", "a price-comparison site", "a garden centre") with a way to use it ("check",
+# "ask", "search for"; "... can tell you"), or "you can find ...".
+_SOURCE = (r"(?:label|leaflet|insert|packag\w*|box|website|site|online|web|internet|manual|app|pharmacist|doctor|gp|"
+           r"vet|expert|specialist|staff|shop|store|retailer|seller|manufacturer|maker|services?|guide|map|timetable|"
+           r"schedule|sign|menu|counter|desk|office|library|model (?:name|number)|professional|nursery|"
+           r"garden (?:centre|center)|florist|museum|ranger|guidebook|encyclopedia)s?")
+_POINTER = re.compile(
+    r"\b(?:check|ask(?:ing)?|search(?:ing)?|look(?:ing)?(?: it)? up|look(?:ing)? (?:at|for|on|in)|consult|visit|"
+    rf"contact|call|read(?:ing)?|refer to|try(?:ing)?|compar(?:e|ing))\b[^.!?]{{0,80}}?\b{_SOURCE}\b|"
+    r"\byou (?:can|could|might|may|'ll|will) (?:find|get|check|ask|look|search|see)\b|"
+    rf"\b{_SOURCE}(?: [a-z]+)? (?:can|could|will|would|should|may|might) (?:tell|help|advise|show|say|confirm|"
+    r"answer|know)\b", re.I)
+# The marks of creative writing (a story, a poem, a caption, a toast): exclamations, quotes, an
+# ellipsis, line breaks, story and greeting openers, a meme's set-up.
+_CREATIVE_FORM = re.compile(r"[!?\"…]|\.\.\.|\n| / |\b(once upon|ahoy|arr+|happy|here'?s to|dear|oh|hey|"
+                            r"one day|there once)\b|^\s*(when|if|me|my|that moment|nobody|pov)\b", re.I)
+
+
+class _Detail(NamedTuple):
+    """A concrete detail of an answer: a value (number, time, price, code) or a name, where it is."""
+
+    key: str  # what identifies it ("1989", "9:30", "klf03", a name lower-cased)
+    kind: str  # "value" or "name"
+    start: int
+    end: int
+
+
+def _value_key(token: str) -> str:
+    t = token.lower().rstrip(".,:/-")
+    if t in _NUMBER_WORDS_ALL:
+        return str(_NUMBER_WORDS_ALL[t])
+    t = re.sub(r"(?<=\d),(?=\d{3}\b)", "", t)  # 1,200 -> 1200
+    t = re.sub(r"(?<=\d)s$", "", t)  # "Air Force 1s", "the 1950s"
+    return re.sub(r"(?<![\d.])0+(?=\d)", "", t) if t[:1].isdigit() else t  # 09:05 and 9:05 alike
+
+
+_NOT_NAMES = frozenset({"am", "pm", "a.m", "p.m", "ok", "okay"})
+
+
+def _details(text: str) -> list[_Detail]:
+    """The values and names of a text, in order of appearance."""
+    found = [_Detail(_value_key(m.group(0)), "value", m.start(), m.start() + len(m.group(0).rstrip(".,:/-")))
+             for m in _VALUE_TOKEN.finditer(text)]
+    wanted = sorted((n for n in _entities(text) if n not in _NOT_NAMES
+                     and not (any(ch.isdigit() for ch in n) and len(n.split()) == 1)),  # a code alone is a value
+                    key=len, reverse=True)
+    if wanted:  # where each name first stands, in one pass over the text
+        seen: set[str] = set()
+        for m in re.finditer(r"(?<!\w)(?:" + "|".join(map(re.escape, wanted)) + r")(?!\w)", text.lower()):
+            if m.group(0) not in seen:
+                seen.add(m.group(0))
+                found.append(_Detail(m.group(0), "name", m.start(), m.end()))
+    return sorted(found, key=lambda d: d.start)
+
+
+_CLAUSE_END = re.compile(r"[.;!?](?:\s|$)")
+
+
+def _attached(text: str, d: _Detail) -> set[str]:
+    """The words a value is said of: the nearest word before it and after it in its clause that is
+    neither a small linking word nor another value ("built in 1889" -> built; "Reference codes:
+    17, 42" -> codes; "eight legs" -> leg). Looks a few words either way, never further (linear in
+    the text however many values it holds)."""
+    before_text = text[max(0, d.start - 80):d.start]
+    ends = list(_CLAUSE_END.finditer(before_text))
+    before_text = before_text[ends[-1].end():] if ends else before_text
+    after_text = text[d.end:d.end + 60]
+    end = _CLAUSE_END.search(after_text)
+    after_text = after_text[:end.start()] if end else after_text
+    out: set[str] = set()
+    for side in (_TOKEN.findall(before_text)[::-1][:4], _TOKEN.findall(after_text)[:3]):
+        for w in side:
+            w = w.lower().strip("'.,:/-")
+            if not w or w in _LINK or _VALUE_TOKEN.fullmatch(w) or w in ("or", "and", "either"):
+                continue
+            out.add(_stem(w))
+            break
+    return out
+
+
+_NAME_ASKED = re.compile(r"^\s*(who|whose|which|where|what(?:'s| is| are| was)?\s+(?:the\s+)?(?:name|brand|make|model|"
+                         r"breed|species|kind|type|variety|title|painting|song|film|movie|book|city|country|town|"
+                         r"place|company|team|language|wine|cheese|dish)|what (?:is|are) (?:this|that|these|those|it))\b",
+                         re.I)
+
+
+class _Asked(NamedTuple):
+    """What an answer's details are weighed against: the question and golden response's subject
+    words, the values and names each holds."""
+
+    question: str
+    golden: str | None
+    subjects: set[str]
+    q_values: set[str]
+    g_values: set[str]
+    q_names: set[str]
+    g_names: set[str]
+    wants_value: bool  # the question asks for a value ("when", "how many", "what time")
+    wants_name: bool  # or for a name ("who", "what brand", "which breed")
+    wants_options: bool  # or for suggestions ("what would go with it"): an "or" there offers, not hedges
+
+
+def _asked(question: str, golden: str | None) -> _Asked:
+    q, g = normalize(question), normalize(golden) if golden else ""
+    values = [{d.key for d in _details(t) if d.kind == "value"} for t in (q, g)]
+    return _Asked(question, golden, _content(q) | _content(g), values[0], values[1], _entities(q), _entities(g),
+                  bool(_ASKS_VALUE.search(q)), bool(_NAME_ASKED.search(q)), bool(_ASKS_OPTIONS.search(q)))
+
+
+def _bears_on(d: _Detail, text: str, asked: _Asked) -> bool:
+    """Whether a detail of an answer bears on the question or the golden response and tells the
+    listener something the question did not. A value does when the golden response holds it, when it
+    is said of a thing they name ("eight legs" for "how many legs"), or, said of nothing ("1989."),
+    when the question asks for a value; a value said of something else ("Reference codes: 17, 42")
+    does not. A name does when it names a thing the golden response names or shares a word with the
+    question or golden response, or, without a golden response, when the question asks for a name.
+    What the question itself gives (its own values and names, repeated) tells nothing. (The one place
+    that decides relevance: a typed values module can take it over.)"""
+    if d.kind == "value":
+        if d.key in asked.q_values:
+            return False
+        if d.key in asked.g_values:
+            return True
+        said_of = _attached(text, d)
+        if said_of:
+            return bool(said_of & asked.subjects)
+        return asked.wants_value
+    if asked.q_names and names.same_thing({d.key}, asked.q_names):
+        return False
+    if asked.g_names and names.same_thing({d.key}, asked.g_names):
+        return True
+    if {_stem(w) for w in _WORD.findall(d.key)} & asked.subjects:
+        return True
+    return not asked.golden and asked.wants_name
+
+
+def _weight(d: _Detail, asked: _Asked) -> float:
+    """A relevant detail of the kind the question asks for (a value for "when", "how many"; a name
+    for "who", "what brand"; a code such as "KLF03" or "B32" for either) is the answer's substance:
+    1. One of another kind supports it ("the Eiffel Tower" for when it was built): 1/2. A question
+    asking for neither weighs every detail 1."""
+    if not (asked.wants_value or asked.wants_name):
+        return 1.0
+    if d.kind == "value" and (d.key[:1].isalpha() or re.search(r"\d[a-z]+\d", d.key)):
+        return 1.0  # a code
+    return 1.0 if (asked.wants_value and d.kind == "value") or (asked.wants_name and d.kind == "name") else 0.5
+
+
+def _helpfulness(asked: _Asked, text: str) -> float:
+    """Concrete details bearing on the question or the golden response, each counted once and
+    weighed by `_weight`. A hedge over candidates ("1987, 1988, 1989, 1990 or 1991", or three values
+    or more in a bare run) counts nothing: it commits to no value the listener can act on (options
+    offered for a request of suggestions are not a hedge: "a Pinot Noir or a Sauvignon Blanc" for
+    what would go with it; a list of names is a list: "Honda, Toyota and Lexus"). An answer that
+    declines and says where to find the answer, or how to get it, gets one more."""
     t = normalize(text)
-    return len(re.findall(r"\d+", t)) + len(_entities(t))
+    groups: list[list[_Detail]] = []
+    for d in _details(t):
+        prev = groups[-1][-1] if groups else None
+        if prev is not None and not asked.wants_options and prev.kind == d.kind and d.start >= prev.end and \
+                _BETWEEN_CANDIDATES.match(t[prev.end:d.start]):
+            groups[-1].append(d)
+        else:
+            groups.append([d])
+    score, counted = 0.0, set()
+    for g in groups:
+        if len(g) > 1 and any(re.search(r"\bor\b|/", t[x.end:y.start], re.I) for x, y in zip(g, g[1:])) or \
+                len(g) > 2 and g[0].kind == "value":
+            continue  # a hedge: candidates joined by "or", or a bare run of values ("1987, 1988, 1989")
+        for d in g:
+            if (d.kind, d.key) not in counted and _bears_on(d, t, asked):
+                counted.add((d.kind, d.key))
+                score += _weight(d, asked)
+    if _refusal_span(text) and _POINTER.search(t):
+        score += 1.0
+    return score
 
 
-def _criterion_scores(rubric: Rubric, item: Item, text: str, category: Category) -> dict[str, float]:
-    words = len(_words(text))
+def _creativity(question: str, text: str) -> float:
+    """What a creative answer invents: its distinct content words not taken from the question. A
+    flat statement, without the marks of a story, poem or caption, invents nothing."""
+    if not (_CREATIVE_FORM.search(normalize(text)) or "\n" in text.strip()):
+        return 0.0
+    return float(len(_content(text) - _content(question)))
+
+
+def _criterion_scores(asked: _Asked, text: str, category: Category) -> dict[str, float]:
+    wrong = category in (Category.not_successful, Category.error_message)
     return {
         # an error string states nothing true: it never outranks an answer on the topic
-        "factual_accuracy": 0.0 if category in (Category.not_successful, Category.error_message) else 1.0,
+        "factual_accuracy": 0.0 if wrong else 1.0,
         "relevancy": 0.0 if category in (Category.irrelevant, Category.error_message) else 1.0,
         "not_missing": 0.0 if category in (Category.missing, Category.error_message) else 1.0,
-        "helpfulness": float(_detail(text)),
-        "conciseness": -float(words),
-        "creativity": len(set(_words(text))) / max(1, words),
+        # wrong details help no one
+        "helpfulness": 0.0 if wrong else _helpfulness(asked, text),
+        "conciseness": -float(len(_words(text))),
+        "creativity": _creativity(asked.question, text),
     }
 
 
-def rank_pair(rubric: Rubric, item: Item, turn_index: int, cat_a: Category, cat_b: Category) -> tuple[Preference, str | None]:
-    """Preference by the rubric's rules and criteria, in rank order."""
+def _margin(criterion: str, x: float, y: float) -> float:
+    """How far apart two scores must be for the criterion to separate the answers (symmetric in x, y)."""
+    if criterion == "conciseness":
+        return max(3.0, 0.2 * max(-x, -y))
+    return {"helpfulness": 1.0, "creativity": 3.0}.get(criterion, 0.5)
+
+
+_CATEGORY_ORDER = {c: k for k, c in enumerate(Category)}
+
+
+def _prefer(rubric: Rubric, item: Item, turn_index: int, first: tuple[str, Category],
+            second: tuple[str, Category]) -> tuple[int | None, str | None]:
+    """0 if the first answer is preferred, 1 if the second, None for a tie; with the deciding criterion."""
     succ = Category.successful
-    if (cat_a == succ) != (cat_b == succ):
-        return (Preference.A if cat_a == succ else Preference.B), "category"
+    if (first[1] == succ) != (second[1] == succ):
+        return (0 if first[1] == succ else 1), "category"
     turn = item.turns[turn_index]
-    assert turn.response_b is not None
-    a = _criterion_scores(rubric, item, turn.response_a, cat_a)
-    b = _criterion_scores(rubric, item, turn.response_b, cat_b)
+    asked = _asked(turn.question, turn.golden)
+    x, y = _criterion_scores(asked, *first), _criterion_scores(asked, *second)
     assert rubric.preference is not None
     for criterion in rubric.preference.criteria:
         if criterion.applies_to == "expression" and item.expression == "none":
             continue
         if criterion.applies_to == "all_but_long_expression" and item.expression == "other":
             continue
-        x, y = a[criterion.id], b[criterion.id]
-        margin = {"helpfulness": 2.0, "conciseness": max(3.0, 0.2 * max(-x, -y)), "creativity": 0.1}.get(criterion.id, 0.5)
-        if abs(x - y) >= margin:
-            return (Preference.A if x > y else Preference.B), criterion.id
-    return (Preference.both if cat_a == cat_b else Preference.neither), None
+        if criterion.compares == "successful" and not (first[1] == second[1] == succ):
+            continue  # how well an answer delivers what it says: two failing answers deliver nothing
+        if criterion.id not in x:
+            continue  # a criterion of a user's rubric this judge cannot score
+        sx, sy = x[criterion.id], y[criterion.id]
+        if abs(sx - sy) >= _margin(criterion.id, sx, sy):
+            return (0 if sx > sy else 1), criterion.id
+    return None, None
+
+
+def rank_pair(rubric: Rubric, item: Item, turn_index: int, cat_a: Category, cat_b: Category) -> tuple[Preference, str | None]:
+    """Preference by the rubric's rules and criteria, in rank order; a tie is the rubric's tie choice.
+    Order-free by construction: the pair is compared in one canonical order (category, then text)
+    and the verdict mirrored back, so (B, A) always gets the mirror of (A, B)."""
+    turn = item.turns[turn_index]
+    assert turn.response_b is not None
+    a, b = (turn.response_a, cat_a), (turn.response_b, cat_b)
+    a_first = (_CATEGORY_ORDER[cat_a], turn.response_a) <= (_CATEGORY_ORDER[cat_b], turn.response_b)
+    winner, criterion = _prefer(rubric, item, turn_index, *((a, b) if a_first else (b, a)))
+    if winner is None:
+        return tie_choice(rubric, cat_a, cat_b), None
+    return (Preference.A if (winner == 0) == a_first else Preference.B), criterion
 
 
 class Decision(NamedTuple):

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame, render_prompt
-from ..rubrics.rules import error_message_match
+from ..rubrics.rules import error_message_match, tie_choice
 from ..schema import Category, Item, Judgement, JudgeErrorKind, Preference, Usage
 from .base import JudgeFailure, JudgeRequest, JudgeResult, JudgeStopped
 from .confidence import FLAG_OPTIONS, LabelProbs, TokenStep, label_probabilities
@@ -74,12 +74,17 @@ def allowed_categories(rubric: Rubric, text: str) -> list[str]:
     return [c.value for c in Category if c is not Category.error_message]
 
 
-def allowed_preferences(cat_a: Category, cat_b: Category) -> list[str]:
+def allowed_preferences(cat_a: Category, cat_b: Category, rubric: Rubric | None = None) -> list[str]:
+    """The preferences the rubric allows for these categories: the category decides a Successful
+    answer against another; otherwise A, B, and the ties the rubric allows (with its `ties`, the
+    one tie choice for these categories; without, Neither and, for one category, Both)."""
     succ = Category.successful
     if cat_a == succ and cat_b != succ:
         return [Preference.A.value]
     if cat_b == succ and cat_a != succ:
         return [Preference.B.value]
+    if rubric is not None and rubric.preference is not None and rubric.preference.ties is not None:
+        return [Preference.A.value, Preference.B.value, tie_choice(rubric, cat_a, cat_b).value]
     prefs = [Preference.A.value, Preference.B.value, Preference.neither.value]
     if cat_a == cat_b:
         prefs.insert(2, Preference.both.value)
@@ -109,7 +114,7 @@ def grades_schema(rubric: Rubric, item: Item, turn: int, evidence: list[float]) 
 def preference_schema(rubric: Rubric, cat_a: Category, cat_b: Category) -> dict[str, Any]:
     """Preference and deciding criterion, as the rubric allows them for these categories."""
     assert rubric.preference is not None
-    allowed = allowed_preferences(cat_a, cat_b)
+    allowed = allowed_preferences(cat_a, cat_b, rubric)
 
     def variant(prefs: list[str], criteria: list[str]) -> dict[str, Any]:
         return {
@@ -331,7 +336,7 @@ class TransformersJudge:
             ask = "Now say which response is preferred and the criterion that decided it."
             cats = Category(first["response_a"]["category"]), Category(first["response_b"]["category"])
             second = step(self._with_user(follow, ask), preference_schema(rubric, *cats),
-                          {"preference": allowed_preferences(*cats)})
+                          {"preference": allowed_preferences(*cats, rubric)})
             data["preference"] = second["preference"]
             crit = second["deciding_criterion"]
             data["deciding_criterion"] = None if crit == "none" else crit

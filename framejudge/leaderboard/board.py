@@ -1,10 +1,41 @@
 """The leaderboard table as data: one row per model, the comparison graph's parts, the judge's
-biases on the run, and the same table per slice. JSON-serialisable (no NaN: undefined figures
-are None with the reason)."""
+biases on the run, the same table per slice, and what its tie columns count in the words of the
+rubric the battles were graded under. JSON-serialisable (no NaN: undefined figures are None with
+the reason)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from ..rubrics.model import Rubric
+
+
+class Tie(BaseModel):
+    """What a tie column counts, in the words of the rubric the battles were graded under."""
+
+    label: str = Field(description="the column's words: 'both good', 'both bad'")
+    text: str = Field(description="what the choice means under the rubric")
+
+
+def default_ties() -> dict[str, Tie]:
+    """Tie columns described by the choices alone (a board built without its rubric, or before
+    boards carried one)."""
+    return {"Both": Tie(label="Both", text="the judge's Both"), "Neither": Tie(label="Neither", text="the judge's Neither")}
+
+
+def tie_words(rubric: Rubric | None) -> dict[str, Tie]:
+    """The tie columns in the rubric's words: each tie choice's label and text (video-qa: Both, "both
+    good", two Successful answers no criterion separates; Neither, "both bad", two failing ones)."""
+    if rubric is None or rubric.preference is None:
+        return default_ties()
+    out = default_ties()
+    for choice in rubric.preference.choices:
+        if choice.id.value in out:
+            out[choice.id.value] = Tie(label=choice.label or choice.id.value, text=" ".join(choice.text.split()))
+    return out
 
 
 class Interval(BaseModel):
@@ -21,8 +52,10 @@ class VsBaseline(BaseModel):
 
     battles: int = Field(description="battles against the baseline, errors included")
     wins: int
-    both: int = Field(description="ties where both answers were good")
-    neither: int = Field(description="ties where neither answer was")
+    both: int = Field(description="ties graded Both (the board's `ties` says what Both means under its rubric; "
+                                  "video-qa: both good, two Successful answers no criterion separates)")
+    neither: int = Field(description="ties graded Neither (video-qa: both bad, two answers neither of which is "
+                                     "Successful that no criterion separates)")
     losses: int
     errors: int = Field(description="battles the judge failed on (left out of the rates)")
     win_rate: Interval = Field(description="(wins + ties / 2) / graded battles; bootstrap over videos")
@@ -74,6 +107,9 @@ class Board(BaseModel):
     notes: list[str] = Field(default_factory=list)
     bias: Bias
     by: list[str] = Field(default_factory=list)
+    rubric: str | None = Field(None, description="the rubric the battles were graded under: id and version")
+    ties: dict[str, Tie] = Field(default_factory=default_ties,
+                                 description="what the tie columns count (Both, Neither), in the rubric's words")
     slices: dict[str, dict[str, Board]] = Field(default_factory=dict,
                                                 description="the same table per value of each `by` key")
 

@@ -5,12 +5,17 @@ before, not any more)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..judge.pipeline import Record
 from ..schema import Category, JudgeError, Preference
+from .board import Tie, default_ties, tie_words
 from .plan import BattlePlan, standing
+
+if TYPE_CHECKING:
+    from ..rubrics.model import Rubric
 
 
 class FlippedTurn(BaseModel):
@@ -41,8 +46,8 @@ class Comparison(BaseModel):
     baseline: str
     turns: int = Field(description="turns with a verdict")
     wins: int = Field(description="turns the judge preferred the new answer")
-    ties_both: int
-    ties_neither: int
+    ties_both: int = Field(description="ties graded Both (video-qa: both good)")
+    ties_neither: int = Field(description="ties graded Neither (video-qa: both bad)")
     losses: int
     errors: int = Field(description="turns the judge failed on (left out of everything else)")
     successful_new: int
@@ -52,10 +57,15 @@ class Comparison(BaseModel):
     p_value: float | None = Field(
         None, description="exact two-sided McNemar (sign) test of gained against lost; None with neither")
     flipped: list[FlippedTurn] = Field(default_factory=list)
+    rubric: str | None = Field(None, description="the rubric the turns were graded under: id and version")
+    ties: dict[str, Tie] = Field(default_factory=default_ties,
+                                 description="what the tie counts mean (Both, Neither), in the rubric's words")
 
 
-def compare(records: Iterable[Record], plan: BattlePlan, new: str, baseline: str) -> Comparison:
-    """Count the verdicts of `plan` (the battles of `new` against `baseline`) from `new`'s side."""
+def compare(records: Iterable[Record], plan: BattlePlan, new: str, baseline: str,
+            rubric: Rubric | None = None) -> Comparison:
+    """Count the verdicts of `plan` (the battles of `new` against `baseline`) from `new`'s side;
+    `rubric`, the one they were graded under, names the ties in its words."""
     from scipy.stats import binomtest
 
     counts = dict.fromkeys(("turns", "wins", "ties_both", "ties_neither", "losses", "errors", "successful_new",
@@ -99,4 +109,5 @@ def compare(records: Iterable[Record], plan: BattlePlan, new: str, baseline: str
                 battle_id=b.id))
     discordant = counts["gained"] + counts["lost"]
     p_value = float(binomtest(counts["gained"], discordant, 0.5).pvalue) if discordant else None
-    return Comparison(new=new, baseline=baseline, **counts, p_value=p_value, flipped=flipped)
+    return Comparison(new=new, baseline=baseline, **counts, p_value=p_value, flipped=flipped,
+                      rubric=f"{rubric.id} {rubric.version}" if rubric is not None else None, ties=tie_words(rubric))

@@ -8,7 +8,7 @@ import html
 import math
 
 from ..calibration.report import _png, page_head
-from .board import Board, Interval, ModelRow
+from .board import Board, Interval, ModelRow, Tie, default_ties
 
 e = html.escape
 
@@ -132,9 +132,19 @@ def _ranks(r: ModelRow) -> str:
     return ", ".join(f"{k + 1}: {100 * n / total:.0f}%" for k, n in enumerate(r.ranks) if n)
 
 
+def _tie(board: Board, choice: str) -> Tie:
+    return board.ties.get(choice) or default_ties()[choice]
+
+
+def _tie_heads(board: Board) -> str:
+    """The tie columns' heads, in the rubric's words ("ties: both good"), what they count on hover."""
+    return "".join(f'<th title="{e(f"{c}: {_tie(board, c).text}")}">ties: {e(_tie(board, c).label)}</th>'
+                   for c in ("Both", "Neither"))
+
+
 def _table(board: Board, table_id: str) -> str:
     parts = [f"<table id={table_id}><thead><tr><th>model</th><th>part</th><th>battles</th><th>turns</th>"
-             "<th>wins</th><th>ties: both</th><th>ties: neither</th><th>losses</th><th>errors</th>"
+             f"<th>wins</th>{_tie_heads(board)}<th>losses</th><th>errors</th>"
              "<th>win rate</th><th>length-controlled</th><th>Successful</th><th>strength</th><th>rank</th>"
              "<th>rank in replicates</th></tr></thead><tbody>"]
     for r in board.models:
@@ -175,11 +185,15 @@ def _footnote(board: Board) -> str:
             + (f"<ul id=notes>{notes}</ul>" if notes else "") + "</div>")
 
 
+def _graded_under(board: Board) -> str:
+    return f", graded under the rubric {e(board.rubric)}" if board.rubric else ""
+
+
 def render_board_html(board: Board, title: str = "framejudge leaderboard") -> str:
     """The board as one page."""
     parts = [page_head(title) + f"""<p id="summary">{board.battles} battles ({board.errors} the judge failed on, left out of the rates) between
-{len(board.models)} models; baseline {e(board.baseline or 'none')}. Win rates count ties (Both, Neither) as half a
-win; intervals are {100 * board.level:.0f}% percentile bootstraps over {board.clusters} videos (items without a
+{len(board.models)} models; baseline {e(board.baseline or 'none')}{_graded_under(board)}. Win rates count ties
+(Both: {e(_tie(board, "Both").label)}; Neither: {e(_tie(board, "Neither").label)}) as half a win; intervals are {100 * board.level:.0f}% percentile bootstraps over {board.clusters} videos (items without a
 video stand alone), {board.replicates} replicates, seed {board.seed}. Strengths: Bradley-Terry by I-LSR (choix,
 alpha {board.alpha}), mean zero inside each part of the comparison graph.
 The length-controlled win rate is the rate at zero length difference from a logistic regression on the

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import bradley_terry as bt
-from .board import Bias, Board, Interval, ModelRow, VsBaseline
+from .board import Bias, Board, Interval, ModelRow, VsBaseline, tie_words
 from .length import length_controlled
 from .outcomes import BattleOutcome
 
+if TYPE_CHECKING:
+    from ..rubrics.model import Rubric
+
+# A's score; a tie is half a win for each side, whether both answers were good (Both) or bad (Neither)
 SCORE = {"A": 1.0, "B": 0.0, "Both": 0.5, "Neither": 0.5}
 SUCCESSFUL = "Successful"
 NO_VALUE = "(none)"
@@ -54,10 +58,12 @@ def _default_baseline(outcomes: Sequence[BattleOutcome]) -> str:
 
 
 def build_board(outcomes: Sequence[BattleOutcome], baseline: str | None = None, replicates: int = 1000,
-                seed: int = 0, by: Sequence[str] = (), level: float = 0.95, alpha: float = bt.ALPHA) -> Board:
+                seed: int = 0, by: Sequence[str] = (), level: float = 0.95, alpha: float = bt.ALPHA,
+                rubric: Rubric | None = None) -> Board:
     """The table. `baseline` defaults to the model in the most battles (the first by name among
     equals); `by` names slice keys (domain, task_type or metadata fields), each giving the same
-    table per value, against the same baseline."""
+    table per value, against the same baseline; `rubric`, the one the battles were graded under,
+    names the board's tie columns in its words (`Board.ties`)."""
     if not outcomes:
         raise ValueError("no battles to build a leaderboard from")
     if replicates < 1:
@@ -74,6 +80,8 @@ def build_board(outcomes: Sequence[BattleOutcome], baseline: str | None = None, 
         raise ValueError(f"baseline {baseline!r} is in no battle (models: {', '.join(sorted(names))})")
     board = _table(outcomes, baseline, replicates, seed, level, alpha)
     board.by = list(by)
+    board.ties = tie_words(rubric)
+    board.rubric = f"{rubric.id} {rubric.version}" if rubric is not None else None
     for key in by:
         groups: dict[str, list[BattleOutcome]] = {}
         for o in outcomes:
@@ -81,6 +89,8 @@ def build_board(outcomes: Sequence[BattleOutcome], baseline: str | None = None, 
         board.slices[key] = {value: _table(group, baseline if any(baseline in (o.model_a, o.model_b) for o in group)
                                            else None, replicates, seed, level, alpha)
                              for value, group in sorted(groups.items())}
+        for sub in board.slices[key].values():
+            sub.ties, sub.rubric = board.ties, board.rubric
     return board
 
 

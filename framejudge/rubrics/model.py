@@ -57,6 +57,26 @@ class ErrorMessages(_Strict):
 class Choice(_Strict):
     id: Preference
     text: str
+    label: str | None = Field(None, description="a few words for where the choice is counted (a leaderboard's "
+                                               "tie columns: 'both good', 'both bad')")
+
+
+TIE_CHOICES = (Preference.both, Preference.neither)
+
+
+class Ties(_Strict):
+    """Which choice a tie takes: two answers that no criterion separates. A Successful answer
+    against one of another category is never a tie (the category decides)."""
+
+    successful: Preference = Field(description="both answers Successful")
+    not_successful: Preference = Field(description="neither answer Successful")
+
+    @model_validator(mode="after")
+    def _tie_choices(self) -> Ties:
+        for side in ("successful", "not_successful"):
+            if getattr(self, side) not in TIE_CHOICES:
+                raise ValueError(f"ties.{side} is Both or Neither, got {getattr(self, side).value}")
+        return self
 
 
 class Criterion(_Strict):
@@ -65,6 +85,9 @@ class Criterion(_Strict):
     name: str
     text: str
     applies_to: Literal["all", "all_but_long_expression", "expression"] = "all"
+    # which pairs it compares: any two answers, or only two Successful ones (how well an answer
+    # delivers what it says: two failing answers deliver nothing, so it cannot separate them)
+    compares: Literal["all", "successful"] = "all"
     note: str | None = None
 
 
@@ -75,7 +98,7 @@ class PairExample(_Strict):
     category_a: Category
     category_b: Category
     preference: Preference
-    deciding_criterion: str
+    deciding_criterion: str | None = None  # None: a tie (Both or Neither), no criterion separates them
     golden: str | None = None
     scene: str | None = None
 
@@ -85,6 +108,7 @@ class PreferenceSection(_Strict):
     rules: list[str]
     criteria: list[Criterion]
     examples: list[PairExample] = []
+    ties: Ties | None = None  # None: a tie is Both when the categories match, else Neither (rubrics before ties)
 
     @model_validator(mode="after")
     def _ranked(self) -> PreferenceSection:
@@ -95,9 +119,28 @@ class PreferenceSection(_Strict):
             raise ValueError("preference choices must be exactly A, B, Both and Neither")
         ids = {c.id for c in self.criteria}
         for ex in self.examples:
-            if ex.deciding_criterion not in ids | {"category"}:
+            decided = ex.preference in (Preference.A, Preference.B)
+            if decided and ex.deciding_criterion not in ids | {"category"}:
                 raise ValueError(f"example decided by unknown criterion {ex.deciding_criterion!r}")
+            if not decided and ex.deciding_criterion is not None:
+                raise ValueError(f"an example with preference {ex.preference.value} is a tie: no deciding criterion")
+            if not decided and self.tie(ex.category_a, ex.category_b) != ex.preference:
+                raise ValueError(f"an example of a tie between {ex.category_a.value} and {ex.category_b.value} "
+                                 f"answers is {self.tie(ex.category_a, ex.category_b).value}, not {ex.preference.value}")
         return self
+
+    def tie(self, cat_a: Category, cat_b: Category) -> Preference:
+        """The choice for two answers of these categories that no criterion separates. With `ties`:
+        by whether they are Successful; without (rubrics written before it): Both when the
+        categories match, else Neither. (A Successful answer against another category is decided
+        by the category, never tied; this answers what `ties` would say for neither Successful.)"""
+        succ = Category.successful
+        if self.ties is None:
+            return Preference.both if cat_a == cat_b else Preference.neither
+        return self.ties.successful if cat_a == succ and cat_b == succ else self.ties.not_successful
+
+    def choice(self, pref: Preference) -> Choice:
+        return next(c for c in self.choices if c.id == pref)
 
 
 class Flag(_Strict):

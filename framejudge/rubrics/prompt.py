@@ -120,13 +120,15 @@ def rubric_text(rubric: Rubric, *, category_examples: bool = True, cases: bool =
         for c in p.criteria:
             scope = {"all": "", "expression": " (expression tasks only)",
                      "all_but_long_expression": " (skip for expression tasks other than memes or captions)"}[c.applies_to]
+            scope += " (only between two Successful answers)" if c.compares == "successful" else ""
             out.append(f"{c.rank}. {c.name} [{c.id}]{scope}: {c.text.strip()}")
         if pair_examples:
             for ex in p.examples:
+                golden = f" (golden: {ex.golden.strip()})" if ex.golden else ""
                 out.append(
-                    f"- e.g. Q: {ex.query} A: {ex.response_a.strip()} B: {ex.response_b.strip()} -> "
+                    f"- e.g. Q: {ex.query}{golden} A: {ex.response_a.strip()} B: {ex.response_b.strip()} -> "
                     f"{ex.category_a.value}/{ex.category_b.value}, preference {ex.preference.value} "
-                    f"decided by {ex.deciding_criterion}"
+                    + (f"decided by {ex.deciding_criterion}" if ex.deciding_criterion else "(a tie: no criterion separates them)")
                 )
         out.append("")
     if rubric.flags:

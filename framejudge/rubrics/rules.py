@@ -2,7 +2,11 @@
 
 `error_message_match` decides the Error message category from the response text
 alone; `check_judgement` lists every way a judgement breaks the rubric, in words
-a model can act on when it is re-asked.
+a model can act on when it is re-asked; `tie_choice` is the rubric's choice for a
+pair no criterion separates (its `ties`: Both for two Successful answers, Neither
+for two failing ones). The checks that need the rubric (criterion ids, error
+strings, the tie convention) run only when it is in the validation context, so a
+verdict written under an older convention still reads back.
 """
 
 from __future__ import annotations
@@ -45,6 +49,33 @@ def error_message_match(response: str, rubric: Rubric) -> str | None:
     return None
 
 
+def tie_choice(rubric: Rubric | None, cat_a: Category, cat_b: Category) -> Preference:
+    """The choice for two answers of these categories that no criterion separates: the rubric's
+    `ties` (video-qa: Both for two Successful answers, Neither for two that are not); without a
+    rubric or `ties`, Both when the categories match, else Neither."""
+    if rubric is None or rubric.preference is None:
+        return Preference.both if cat_a == cat_b else Preference.neither
+    return rubric.preference.tie(cat_a, cat_b)
+
+
+def _tie_problem(rubric: Rubric, pref: Preference, ca: Category, cb: Category) -> str | None:
+    """Why a Both or Neither breaks the rubric's tie convention (None: it keeps it)."""
+    section = rubric.preference
+    if section is None or section.ties is None or pref not in (Preference.both, Preference.neither):
+        return None
+    succ = Category.successful
+    if (ca == succ) != (cb == succ) or (pref == Preference.both and ca != cb):
+        return None  # the category decides, or Both across categories: reported as such
+    expected = section.tie(ca, cb)
+    if pref == expected:
+        return None
+    both_ok = ca == succ
+    words = section.choice(expected).label
+    return (f"{pref.value} is not the choice for two {'Successful' if both_ok else 'failing'} answers (A is "
+            f"{ca.value}, B is {cb.value}): when no criterion separates them the preference is {expected.value}"
+            + (f" ({words})" if words else "") + "; otherwise give A or B and the criterion that separates them")
+
+
 def check_judgement(j: Judgement, context: dict[str, Any]) -> list[str]:
     problems: list[str] = []
     a, b = j.response_a, j.response_b
@@ -74,6 +105,10 @@ def check_judgement(j: Judgement, context: dict[str, Any]) -> list[str]:
         if j.preference in (Preference.A, Preference.B) and not j.deciding_criterion:
             problems.append("say which criterion decided the preference (a criterion id, or 'category')")
     rubric = context.get("rubric")
+    if rubric is not None and b is not None and j.preference is not None:
+        tie = _tie_problem(rubric, j.preference, a.category, b.category)
+        if tie:
+            problems.append(tie)
     if rubric is not None and j.deciding_criterion and rubric.preference is not None:
         ids = {c.id for c in rubric.preference.criteria} | {"category"}
         if j.deciding_criterion not in ids:

@@ -67,7 +67,8 @@ def test_error_strings_decide_without_the_model(clip):
     item = Item(id="e", video=str(clip), turns=[{"question": "q", "response_a": "I cannot answer that.",
                                                  "response_b": "I can't help with that kind of request."}])
     [v] = run(Grader(judge, RUBRIC, GradeOptions(cache=False)), item)
-    assert isinstance(v, Verdict) and v.decided_by == "rules" and v.preference.value == "Both"
+    # two error strings: a tie of two failing answers, the rubric's Neither (both bad)
+    assert isinstance(v, Verdict) and v.decided_by == "rules" and v.preference.value == "Neither"
     assert judge.seen == []
 
 

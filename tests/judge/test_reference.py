@@ -179,3 +179,127 @@ def test_answers_in_another_language(asked, response, expected):
 ])
 def test_candidates_substituted_names_and_further_detail(question, golden, response, expected):
     assert grade_response(RUBRIC, single(question, response, golden), 0, response)[0] is expected
+
+
+# ----------------------------------------------------------------------------- ranking
+
+def _pair(question, a, b, golden=None, expression="none"):
+    """The reference judge's (category A, category B, preference, criterion) for A, B, after checking
+    that B, A gives the mirror."""
+    j = ReferenceJudge().decide(RUBRIC, single(question, a, golden, response_b=b, expression=expression), 0)
+    k = ReferenceJudge().decide(RUBRIC, single(question, b, golden, response_b=a, expression=expression), 0)
+    mirror = {Preference.A: Preference.B, Preference.B: Preference.A}
+    assert (k.response_a.category, k.response_b.category) == (j.response_b.category, j.response_a.category)
+    assert (k.preference, k.deciding_criterion) == (mirror.get(j.preference, j.preference), j.deciding_criterion)
+    return j.response_a.category, j.response_b.category, j.preference, j.deciding_criterion
+
+
+S, NS, MISS, IRR, ERR = (Category.successful, Category.not_successful, Category.missing, Category.irrelevant,
+                         Category.error_message)
+
+
+@pytest.mark.parametrize("question,golden,honest,gamed", [
+    # padding with unrelated codes
+    ("How many legs does a spider have?", "Spiders have eight legs.", "Eight legs.",
+     "Eight legs. Reference codes: 17, 42, 99."),
+    ("When was this built?", "It was built in 1989.", "It was built in 1989.",
+     "It was built in 1989. Reference codes: 17, 42, 99."),
+    ("What time does the bakery close?", "It closes at 5 PM.", "It closes at 5 PM.",
+     "It closes at 5 PM, ticket 4471, aisle 12, code 9."),
+    # unrelated names
+    ("Who painted this?", "This is The Starry Night by Vincent van Gogh.", "Vincent van Gogh painted it.",
+     "Vincent van Gogh painted it; Picasso, Monet and Rembrandt were painters too."),
+    # a shotgun: every candidate
+    ("When was this built?", "It was built in 1989.", "It was built in 1989.", "1987, 1988, 1989, 1990 or 1991."),
+    ("When was this built?", "It was built in 1989.", "1989.", "It was built in 1987, 1988, 1989, 1990 or 1991."),
+    ("How many people are in the queue?", "There are four people in the queue.", "Four people.",
+     "Three, four or five people."),
+    ("What year was this painted?", "It was painted in 1889.", "In 1889.", "In 1887, 1888, 1889, 1890."),
+])
+def test_padding_unrelated_details_and_shotguns_never_win(question, golden, honest, gamed):
+    ca, cb, pref, crit = _pair(question, honest, gamed, golden)
+    if ca == cb == S:  # when both are Successful, the honest answer wins on the criteria
+        assert pref == Preference.A and crit in ("helpfulness", "conciseness"), (pref, crit)
+    else:  # a shotgun graded not Successful loses by its category
+        assert pref == Preference.A, (ca, cb, pref)
+
+
+def test_details_that_bear_on_the_question_are_more_helpful():
+    # a model code for a brand question, the year and title for who painted it
+    assert _pair("What brand is this kettle?", "It's a Smeg.", "It's a Smeg KLF03, their retro electric kettle.",
+                 "It's a Smeg kettle.")[2:] == (Preference.B, "helpfulness")
+    assert _pair("Who painted this?", "Vincent van Gogh painted it in 1889; it's The Starry Night.",
+                 "Vincent van Gogh.", "This is The Starry Night by Vincent van Gogh, painted in 1889.")[2:] == \
+        (Preference.A, "helpfulness")
+    # the years, against a vague era (both Successful, as the labelled set has them)
+    era = single("When was this tower built?", "It was built in the late nineteenth century.",
+                 "The Eiffel Tower was built between 1887 and 1889.", response_b="It was built between 1887 and 1889.")
+    assert rank_pair(RUBRIC, era, 0, S, S) == (Preference.B, "helpfulness")
+    # naming the museum and the city it hangs in does not help say who painted it: the shorter wins
+    museum = single("Who painted this?", "It hangs in the Museum of Modern Art in New York; Vincent van Gogh painted it.",
+                    "This is The Starry Night by Vincent van Gogh.", response_b="Vincent van Gogh painted it.")
+    assert rank_pair(RUBRIC, museum, 0, S, S) == (Preference.B, "conciseness")
+    # options offered for a request of suggestions are not a hedge
+    assert _pair("What wine would go with this?", "A Pinot Noir.", "A Pinot Noir or a crisp Sauvignon Blanc.",
+                 "A Pinot Noir or a Sauvignon Blanc goes well with salmon.")[2:] == (Preference.B, "helpfulness")
+
+
+@pytest.mark.parametrize("question,golden,bare,pointing,categories", [
+    ("Where can I buy these headphones cheaper?", "I can't look up prices or shops.",
+     "Sorry, I can't help with shopping questions.",
+     "I can't look up prices, but a price-comparison site will show you the cheapest shops.", (S, S)),
+    ("How many of these should I take for my headache?", "I can't give dosing advice.",
+     "I can't advise on medication.", "I can't advise on medication; the leaflet in the box or a pharmacist can tell you.",
+     (S, S)),
+    ("How drought-tolerant is this shrub?", "Lavender is very drought-tolerant once established.",
+     "Sorry, I couldn't find information about this shrub.",
+     "Sorry, I couldn't find information about this shrub; a local garden centre could tell you.", (MISS, MISS)),
+])
+def test_a_refusal_that_says_where_to_find_the_answer_beats_a_bare_one(question, golden, bare, pointing, categories):
+    ca, cb, pref, crit = _pair(question, bare, pointing, golden)
+    assert (ca, cb) == categories and (pref, crit) == (Preference.B, "helpfulness")
+
+
+def test_a_creative_answer_to_a_creative_request_beats_a_flat_one():
+    poem = "Gold spills over the quiet bay,\nthe gulls fold up the end of day."
+    for flat in ("The sun is setting over the water.", "Sunset."):
+        ca, cb, pref, crit = _pair("Write a poem about this sunset.", flat, poem, expression="other")
+        assert pref == Preference.B and (crit == "creativity" if ca == cb == S else crit == "category"), (ca, cb, crit)
+
+
+@pytest.mark.parametrize("a,b,golden,categories", [
+    ("It was built in 1650.", "It was built in 1750.", "It was built in 1989.", (NS, NS)),  # both wrong
+    ("I can't help with that kind of request.", "I cannot answer that.", "It was built in 1989.", (ERR, ERR)),
+    ("Sorry, I can't say.", "I'm sorry, I'm unable to tell you when it was built.", "It was built in 1989.",
+     (MISS, MISS)),
+])
+def test_two_failing_answers_no_criterion_separates_are_neither(a, b, golden, categories):
+    ca, cb, pref, crit = _pair("When was this built?", a, b, golden)
+    assert (ca, cb) == categories and (pref, crit) == (Preference.neither, None)
+
+
+def test_two_successful_answers_no_criterion_separates_are_both():
+    assert _pair("What shoes are these?", "They're Nike Air Force 1s.", "These are Nike Air Force 1 sneakers.",
+                 "These are Nike Air Force 1 sneakers.") == (S, S, Preference.both, None)
+
+
+def test_the_rubrics_own_pair_examples():
+    assert RUBRIC.preference.examples
+    for ex in RUBRIC.preference.examples:
+        got = _pair(ex.query, ex.response_a, ex.response_b, ex.golden)
+        assert got == (ex.category_a, ex.category_b, ex.preference, ex.deciding_criterion), (ex.query, got)
+
+
+def test_rank_pair_mirrors_whatever_the_categories():
+    item = single("When was this built?", "It was built in 1989.", "It was built in 1989.",
+                  response_b="Built in 1989, I think, or maybe 1990.")
+    swapped = single("When was this built?", "Built in 1989, I think, or maybe 1990.", "It was built in 1989.",
+                     response_b="It was built in 1989.")
+    mirror = {Preference.A: Preference.B, Preference.B: Preference.A}
+    for ca in Category:
+        for cb in Category:
+            pref, crit = rank_pair(RUBRIC, item, 0, ca, cb)
+            back, crit_back = rank_pair(RUBRIC, swapped, 0, cb, ca)
+            assert (back, crit_back) == (mirror.get(pref, pref), crit), (ca, cb)
+            if pref in (Preference.both, Preference.neither):
+                assert pref == (Preference.both if ca == cb == S else Preference.neither)

@@ -99,6 +99,11 @@ def test_preference_constraints():
     assert "Both" not in allowed_preferences(Category.missing, Category.irrelevant)
     schema = preference_schema(RUBRIC, Category.irrelevant, Category.successful)
     assert schema["properties"]["preference"]["enum"] == ["B"]
+    # under the rubric's ties: the one tie choice for the categories (two failing answers: Neither)
+    assert allowed_preferences(Category.missing, Category.missing, RUBRIC) == ["A", "B", "Neither"]
+    assert allowed_preferences(Category.successful, Category.successful, RUBRIC) == ["A", "B", "Both"]
+    tied = preference_schema(RUBRIC, Category.missing, Category.missing)["anyOf"][1]
+    assert tied["properties"]["preference"]["enum"] == ["Neither"]
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from framejudge.judge.batch import latest
 from framejudge.leaderboard.compare import compare
 from framejudge.leaderboard.inputs import load_lineup
 from framejudge.leaderboard.plan import BATTLE_KEY, model_pairs, outcomes, plan_battles
+from framejudge.leaderboard.stats import build_board
 from framejudge.rubrics import get_rubric
 from framejudge.runner import run_batch
 from framejudge.runner.resume import plan_resume
@@ -137,9 +138,17 @@ def test_compare_library_from_records(bundled_examples, tmp_path):
     lineup = load_lineup([], named=[("v2", model_file(tmp_path / "a.jsonl", rows, lambda i, k, t: t["response_a"])),
                                     ("v1", model_file(tmp_path / "b.jsonl", rows, lambda i, k, t: t["response_a"]))])
     plan = plan_battles(lineup, [("v2", "v1")])
-    result = compare(grade(plan, tmp_path / "same.jsonl", bundled_examples.parent), plan, "v2", "v1")
+    result = compare(grade(plan, tmp_path / "same.jsonl", bundled_examples.parent), plan, "v2", "v1",
+                     rubric=get_rubric("video-qa"))
     # the same answers on both sides: every turn a tie, nothing gained or lost, nothing to test
     assert result.turns == 13 and result.wins == result.losses == 0 and result.ties_both + result.ties_neither == 13
+    # Both where the two (same) answers are Successful, Neither where they fail
+    verdicts = [r for r in read_records(tmp_path / "same.jsonl") if isinstance(r, Verdict)]
+    good = sum(r.response_a.category.value == "Successful" for r in verdicts)
+    assert (result.ties_both, result.ties_neither) == (good, 13 - good) and 0 < good < 13
+    assert all(r.preference.value == ("Both" if r.response_a.category.value == "Successful" else "Neither")
+               for r in verdicts)
+    assert result.ties["Both"].label == "both good" and result.ties["Neither"].label == "both bad"
     assert result.gained == result.lost == 0 and result.p_value is None and result.flipped == []
 
 
@@ -169,6 +178,12 @@ def test_a_resumed_leaderboard_run_repeats_no_battle(bundled_examples, tmp_path)
     page = tmp_path / "board.html"
     shown = cli(*args, "--budget", 20, "--html", page, "--out", tmp_path / "board.json")
     assert shown.returncode == 0 and "<html" in page.read_text() and json.loads((tmp_path / "board.json").read_text())["models"]
+    # the tie columns in the rubric's words
+    board = json.loads((tmp_path / "board.json").read_text())
+    assert board["rubric"] == "video-qa 1.1.0"
+    assert {k: v["label"] for k, v in board["ties"].items()} == {"Both": "both good", "Neither": "both bad"}
+    assert "W/both good/both bad/L" in shown.stdout
+    assert "ties: both good</th>" in page.read_text() and "ties: both bad</th>" in page.read_text()
 
 
 def test_leaderboard_refuses_bad_arguments(bundled_examples, tmp_path):
@@ -184,3 +199,51 @@ def test_leaderboard_refuses_bad_arguments(bundled_examples, tmp_path):
     refused(cli("leaderboard", one, "--battles", battles), "at least two")
     refused(cli("compare", one, answers, "--battles", battles), f"{answers}: gives the answers of several models")
     assert not battles.exists()
+
+
+# One question per row: the golden response, an honest answer (right and plain), a padded one (the
+# honest answer and unrelated codes after it) and a shotgun (every candidate, the right one among them).
+GAMING = [
+    ("How many legs does a spider have?", "Spiders have eight legs.", "Eight legs.",
+     "Eight legs. Reference codes: 17, 42, 99.", "Six, seven, eight or nine legs."),
+    ("When was this bridge built?", "It was built in 1937.", "It was built in 1937.",
+     "It was built in 1937. Reference codes: 17, 42, 99.", "1935, 1936, 1937, 1938 or 1939."),
+    ("What time does the bakery close?", "It closes at 6 PM.", "It closes at 6 PM.",
+     "It closes at 6 PM. Ticket 4471, aisle 12, code 9.", "It closes at 5, 6 or 7 PM."),
+    ("What year was this painted?", "It was painted in 1889.", "In 1889.",
+     "In 1889. Catalogue numbers 17, 42 and 99.", "In 1887, 1888, 1889, 1890 or 1891."),
+    ("How many people are waiting?", "Four people are waiting in the queue.", "Four people are waiting.",
+     "Four people are waiting. Reference codes: 17, 42, 99.", "Three, four or five people are waiting."),
+    ("How much does a coffee cost here?", "A coffee costs $3.50.", "A coffee costs $3.50.",
+     "A coffee costs $3.50. Codes 17, 42, 99.", "It costs $3, $3.50 or $4."),
+]
+
+
+def test_padded_and_shotgun_models_do_not_rank_above_an_honest_one(tmp_path):
+    """The leaderboard of three models graded by the reference judge through the real battle plan,
+    pipeline (both orders) and board: the honest model's right, plain answers against a model that
+    pads them with unrelated codes and one that lists every candidate. Helpfulness counts only
+    details that bear on the question, so neither gamed model wins a battle against the honest one,
+    whatever category the shotgun's answers get."""
+    items = [{"id": f"g{i}", "turns": [{"question": q, "golden": g}]} for i, (q, g, *_) in enumerate(GAMING)]
+    answers = responses_file(tmp_path / "answers.jsonl", items, {
+        "honest": lambda i, k, t: GAMING[i][2], "padded": lambda i, k, t: GAMING[i][3],
+        "shotgun": lambda i, k, t: GAMING[i][4]})
+    lineup = load_lineup([answers])
+    plan = plan_battles(lineup, model_pairs(lineup.models, all_pairs=True), seed=0, baseline="honest")
+    records = grade(plan, tmp_path / "battles.jsonl", tmp_path)
+    assert all(isinstance(r, Verdict) for r in records) and len(records) == 3 * len(GAMING)
+    results = outcomes(records, plan)
+    assert all(o.swap_consistent for o in results)  # both orders agreed on every battle
+    board = build_board(results, baseline="honest", replicates=200, seed=0, rubric=get_rubric("video-qa"))
+    rows = {r.model: r for r in board.models}
+    for gamed in ("padded", "shotgun"):
+        vs = rows[gamed].vs_baseline
+        assert vs.wins == 0 and vs.losses >= 1, (gamed, vs)
+        assert vs.win_rate.estimate < 0.5
+        assert rows[gamed].strength.estimate < rows["honest"].strength.estimate
+    assert rows["honest"].rank == 1 and board.models[0].model == "honest"
+    # and the padded answers lose on the criteria, not on their category: all three models' answers
+    # to these questions are right
+    padded = [o for o in results if {o.model_a, o.model_b} == {"honest", "padded"}]
+    assert all(o.category_a == o.category_b == "Successful" for o in padded)

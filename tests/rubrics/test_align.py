@@ -22,7 +22,7 @@ from framejudge.schema import Category, HumanLabel, Item, Verdict
 
 BASE = get_rubric("video-qa")
 # The hash every verdict graded with the built-in rubric carries: corrections (none) leave it alone.
-BASE_HASH = "adffd941e6e57d97"
+BASE_HASH = "0e605a728abbee35"
 
 
 def guideline_files(shared: Path, folder: Path) -> tuple[Path, Path]:
@@ -243,13 +243,13 @@ def test_the_written_rubric_loads_with_a_new_hash_and_says_so_in_provenance(alig
     done, items, labels_path = aligned
     loaded = parse_rubric(rubric_yaml(done.rubric))
     assert loaded == done.rubric
-    assert loaded.version == "1.1.0" and loaded.changelog[0].version == "1.1.0"
+    assert loaded.version == "1.2.0" and loaded.changelog[0].version == "1.2.0"
     assert labels_path.name in loaded.changelog[0].changes and done.result.labels_sha256 in loaded.changelog[0].changes
     assert loaded.content_hash == done.result.rubric_hash != BASE_HASH
     assert BASE.content_hash == BASE_HASH and get_rubric("video-qa").corrections == []
     v = grade(loaded, next(iter(items.values())))
     assert (v.provenance.rubric_id, v.provenance.rubric_version, v.provenance.rubric_hash) == \
-        ("video-qa", "1.1.0", loaded.content_hash)
+        ("video-qa", "1.2.0", loaded.content_hash)
 
 
 def test_labels_of_other_items_are_refused(aligned, tmp_path):

@@ -81,6 +81,28 @@ def test_preference_choices(rubric, guideline):
     for choice in ["Response A", "Response B", "Both", "Neither"]:
         assert choice in guideline
     assert {c.id for c in rubric.preference.choices} == set(Preference)
+    # the guideline's Both (equally preferable) and Neither (neither preferred), as ties: two
+    # Successful answers are equally good, two failing ones are both bad
+    assert "equally preferable" in guideline and "neither option is preferred" in guideline
+    ties = rubric.preference.ties
+    assert (ties.successful, ties.not_successful) == (Preference.both, Preference.neither)
+    assert rubric.preference.choice(Preference.both).label == "both good"
+    assert rubric.preference.choice(Preference.neither).label == "both bad"
+    tie_rule = next(r for r in rubric.preference.rules if "tie" in r)
+    assert "Both" in tie_rule and "Neither" in tie_rule and not any("same category" in r for r in rubric.preference.rules)
+    # the worked examples include a tie of each kind
+    assert {ex.preference for ex in rubric.preference.examples} >= {Preference.both, Preference.neither}
+
+
+def test_a_rubrics_ties_are_both_or_neither_and_its_tied_examples_follow_them(rubric):
+    text = (Path(__file__).parents[2] / "framejudge/rubrics/builtin/video-qa.yaml").read_text()
+    with pytest.raises(RubricError, match="ties.successful is Both or Neither, got A"):
+        parse_rubric(text.replace("    successful: Both\n", "    successful: A\n"), "t.yaml")
+    with pytest.raises(RubricError, match="a tie between Not Successful and Not Successful answers is Neither"):
+        parse_rubric(text.replace("      preference: Neither\n", "      preference: Both\n"), "t.yaml")
+    with pytest.raises(RubricError, match="is a tie: no deciding criterion"):
+        parse_rubric(text.replace("      preference: Neither\n", "      preference: Neither\n      deciding_criterion: "
+                                  "helpfulness\n"), "t.yaml")
 
 
 def test_every_flag(rubric, guideline):
@@ -128,7 +150,8 @@ def test_task_types_special_cases_and_golden(rubric, guideline):
 
 
 def test_rubric_is_versioned_and_hashed(rubric):
-    assert rubric.version == rubric.changelog[0].version == "1.0.0"
+    assert rubric.version == rubric.changelog[0].version == "1.1.0"
+    assert [c.version for c in rubric.changelog] == ["1.1.0", "1.0.0"]
     assert re.fullmatch(r"[0-9a-f]{16}", rubric.content_hash)
     edited = rubric.model_copy(update={"summary": rubric.summary + " More."})
     assert edited.content_hash != rubric.content_hash

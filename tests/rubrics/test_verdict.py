@@ -39,7 +39,8 @@ def test_a_consistent_pairwise_judgement():
     assert j.preference.value == "A"
     j = judge("Successful", "Successful", "A", "conciseness")
     assert j.deciding_criterion == "conciseness"
-    assert judge("Missing", "Missing", "Both").preference.value == "Both"
+    assert judge("Successful", "Successful", "Both").preference.value == "Both"
+    assert judge("Missing", "Missing", "Neither").preference.value == "Neither"
     assert judge("Irrelevant", "Not Successful", "Neither").preference.value == "Neither"
 
 
@@ -55,6 +56,37 @@ def test_successful_never_loses():
 def test_both_only_with_a_shared_category():
     with pytest.raises(ValidationError, match="Both is only allowed when the two responses share a category"):
         judge("Missing", "Irrelevant", "Both")
+
+
+@pytest.mark.parametrize("a,b,wrong,right", [
+    ("Missing", "Missing", "Both", "Neither"),  # two failing answers: both bad, not equally good
+    ("Error message", "Error message", "Both", "Neither"),
+    ("Not Successful", "Not Successful", "Both", "Neither"),
+    ("Successful", "Successful", "Neither", "Both"),  # two Successful answers no criterion separates
+])
+def test_ties_follow_the_rubrics_convention(a, b, wrong, right):
+    assert RUBRIC.preference.ties is not None
+    assert RUBRIC.preference.tie(Category(a), Category(b)).value == right
+    with pytest.raises(ValidationError, match=f"{wrong} is not the choice for two .* the preference is {right}"):
+        judge(a, b, wrong)
+    assert judge(a, b, right).preference.value == right
+    # without the rubric (a verdict read back from a file) only the rubric-free rules apply: verdicts
+    # written under the convention before it still load
+    data = {"response_a": grade(a), "response_b": grade(b), "preference": wrong}
+    assert Judgement.model_validate(data).preference.value == wrong
+
+
+def test_a_rubric_without_ties_keeps_the_old_convention():
+    from framejudge.rubrics.rules import tie_choice
+
+    section = RUBRIC.preference.model_copy(update={"ties": None})
+    old = RUBRIC.model_copy(update={"preference": section})
+    assert tie_choice(old, Category.missing, Category.missing).value == "Both"
+    assert tie_choice(old, Category.missing, Category.irrelevant).value == "Neither"
+    assert tie_choice(RUBRIC, Category.missing, Category.missing).value == "Neither"
+    j = Judgement.model_validate({"response_a": grade("Missing"), "response_b": grade("Missing"),
+                                  "preference": "Both"}, context={"rubric": old, "responses": {}})
+    assert j.preference.value == "Both"
 
 
 def test_preference_needs_a_known_criterion():

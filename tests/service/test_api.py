@@ -136,7 +136,7 @@ def test_rubrics(env):
     listed = client.get("/v1/rubrics", headers=auth(keys["grade"])).json()
     assert {r["id"] for r in listed} >= {"video-qa", "mcq-letter"}
     rubric = client.get("/v1/rubrics/video-qa", headers=auth(keys["grade"])).json()
-    assert rubric["version"] == "1.0.0" and len(rubric["categories"]) == 5
+    assert rubric["version"] == "1.1.0" and len(rubric["categories"]) == 5
     assert client.get("/v1/rubrics/nope", headers=auth(keys["grade"])).status_code == 404
 
 

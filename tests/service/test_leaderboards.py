@@ -48,6 +48,8 @@ def test_a_battle_jobs_leaderboard(bundled_examples, tmp_path):
         assert board["battles"] == sum(len(json.loads(x)["turns"]) for x in lines)
         gamma = next(m for m in board["models"] if m["model"] == "gamma")
         assert gamma["successful"]["estimate"] is not None and "domain" in board["slices"]
+        # the tie columns in the words of the job's rubric
+        assert board["rubric"] == "video-qa 1.1.0" and board["ties"]["Neither"]["label"] == "both bad"
         board_id = built.json()["id"]
         assert client.get(f"/v1/leaderboards/{board_id}", headers=auth).json()["board"] == board
         page = client.get(f"/v1/leaderboards/{board_id}/page", headers=auth)

@@ -362,7 +362,7 @@ def test_aligning_from_the_queue_measures_on_items_held_apart(env):
         corrected = {u["item_id"] for u in r["corrections"]}
         assert corrected and corrected.isdisjoint(r["held_apart_items"])  # never measured on its own examples
         assert {u["item_id"] for u in r["held_apart_units"]} <= set(r["held_apart_items"])
-        assert r["judge"] == "reference" and r["rubric_version"] == "1.1.0"
+        assert r["judge"] == "reference" and r["rubric_version"] == "1.2.0"
         assert "split" not in {u["item_id"] for u in r["example_units"] + r["held_apart_units"]}  # unresolved: no gold
     listed = client.get(f"/v1/calibrate/{env['id']}/alignments", headers=auth).json()
     assert [a["id"] for a in listed] == [a["id"] for a in reversed(made)]

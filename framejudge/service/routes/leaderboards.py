@@ -16,6 +16,8 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from ...db import Base
 from ...leaderboard.board import Board
+from ...rubrics import RubricError, get_rubric
+from ...rubrics.model import Rubric
 from ...schema import JudgeError, RecordIn, Verdict
 from ..context import ServiceDep, authorized
 from ..jobs import job_items, job_records
@@ -73,7 +75,7 @@ async def build(body: LeaderboardRequest, svc: ServiceDep, key: GradeKey) -> Lea
     found = outcomes(records, battles)
     try:
         board = await asyncio.to_thread(build_board, found, baseline=body.baseline, replicates=body.replicates,
-                                        seed=body.seed, by=body.by)
+                                        seed=body.seed, by=body.by, rubric=_rubric_of(status.rubric))
     except ValueError as exc:
         raise ProblemError(422, "Cannot build the leaderboard", str(exc)) from None
     board_id = secrets.token_hex(8)
@@ -81,6 +83,14 @@ async def build(body: LeaderboardRequest, svc: ServiceDep, key: GradeKey) -> Lea
         s.add(LeaderboardRow(id=board_id, key_id=key.id, job_id=body.job_id, created_at=datetime.now(timezone.utc),
                              board_json=board.model_dump_json()))
     return LeaderboardResponse(id=board_id, job_id=body.job_id, board=board)
+
+
+def _rubric_of(rubric_id: str) -> Rubric | None:
+    """The rubric a job was graded under (the board's tie columns are named in its words)."""
+    try:
+        return get_rubric(rubric_id)
+    except RubricError:
+        return None
 
 
 def _own(svc: object, board_id: str, key: ApiKey) -> LeaderboardRow:
