@@ -396,7 +396,10 @@ _CREATIVE_Q = _rx(
     r"pun|puns|riddle|toast|slogan|tagline|tale|sonnet|ode|birthday message|greeting)\b(?! of\b)"
 )
 _DESCRIBES = _rx(r"^(this is|these are|that is|that's a|there (is|are)|it'?s a|it is a|the (video|image|picture|"
-                 r"clip|photo) (shows|is)|you('re| are) looking at|i (can )?see|in (this|the) (video|picture|image))\b")
+                 r"clip|photo) (shows|is)|you('re| are) looking at|i (can )?see|in (this|the) (video|picture|image))\b|"
+                 # a bare scene: "A cat in a box.", "The dog on the sofa."
+                 r"^(a|an|the|two|three|some) [a-z]+( [a-z]+)? (in|on|at|under|beside|next to|inside|by) (a|an|the|his|"
+                 r"her|its|their|my|your) [a-z]+( [a-z]+)?[.!]?$")
 _FACT_SIGNAL = _rx(r"(\d|\b(often|usually|typically|generally|commonly|known|most|many|century|centuries|"
                    r"years?|species|native|originated|invented|history|historically|are a|is a type|caused by|due to|because|"
                    r"made (of|from)|consists? of|located|found in|called|"

@@ -28,7 +28,12 @@ GENERIC = frozenset(
     "university college school library hospital gate gates wall monument memorial statue fountain "
     "tunnel harbour harbor port pier lighthouse national royal grand great old new north south east "
     "west northern southern eastern western upper lower central saint san santa the of de du la le "
-    "del della da di von van der and company co inc ltd corp".split()
+    "del della da di von van der and company co inc ltd corp "
+    # peoples, periods and styles: "the ancient Greek Discobolus" and "the ancient Greek Venus de Milo"
+    # are two statues
+    "greek roman french italian spanish english british american chinese japanese korean indian "
+    "egyptian persian mughal ottoman byzantine gothic baroque renaissance victorian georgian dutch "
+    "german russian mexican african european asian ancient modern medieval classical imperial".split()
 )
 # Small words inside place names.
 _JOIN = r"(?:of|de|du|la|le|del|della|da|di|von|van|der)"

@@ -82,9 +82,10 @@ _INTEGRITY = re.compile(
 )
 # Information that points at what is shown or speaks to the user ("This appears to be a decorative
 # skeleton", "please call emergency services"), as against a fact about something else.
-_ABOUT_SHOWN = re.compile(r"\b(this|these|that|those|it|it's|they|they're|here|there|you|your|please|"
-                          r"the (?:video|image|picture|clip|photo|footage))\b", re.I)
+_ABOUT_SHOWN = re.compile(r"\b(this|these|that|those|here|you|your|please|"
+                          r"the (?:video|image|picture|clip|photo|footage|scene|frame))\b", re.I)
 RELATED = 0.25  # the meaning of information after a refusal at least this close to the question's bears on it
+_DEICTIC_START = re.compile(r"^(?:it|it's|they|they're|there|its|their|he|she|his|her)\b", re.I)  # goes on about it
 _ASK_MORE = re.compile(r"\b(more (information|context|details)|could you (please )?(provide|tell|share)|can you (provide|tell|share))\b", re.I)
 _BUT_INFO = re.compile(r"\b(however|but|that said|generally|typically|usually|in general|it is (generally )?recommended)\b", re.I)
 _NEGATION = re.compile(r"\b(no|not|none|never|nothing|nobody|neither|nor|without|n't|empty)\b", re.I)
@@ -112,8 +113,23 @@ _OPEN_Q = re.compile(
 _ASKING = {"tell", "describe", "please", "know", "thing", "something", "stuff"}
 
 
+_CONTRACTIONS = [(re.compile(p, re.I), r) for p, r in (
+    (r"\bcan't\b", "can not"), (r"\bcannot\b", "can not"), (r"\bwon't\b", "will not"), (r"\bshan't\b", "shall not"),
+    (r"n't\b", " not"), (r"'re\b", " are"), (r"'m\b", " am"), (r"'ll\b", " will"), (r"'ve\b", " have"),
+    (r"'d\b", " would"), (r"\b(it|that|there|what|here|he|she|who|where)'s\b", r"\1 is"))]
+
+
+def _expanded(text: str) -> str:
+    """Contractions written out ("doesn't" -> "does not", "They're" -> "They are"), so that a rule
+    reads "isn't" and "is not" alike."""
+    t = normalize(text)
+    for pattern, full in _CONTRACTIONS:
+        t = pattern.sub(full, t)
+    return t
+
+
 def _words(text: str) -> list[str]:
-    return _WORD.findall(normalize(text).lower())
+    return _WORD.findall(_expanded(text).lower())
 
 
 def _content(text: str) -> set[str]:
@@ -177,6 +193,31 @@ def _candidates(text: str) -> str | None:
     return None
 
 
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
+
+
+def _on_topic(question: str, golden: str | None, response: str) -> str:
+    """The response without the sentences that bear on nothing asked: after its first sentence, a
+    sentence sharing no content word with the question, the golden response or the sentences kept,
+    pointing at nothing shown and naming no value the golden response states ("This is a tree. A group
+    of flamingos is called a flamboyance." -> "This is a tree."). Unrelated trivia or codes neither
+    rescue nor sink an answer; they are not what it says about the question."""
+    sentences = _SENTENCE.split(normalize(response))
+    if len(sentences) < 2:
+        return response
+    related = _content(question) | _content(golden or "")
+    golden_values = values.values(golden or "")
+    kept = [sentences[0]]
+    related |= _content(sentences[0])
+    for sentence in sentences[1:]:
+        words = _content(sentence)
+        if (words & related or _ABOUT_SHOWN.search(sentence) or _DEICTIC_START.match(sentence)
+                or any(values.matches(v, golden_values) for v in values.values(sentence))):
+            kept.append(sentence)
+            related |= words
+    return " ".join(kept)
+
+
 def _overlap(a: set[str], b: set[str]) -> float:
     if not a or not b:
         return 0.0
@@ -186,6 +227,19 @@ def _overlap(a: set[str], b: set[str]) -> float:
 def _refusal_span(text: str) -> re.Match[str] | None:
     """A refusal, or a request for more information (declining to answer as asked)."""
     return _REFUSAL.search(normalize(text)) or _ASK_MORE.search(normalize(text))
+
+
+_REFUSAL_ENDS = re.compile(r"[.;!?]|,\s*(?:but|however|though)\b|\b(?:but|however|though)\b", re.I)
+
+
+def _without_refusals(text: str) -> str:
+    """The text with its refusals taken out: "I couldn't find out who painted it" denies nothing about
+    the painting."""
+    t = normalize(text)
+    while found := _REFUSAL.search(t) or _ASK_MORE.search(t):
+        end = _REFUSAL_ENDS.search(t, found.end())
+        t = t[:found.start()] + " " + t[end.start() if end else len(t):]
+    return t
 
 
 def _useful_after_refusal(text: str, refusal: re.Match[str], question: str = "", golden: str | None = None) -> bool:
@@ -257,6 +311,7 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
             return Decided(Category.not_successful, "its claim contradicts the golden response", "refusal:contradicts_golden")
         return Decided(Category.missing, "understood the request but declined a supported question", "refusal:missing")
 
+    response = _on_topic(question, golden, response)  # unrelated sentences neither rescue nor sink it
     q_content, r_content = _content(question), _content(response)
     if golden:
         bare = values.bare_polarity(response)
@@ -342,6 +397,27 @@ def _substituted_name(golden: str, response: str, question: str) -> str | None:
     for before, name in r:
         if before and before in lonely_g and not names.same_thing({name}, g_names):
             return name
+    # one name left on each side once the names both give word for word are set aside, and they name
+    # different things ("the Sagrada Familia" where the golden response's "Taj Mahal" was, beside the
+    # same Shah Jahan and Mumtaz Mahal)
+    left_g, left_r = g_names - r_names, r_names - g_names
+    if len(left_g) == 1 and len(left_r) == 1 and g_names & r_names and not names.same_thing(left_g, left_r):
+        return next(iter(left_r))
+    # the same model under another maker's name ("Apple WH-1000XM4" for "Sony WH-1000XM4")
+    shared_codes = {c.lower() for v in values.values(golden) if v.kind == values.CODE for c in v.meanings} & {
+        c.lower() for v in values.values(response) if v.kind == values.CODE for c in v.meanings}
+
+    def model(word: str) -> bool:
+        return any(c.startswith(word.replace("-", "")) for c in shared_codes)
+
+    for _, name in r:
+        r_words = set(name.split())
+        for _, theirs in g:
+            g_words = set(theirs.split())
+            maker_r = {w for w in r_words - g_words if not model(w) and w not in names.GENERIC}
+            maker_g = {w for w in g_words - r_words if not model(w) and w not in names.GENERIC}
+            if any(model(w) for w in r_words & g_words) and maker_r and maker_g:
+                return name
     return None
 
 
@@ -368,7 +444,11 @@ def _contradicts(golden: str, response: str, question: str) -> bool:
             return True
     # Negation mismatch on the same subject: "no trains ... still" vs "trains moving". Doubt about
     # the answer ("I'm not completely sure, but ...") negates nothing in it.
-    golden, response = _UNSURE.sub(" ", golden), _UNSURE.sub(" ", response)
+    if gp and gp == rp:
+        return False  # the same yes or no: a "not" further on ("it doesn't remove it") is detail, not denial
+    # nor does a refusal ("I can't look up prices, but ...") deny anything about what is shown
+    golden = _UNSURE.sub(" ", _expanded(_without_refusals(golden)))
+    response = _UNSURE.sub(" ", _expanded(_without_refusals(response)))
     shared = _content(golden) & _content(response)
     if shared and _negated(golden) != _negated(response):
         g_neg = bool(re.search(r"\b(no|none|nothing|empty|not)\b", golden, re.I))
@@ -599,15 +679,16 @@ def _creativity(question: str, text: str) -> float:
 
 def _criterion_scores(asked: _Asked, text: str, category: Category) -> dict[str, float]:
     wrong = category in (Category.not_successful, Category.error_message)
+    focus = _on_topic(asked.question, asked.golden, text)  # unrelated trivia helps no one and invents nothing asked
     return {
         # an error string states nothing true: it never outranks an answer on the topic
         "factual_accuracy": 0.0 if wrong else 1.0,
         "relevancy": 0.0 if category in (Category.irrelevant, Category.error_message) else 1.0,
         "not_missing": 0.0 if category in (Category.missing, Category.error_message) else 1.0,
         # wrong details help no one
-        "helpfulness": 0.0 if wrong else _helpfulness(asked, text),
+        "helpfulness": 0.0 if wrong else _helpfulness(asked, focus),
         "conciseness": -float(len(_words(text))),
-        "creativity": _creativity(asked.question, text),
+        "creativity": _creativity(asked.question, focus),
     }
 
 

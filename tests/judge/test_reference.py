@@ -303,3 +303,26 @@ def test_rank_pair_mirrors_whatever_the_categories():
             assert (back, crit_back) == (mirror.get(pref, pref), crit), (ca, cb)
             if pref in (Preference.both, Preference.neither):
                 assert pref == (Preference.both if ca == cb == S else Preference.neither)
+
+
+@pytest.mark.parametrize("question,golden,response,expected", [
+    # unrelated sentences neither rescue nor sink an answer
+    ("Tell me what this is?", None, "This is a tree. A group of flamingos is called a flamboyance.", Category.not_successful),
+    ("How many cars can fit here?", None, "You are looking at a parking lot. Reference codes: 54, 69, 94.",
+     Category.irrelevant),
+    ("What bridge is this?", "This is the Golden Gate Bridge.", "It's the Golden Gate Bridge. Octopuses have three hearts.",
+     Category.successful),
+    # contractions read alike; a refusal denies nothing about what is shown
+    ("Does this bread contain gluten?", "Yes, sourdough made with wheat flour contains gluten.",
+     "Yes, wheat sourdough contains gluten; the long fermentation does not remove it.", Category.successful),
+    ("Who painted that?", "The plaque says Vincent van Gogh painted it.", "Sorry, I could not find out who painted it.",
+     Category.missing),
+    ("What headphones are these?", "These are Sony WH-1000XM4 headphones.", "They're headphones.", Category.not_successful),
+    # another maker's name on the same model; another landmark beside the same people
+    ("What headphones are these?", "These are Sony WH-1000XM4 headphones.", "These look like Apple WH-1000XM4 headphones.",
+     Category.not_successful),
+    ("What is that statue?", "It's like the ancient Greek Discobolus.", "It's like the ancient Greek Venus de Milo.",
+     Category.not_successful),
+])
+def test_focus_contractions_and_names(question, golden, response, expected):
+    assert grade_response(RUBRIC, single(question, response, golden), 0, response)[0] is expected
