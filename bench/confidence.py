@@ -3,8 +3,9 @@
     ./run bench confidence            # fit, write the package files, print the figures
     ./run bench confidence --check    # exit 1 if the package files are not what the fit gives now
     ./run bench confidence --export DIR   # also write the development turns as items and labels
-    ./run bench confidence --measure test # the shipped files on a half, as grade --triage default
-                                          # marks it: figures only, nothing fitted or written
+    ./run bench confidence --measure test # the shipped files on a half (or `heldout`: the held-out
+                                          # set), as grade --triage default marks it: figures only,
+                                          # nothing fitted or written
 
 The development halves of `bench/judge_eval` (`split.json`'s `dev`, and its `ranking` entry's
 `dev` for the ranking pairs; never the test halves) are graded with the reference judge through
@@ -42,6 +43,9 @@ SOURCE = ("bench/judge_eval development halves: labelled-singles.jsonl and label
 def dev_rows(half: str = "dev") -> list[tuple[str, judge_eval.Row]]:
     """(the item the row belongs to, the row) for every row of a half (the development half unless
     measuring: nothing is fitted on the test half)."""
+    if half == "heldout":  # measured once the rules are final, never fitted on
+        singles, pairs, _ = judge_eval.select_heldout(judge_eval.DATA, None)
+        return [(r.item, r) for r in singles + pairs]
     singles, pairs, _ = judge_eval.select(half, judge_eval.DATA, None)
     _, ranking, _ = judge_eval.select_ranking(half, judge_eval.DATA, None)
     return [(r.item, r) for r in singles + pairs] + [(f"ranking:{r.item}", r) for r in ranking]
@@ -155,7 +159,7 @@ def measure(half: str) -> str:
         if mark(v, thresholds).decision == "auto":
             auto += 1
             agree += all(correct.values())
-    lines = [f"{half} half with the shipped thresholds (target {thresholds.target:.0%}, delta {thresholds.delta:g}): "
+    lines = [f"{'the held-out set' if half == 'heldout' else half + ' half'} with the shipped thresholds (target {thresholds.target:.0%}, delta {thresholds.delta:g}): "
              f"turns auto {auto} of {len(rows)} ({_pct(auto / len(rows))}), agreeing with the labels "
              f"{_pct(agree / auto if auto else None)}"]
     for kind, us in units.items():
@@ -193,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if the package files differ from the fit")
     ap.add_argument("--export", type=Path, default=None, help="also write the development turns as items and labels here")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures as JSON here")
-    ap.add_argument("--measure", choices=["dev", "test"], default=None,
-                    help="fit nothing: the shipped files on this half, figures only")
+    ap.add_argument("--measure", choices=["dev", "test", "heldout"], default=None,
+                    help="fit nothing: the shipped files on this half (or the held-out set), figures only")
     args = ap.parse_args(argv)
     if args.measure is not None:
         print(measure(args.measure))
