@@ -469,14 +469,6 @@ def _contradicts(golden: str, response: str, question: str) -> bool:
 # when looking for the word a value belongs to.
 _LINK = _STOP | set("between around about approximately roughly nearly almost over under since until till after "
                     "before during per each every for from at on in by to of am pm a.m p.m o'clock".split())
-# A token holding a value: digits with their separators ("9:30", "$279.99", "1,200"), a code
-# ("KLF03", "WH-1000XM4", "B32"), a number word (not "one": "this one is an oak").
-_NUMBER_WORDS_ALL = {w: k for k, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve "
-                                                  "thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split())}
-_NUMBER_WORDS_ALL.update({"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
-                          "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000, "dozen": 12})
-_VALUE_TOKEN = re.compile(r"[$£€]?[a-z]*\d[\w$£€:./,-]*|\b(?:" + "|".join(
-    k for k in _NUMBER_WORDS_ALL if k not in ("one", "dozen")) + r")\b", re.I)
 _TOKEN = re.compile(r"[$£€]?[\w'.:/,-]*\w|[$£€]?\w")
 # Questions asking for a value: a number, a time, a date, a price, a size, a code.
 _ASKS_VALUE = re.compile(
@@ -510,37 +502,30 @@ _CREATIVE_FORM = re.compile(r"[!?\"…]|\.\.\.|\n| / |\b(once upon|ahoy|arr+|hap
 
 
 class _Detail(NamedTuple):
-    """A concrete detail of an answer: a value (number, time, price, code) or a name, where it is."""
+    """A concrete detail of an answer: a whole value (values.py) or a name, where it stands in the
+    text as `values.canonical` gives it."""
 
-    key: str  # what identifies it ("1989", "9:30", "klf03", a name lower-cased)
+    key: str  # what identifies it: the value's kind and meanings, or the name lower-cased
     kind: str  # "value" or "name"
     start: int
     end: int
-
-
-def _value_key(token: str) -> str:
-    t = token.lower().rstrip(".,:/-")
-    if t in _NUMBER_WORDS_ALL:
-        return str(_NUMBER_WORDS_ALL[t])
-    t = re.sub(r"(?<=\d),(?=\d{3}\b)", "", t)  # 1,200 -> 1200
-    t = re.sub(r"(?<=\d)s$", "", t)  # "Air Force 1s", "the 1950s"
-    return re.sub(r"(?<![\d.])0+(?=\d)", "", t) if t[:1].isdigit() else t  # 09:05 and 9:05 alike
+    value: values.Value | None = None
 
 
 _NOT_NAMES = frozenset({"am", "pm", "a.m", "p.m", "ok", "okay"})
+_NUMERIC = re.compile(r"[$£€]?\d[\w$£€:./,-]*")  # a token that is (part of) a value, skipped as a word
 
 
-def _details(text: str) -> list[_Detail]:
-    """The values and names of a text, in order of appearance."""
-    found = [_Detail(_value_key(m.group(0)), "value", m.start(), m.start() + len(m.group(0).rstrip(".,:/-")))
-             for m in _VALUE_TOKEN.finditer(text)]
-    wanted = sorted((n for n in _entities(text) if n not in _NOT_NAMES
+def _details(t: str) -> list[_Detail]:
+    """The values and names of a canonical text (`values.canonical`), in order of appearance."""
+    found = [_Detail(f"{v.kind}:{sorted(map(str, v.meanings))}", "value", v.start, v.end, v) for v in values.values(t)]
+    wanted = sorted((n for n in _entities(t) if n not in _NOT_NAMES
                      and not (any(ch.isdigit() for ch in n) and len(n.split()) == 1)),  # a code alone is a value
                     key=len, reverse=True)
     if wanted:  # where each name first stands, in one pass over the text
         seen: set[str] = set()
-        for m in re.finditer(r"(?<!\w)(?:" + "|".join(map(re.escape, wanted)) + r")(?!\w)", text.lower()):
-            if m.group(0) not in seen:
+        for m in re.finditer(r"(?<!\w)(?:" + "|".join(map(re.escape, wanted)) + r")(?!\w)", t.lower()):
+            if m.group(0) not in seen and not any(d.start <= m.start() < d.end for d in found):
                 seen.add(m.group(0))
                 found.append(_Detail(m.group(0), "name", m.start(), m.end()))
     return sorted(found, key=lambda d: d.start)
@@ -564,7 +549,7 @@ def _attached(text: str, d: _Detail) -> set[str]:
     for side in (_TOKEN.findall(before_text)[::-1][:4], _TOKEN.findall(after_text)[:3]):
         for w in side:
             w = w.lower().strip("'.,:/-")
-            if not w or w in _LINK or _VALUE_TOKEN.fullmatch(w) or w in ("or", "and", "either"):
+            if not w or w in _LINK or _NUMERIC.fullmatch(w) or w in ("or", "and", "either"):
                 continue
             out.add(_stem(w))
             break
@@ -584,8 +569,8 @@ class _Asked(NamedTuple):
     question: str
     golden: str | None
     subjects: set[str]
-    q_values: set[str]
-    g_values: set[str]
+    q_values: list[values.Value]
+    g_values: list[values.Value]
     q_names: set[str]
     g_names: set[str]
     wants_value: bool  # the question asks for a value ("when", "how many", "what time")
@@ -595,8 +580,8 @@ class _Asked(NamedTuple):
 
 def _asked(question: str, golden: str | None) -> _Asked:
     q, g = normalize(question), normalize(golden) if golden else ""
-    values = [{d.key for d in _details(t) if d.kind == "value"} for t in (q, g)]
-    return _Asked(question, golden, _content(q) | _content(g), values[0], values[1], _entities(q), _entities(g),
+    given = [list(values.values(t)) for t in (q, g)]
+    return _Asked(question, golden, _content(q) | _content(g), given[0], given[1], _entities(q), _entities(g),
                   bool(_ASKS_VALUE.search(q)), bool(_NAME_ASKED.search(q)), bool(_ASKS_OPTIONS.search(q)))
 
 
@@ -609,10 +594,10 @@ def _bears_on(d: _Detail, text: str, asked: _Asked) -> bool:
     question or golden response, or, without a golden response, when the question asks for a name.
     What the question itself gives (its own values and names, repeated) tells nothing. (The one place
     that decides relevance: a typed values module can take it over.)"""
-    if d.kind == "value":
-        if d.key in asked.q_values:
+    if d.value is not None:
+        if values.matches(d.value, asked.q_values):
             return False
-        if d.key in asked.g_values:
+        if values.matches(d.value, asked.g_values):
             return True
         said_of = _attached(text, d)
         if said_of:
@@ -634,7 +619,7 @@ def _weight(d: _Detail, asked: _Asked) -> float:
     asking for neither weighs every detail 1."""
     if not (asked.wants_value or asked.wants_name):
         return 1.0
-    if d.kind == "value" and (d.key[:1].isalpha() or re.search(r"\d[a-z]+\d", d.key)):
+    if d.value is not None and d.value.kind == values.CODE:
         return 1.0  # a code
     return 1.0 if (asked.wants_value and d.kind == "value") or (asked.wants_name and d.kind == "name") else 0.5
 
@@ -646,7 +631,7 @@ def _helpfulness(asked: _Asked, text: str) -> float:
     offered for a request of suggestions are not a hedge: "a Pinot Noir or a Sauvignon Blanc" for
     what would go with it; a list of names is a list: "Honda, Toyota and Lexus"). An answer that
     declines and says where to find the answer, or how to get it, gets one more."""
-    t = normalize(text)
+    t = values.canonical(normalize(text))  # the positions of its values are in this text
     groups: list[list[_Detail]] = []
     for d in _details(t):
         prev = groups[-1][-1] if groups else None

@@ -154,7 +154,7 @@ _PRICE_AFTER = re.compile(r"(?<![\d.,])" + _AMOUNT + r"\s?(?P<cur>[$£€¥₹�
 # tail of digits or capitals after a space ("7hx 429", "AB12 CDE")
 _CODE = re.compile(r"(?<![\w-])(?P<c>[A-Za-z0-9]{1,12}(?:-[A-Za-z0-9]{1,8}){0,3})(?P<tail>\s(?:\d{2,4}|[A-Z]{2,3})(?![\w:-]|[.,]\d))?(?![\w-])")
 _PLATE = re.compile(r"(?<![\w])(?P<c>[A-Z]{1,3}\d{1,4}\s[A-Z]{1,3}|[A-Z]{2}\d{2}\s[A-Z]{3}|\d{1,3}\s?[A-Z]{3}\s?\d{1,4})(?![\w])")
-_NUMBER = re.compile(r"(?<![\w.,])(?P<n>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:[.,]\d+)?)(?:st|nd|rd|th)?(?![\w]|[.,]\d)")
+_NUMBER = re.compile(r"(?<![\w.,])(?P<n>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:[.,]\d+)?)(?:st|nd|rd|th|'?s)?(?![\w]|[.,]\d)")
 _SMALL_WORD = re.compile(r"\b(?P<w>a dozen|a couple of|a pair of|zero|one|two|three|four|five|six|seven|eight|nine|"
                          r"ten|eleven|twelve|single|dozen|no|none)\b", re.I)
 _ORDINAL_WORD = re.compile(r"\b(?P<w>" + "|".join(_ORDINALS) + r")\b", re.I)
@@ -176,7 +176,7 @@ _UNIT_ALIASES = {
     "mins": "minute", "min": "minute", "seconds": "second", "second": "second", "secs": "second", "s": "second",
     "days": "day", "day": "day", "weeks": "week", "months": "month", "th": None, "st": None, "nd": None, "rd": None,
 }
-_FILLER = frozenset("a an the of about around roughly approximately nearly almost over under just only some "
+_FILLER = frozenset("of about around roughly approximately nearly almost over under just only some "
                     "more than less fewer exactly at least most big small large little new old other tall "
                     "red orange yellow green blue purple pink brown black white grey gray".split())
 _NOT_A_UNIT = frozenset("and or but to from is are was were be it its this that these those in on at by for with as "
@@ -275,10 +275,17 @@ def _number_value(text: str) -> float | str:
         return t
 
 
+def canonical(text: str) -> str:
+    """The text as `values` reads it (number words as digits, dashes plain): the values' `start` and
+    `end` are positions in it."""
+    return digits_for_words(_plain(text))
+
+
 @lru_cache(maxsize=8192)
 def values(text: str) -> tuple[Value, ...]:
-    """Every typed value the text states, in order, each marked negated or alternative."""
-    t = digits_for_words(_plain(text))
+    """Every typed value the text states, in order, each marked negated or alternative; positions are
+    in `canonical(text)`."""
+    t = canonical(text)
     found: list[Value] = []
     taken = bytearray(len(t) + 1)  # characters already part of a value: each value is found once, whole
 

@@ -133,3 +133,10 @@ def test_a_response_at_the_size_limit_of_values_is_read_whole():
 def test_counts_in_other_languages(text, lang, count):
     assert values.language(text) == lang
     assert [v.meanings for v in values.values(text)] == [frozenset({count})]
+
+
+def test_plural_numerals_and_articles():
+    assert [v.meanings for v in values.values("They're Nike Air Force 1s.")] == [frozenset({1.0})]
+    assert [v.meanings for v in values.values("the 1950s")] == [frozenset({1950.0})]
+    # "a pair of the Nike ..." counts no Nikes
+    assert not [v for v in values.values("a pair of the Nike Air Force 1 model") if v.meanings == frozenset({2.0})]
