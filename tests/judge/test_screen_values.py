@@ -1,5 +1,5 @@
-"""Values on screen compared whole (issue 21, on-screen text classes 1-4), with the real OCR and the
-real reference judge.
+"""Values on screen compared whole (values read by their parts, claims contradicting the screen, a
+value shown elsewhere, bare yes and no), with the real OCR and the real reference judge.
 
 Each clip (tests/judge/screens.py) shows a value beside distractor text that shares parts of it: a
 clock at 06:41:49 beside "HUMIDITY 46%", a door plate "ROOM 404" beside "Call 555-0199", gate "B32"
