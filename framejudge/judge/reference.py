@@ -184,7 +184,8 @@ def _candidates(text: str) -> str | None:
     if hedged:
         start = max(t.rfind(c, 0, hedged.start()) for c in ".!?;:") + 1
         ends = [i for i in (t.find(c, hedged.end()) for c in ".!?;") if i >= 0]
-        return t[start:min(ends) if ends else len(t)].strip()
+        offered = t[start:min(ends) if ends else len(t)].strip()
+        return offered if len(offered) <= 160 else offered[:157].rstrip() + "..."
     found = names.spans(t)
     for (_, end, first), (start, _, second) in zip(found, found[1:]):
         between = t[end:start]
@@ -849,11 +850,11 @@ def _grade(rubric: Rubric, item: Item, turn_index: int, response: str,
     margin (`Decided.margin`)."""
     category, why, path, margin = grade_response(rubric, item, turn_index, response)
     if not reads or category in (Category.error_message, Category.missing) or not normalize(response):
-        return ResponseGrade(category=category, rationale=why), None, path, margin  # a refusal to read claims nothing
+        return ResponseGrade(category=category, rationale=why[:2000]), None, path, margin  # a refusal to read claims nothing
     turn = item.turns[turn_index]
     check = check_answer(turn.question, response, reads, turn.golden)
     if check is None:
-        return ResponseGrade(category=category, rationale=why), None, path, margin
+        return ResponseGrade(category=category, rationale=why[:2000]), None, path, margin
     by_screen = Category.successful if check.states_screen else Category.not_successful
     rationale = check.reason()
     if by_screen is not category:

@@ -326,3 +326,12 @@ def test_rank_pair_mirrors_whatever_the_categories():
 ])
 def test_focus_contractions_and_names(question, golden, response, expected):
     assert grade_response(RUBRIC, single(question, response, golden), 0, response)[0] is expected
+
+
+def test_a_list_of_candidates_at_the_size_limit_is_graded_with_a_short_reason():
+    """The reason quotes the candidates offered, cut short: a 20,000-character list of guesses once made
+    a rationale longer than a verdict may hold (the judge failed instead of grading)."""
+    response = ("Big Ben, or maybe Tower Bridge " * 700)[:20000]
+    item = single("What is this building?", response, "This is Big Ben in London.")
+    j = ReferenceJudge().decide(RUBRIC, item, 0)
+    assert j.response_a.category is Category.not_successful and len(j.response_a.rationale) < 400
