@@ -12,15 +12,16 @@ shows and none of them was read.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from ..schema import ReadText
 from . import names, values
 from .eyes import normalise
 
 TIME, NUMBER, WORDS = "time", "number", "words"
+T = TypeVar("T")
 
 _PRIVATE = re.compile(
     r"\b(licen[cs]e plate|number plate|plate number|card number|credit card|debit card|phone number|"
@@ -240,10 +241,7 @@ def check_answer(question: str, answer: str, reads: Sequence[ReadText], golden: 
     stated: ScreenCheck | None = None
     other: ScreenCheck | None = None
     if claims and showing:
-        view = showing
-        if last or first:
-            when = (max if last else min)(r.timestamp for r, _ in showing)
-            view = [(r, vs) for r, vs in showing if r.timestamp == when]
+        view = _at_the_edge(showing, lambda line: line[0].timestamp, last, first)
         on_view = [v for _, vs in view for v in vs]
         result = values.compare(claims, on_view, exhaustive=True)
         if last or first:  # a claim never read may lie between the frames: only an earlier value is wrong
@@ -277,6 +275,15 @@ def check_answer(question: str, answer: str, reads: Sequence[ReadText], golden: 
     return other or stated
 
 
+def _at_the_edge(lines: list[T], when: Callable[[T], float], last: bool, first: bool) -> list[T]:
+    """For a question about the last (first) value shown, the lines of the latest (earliest) frame
+    that shows one; otherwise all of them."""
+    if not (last or first):
+        return lines
+    edge = (max if last else min)(when(line) for line in lines)
+    return [line for line in lines if when(line) == edge]
+
+
 def _distinct(lines: Sequence[ReadText]) -> tuple[ReadText, ...]:
     return tuple({id(r): r for r in lines}.values())
 
@@ -291,10 +298,7 @@ def _check_words(question: str, answer: str, reads: Sequence[ReadText], last: bo
     showing = [r for r in reads if _alpha(r.text)]
     if not claims or not showing:
         return None, None
-    view = showing
-    if last or first:
-        when = (max if last else min)(r.timestamp for r in showing)
-        view = [r for r in showing if r.timestamp == when]
+    view = _at_the_edge(showing, lambda r: r.timestamp, last, first)
     stated = other = None
     for shown, words, quoted in claims:
         hits = [r for r in view if _matches_words(words, r)]

@@ -50,10 +50,6 @@ class Value:
     negated: bool = False  # stated as not so
     alternative: bool = False  # offered as one of several ("30, 50 or 70")
 
-    @property
-    def asserted(self) -> bool:
-        return not self.negated and not self.alternative
-
 
 # ----------------------------------------------------------------------------- normalising
 
@@ -102,12 +98,11 @@ def digits_for_words(text: str) -> str:
         out = alpha2digit(text, lang) if lang == "en" else alpha2digit(text, lang, threshold=0)
     except Exception:  # noqa: BLE001 - a converter's failure leaves the words as they are
         return text
-    # Keep the text's length-independent shape: the converter may change spacing around numbers.
     return out
 
 
 _SMALL = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-          "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "single": 1, "dozen": 12, "couple": 2,
+          "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "single": 1, "dozen": 12,
           "a dozen": 12, "a couple of": 2, "a pair of": 2, "no": 0, "none": 0}
 _ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
              "ninth": 9, "tenth": 10}
