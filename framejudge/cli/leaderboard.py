@@ -30,7 +30,9 @@ JudgesPath = Annotated[Optional[Path], typer.Option("--judges", help="judges fil
                                                     envvar="FRAMEJUDGE_JUDGES_FILE")]
 RubricRef = Annotated[str, typer.Option(help="rubric id or file", envvar="FRAMEJUDGE_RUBRIC")]
 Frames = Annotated[int, typer.Option("-n", "--frames", help="frame budget per turn")]
-Swap = Annotated[bool, typer.Option("--swap/--no-swap", help="grade every battle in both orders")]
+Swap = Annotated[Optional[bool], typer.Option("--swap/--no-swap", help="grade every battle in both orders "
+                                                                      "[default: on, as for a job of battle items]",
+                                             show_default=False)]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")]
 MediaRoot = Annotated[Optional[Path], typer.Option(help="relative video paths are under here (default: the first "
                                                         "items file's folder)")]
@@ -53,7 +55,7 @@ def parse_named(named: Optional[list[str]]) -> list[tuple[str, Path]]:
 
 
 def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_base: Optional[str],
-                  judges_file: Optional[Path], rubric: str, frames: int, swap: bool, no_cache: bool,
+                  judges_file: Optional[Path], rubric: str, frames: int, swap: Optional[bool], no_cache: bool,
                   media_root: Optional[Path], concurrency: Optional[int], regrade: bool, yes: bool) -> list[Any]:
     """Grade the plan's battles into `battles` as `framejudge grade` grades items (resuming it),
     with its progress; the file's records afterwards."""
@@ -62,6 +64,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     from ..files import OutputError, check_output, first_problem
     from ..frame_sampler import InvalidRequest, make_params
     from ..judge import Grader, ItemsError, JudgeSpecError, read_records
+    from ..leaderboard.plan import battle_options
     from ..rubrics import RubricError, get_rubric
     from ..runner.judges import Judges, JudgesFileError
     from ..runner.local import planned_calls
@@ -85,7 +88,8 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
             raise ItemsError(f"--media-root {media_root}: " + ("not a folder" if media_root.exists() else "no such folder"))
         if the_judge.backend != "reference" and not (no_cache and os.environ.get("FRAMEJUDGE_NO_CACHE")):
             check_cache_folder("pass --no-cache and set FRAMEJUDGE_NO_CACHE=1 to use neither cache")
-        grader = Grader(the_judge, the_rubric, GradeOptions(sampler=params, swap=swap, cache=not no_cache),
+        grader = Grader(the_judge, the_rubric, battle_options(GradeOptions(sampler=params, swap=swap,
+                                                                          cache=not no_cache)),
                         media_root=media_root or inputs[0].resolve().parent)
         resume = plan.restrict(plan_resume(grader, items, battles, regrade=regrade))
         if resume.superseded:
@@ -160,7 +164,7 @@ def leaderboard(
     judges_file: JudgesPath = None,
     rubric: RubricRef = "video-qa",
     frames: Frames = 8,
-    swap: Swap = True,
+    swap: Swap = None,
     no_cache: NoCache = False,
     media_root: MediaRoot = None,
     concurrency: Concurrency = None,
@@ -297,7 +301,7 @@ def compare(
     judges_file: JudgesPath = None,
     rubric: RubricRef = "video-qa",
     frames: Frames = 8,
-    swap: Swap = True,
+    swap: Swap = None,
     no_cache: NoCache = False,
     media_root: MediaRoot = None,
     concurrency: Concurrency = None,
