@@ -161,3 +161,35 @@ def test_a_job_of_battle_items_grades_both_orders_as_the_cli_does(tmp_path):
         plain = client.post("/v1/jobs", json=[{"id": "x", "turns": [{"question": "q?", "response_a": "a",
                                                                       "response_b": "b"}]}], headers=auth)
         assert plain.json()["options"]["swap"] is None  # other jobs keep the judge's default
+
+
+def test_a_board_on_one_item_draws_its_page_and_ties_share_a_rank(tmp_path):
+    # one item, three models, every pair: one bootstrap cluster, so every replicate is the same and
+    # each strength's interval is one value (up to the fits' rounding); alpha and gamma give the
+    # same answer, so they are exactly as strong
+    from framejudge.leaderboard.inputs import load_lineup
+    from framejudge.leaderboard.plan import model_pairs, plan_battles
+    from tests.leaderboard.lineups import plain_items, responses_file
+
+    answers = responses_file(tmp_path / "answers.jsonl", plain_items(1), {
+        "alpha": lambda i, k, t: f"The number {i}.", "beta": lambda i, k, t: f"The number {i + 1}.",
+        "gamma": lambda i, k, t: f"The number {i}."})
+    lineup = load_lineup([answers])
+    rows = [it.model_dump(mode="json", exclude_none=True)
+            for it in plan_battles(lineup, model_pairs(lineup.models, all_pairs=True)).items]
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", upload_dir=tmp_path / "uploads")
+    engine = engine_for(settings.database_url)
+    auth = {"Authorization": f"Bearer {create_key(engine, ['grade'])}"}
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        job = client.post("/v1/jobs", json=rows, headers=auth).json()
+        _wait(client, job["id"], auth)
+        built = client.post("/v1/leaderboards", json={"job_id": job["id"], "replicates": 20}, headers=auth)
+        assert built.status_code == 201, built.text
+        models = {m["model"]: m for m in built.json()["board"]["models"]}
+        for m in models.values():
+            s = m["strength"]
+            assert s["low"] == s["high"] == s["estimate"] or s["low"] <= s["estimate"] <= s["high"]
+        assert models["alpha"]["rank"] == models["gamma"]["rank"]
+        assert sorted(m["rank"] for m in models.values()) in ([1, 1, 3], [1, 2, 2])
+        page = client.get(f"/v1/leaderboards/{built.json()['id']}/page", headers=auth)
+        assert page.status_code == 200 and 'id="strength-plot"' in page.text
