@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -672,10 +673,14 @@ def serve(
     from ..runner.judges import JudgesFileError
     from ..service.app import create_app
 
+    from ..db import shown_url
+    from ..service.store import list_keys
+
+    Serving = _serving()
     if not 0 <= port <= 65535:
         fail(f"--port: {port} is not a TCP port (0 to 65535)")
     settings = service_settings()
-    service_database(settings.database_url)
+    engine = service_database(settings.database_url)
     check_cache_folder()
     try:
         app = create_app(settings)
@@ -686,7 +691,45 @@ def serve(
         sock = socket.create_server((host, port), family=family)
     except OSError as exc:
         fail(f"--host/--port: cannot listen on {host} port {port}: {exc.strerror or exc}")
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    bound_host, bound_port = sock.getsockname()[:2]
+    url = f"http://{f'[{bound_host}]' if ':' in bound_host else bound_host}:{bound_port}"
+    active = sum(not k.revoked for k in list_keys(engine))
+    err.print(f"framejudge serve: {url} (API docs at {url}/docs)", highlight=False, soft_wrap=True)
+    err.print(f"database: {shown_url(settings.database_url)}; jobs are graded "
+              + ("here and by any `framejudge worker`" if settings.run_worker else
+                 "by `framejudge worker` processes only (FRAMEJUDGE_SERVICE_WORKER=0)"), highlight=False, soft_wrap=True)
+    if active:
+        err.print(f"API keys: {active} active (`framejudge keys list`)", highlight=False, soft_wrap=True)
+    else:
+        err.print(flagged("note:", "yellow", "no active API key: requests that need one are refused (401); make one with "
+                          "`framejudge keys create --scope grade` (same FRAMEJUDGE_SERVICE_DB)"),
+                  highlight=False, soft_wrap=True)
+    err.print("Ctrl-C or SIGTERM stops it (the items being graded are finished first)", highlight=False)
+    Serving(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    err.print(f"framejudge serve: stopped ({url})", highlight=False, soft_wrap=True)
+
+
+def _serving() -> type:
+    import contextlib
+    import signal
+
+    import uvicorn
+
+    class Serving(uvicorn.Server):
+        """uvicorn's server, stopping gracefully on SIGINT or SIGTERM as it does, then returning
+        (uvicorn raises the signal again once stopped, which ends the process before `serve` can
+        say that it stopped)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return Serving
 
 
 @app.command()
@@ -813,7 +856,23 @@ def mcq_score(
                                                                     for row in report.rows))])
 
 
+def plain_warnings() -> None:
+    """framejudge's own warnings (a damaged video's, from sampling) as one plain `warning:` line
+    each, like the CLI's other notes; Python's own format (file, line, source) stays for others."""
+    python_format = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        if category.__module__.startswith("framejudge."):
+            err.print(flagged("warning:", "yellow", str(message)), highlight=False, soft_wrap=True)
+        else:
+            python_format(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
 def main() -> None:
+    plain_warnings()
     try:
         app()
     except KeyboardInterrupt:

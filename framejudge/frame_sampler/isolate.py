@@ -80,7 +80,9 @@ def _sample_in_worker(path: str, params: SamplerParams, cache_dir: str | None, l
     if cache_dir is not None:
         cache = _CACHES.get(cache_dir) or _CACHES.setdefault(cache_dir, FrameCache(cache_dir))
     try:
-        return sample_frames(path, params, cache=cache, limits=limits)
+        with warnings.catch_warnings():  # they travel on the result; the caller warns, once
+            warnings.simplefilter("ignore", SamplingWarning)
+            return sample_frames(path, params, cache=cache, limits=limits)
     except MemoryError:
         _spent = True
         raise

@@ -42,3 +42,25 @@ def test_summary_json_on_stdout_parses(tmp_path, status_error):
         assert summary["turns_graded"] == 3
     else:
         assert summary["turns_graded"] == 0 and sum(summary["errors"].values()) == 3
+
+
+def test_a_sampling_warning_is_one_plain_line_once(tmp_path, clips):
+    # the damaged clip is decoded in a decoding process: its warning comes back on the result and
+    # is said once, as the CLI's other notes, without Python's file, line and source
+    import shutil
+
+    shutil.copy(clips["truncated"], tmp_path / "truncated.mp4")
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"id": "t", "video": "truncated.mp4", "turns": [{
+        "question": "What is shown?", "response_a": "A barcode.", "response_b": "Nothing."}]}) + "\n")
+    with ModelServer() as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out", str(tmp_path / "v.jsonl"),
+             "--judge", "litellm:openai/bench-vlm", "--api-base", server.base_url, "--yes", "--no-cache",
+             "--no-swap", "-n", "2"],
+            capture_output=True, text=True, timeout=300, cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "container damaged" in line]
+    assert len(said) == 1 and said[0].startswith(f"warning: {tmp_path / 'truncated.mp4'}: container damaged after")
+    assert "SamplingWarning" not in proc.stderr and ".py:" not in proc.stderr
