@@ -272,7 +272,7 @@ def check_battle_job(items: Sequence[Item], options: GradeOptions) -> GradeOptio
     """A job's options, its battle items checked first as a leaderboard reads them back (a
     PlanError naming the item, before anything is graded); a job of battle items only is graded
     as battles are (`battle_options`)."""
-    found = [it for it in items if BATTLE_KEY in it.metadata]
+    found = [it for it in items if isinstance(it.metadata.get(BATTLE_KEY), dict)]  # those that say they are battles
     if not found:
         return options
     battles_from_items(found)
@@ -300,8 +300,8 @@ def battles_from_items(items: Iterable[Item]) -> list[Battle]:
             raise PlanError(f"{where}: turn {turns[0]} is past the end of item {meta.item!r}, a single_turn item "
                             "(its one turn is turn 0)")
         if not item.pairwise:
-            raise PlanError(f"{where}: has no response_b: a battle item holds {a!r}'s answers as response_a and "
-                            f"{b!r}'s as response_b")
+            raise PlanError(f"{where}: has no response_b: a battle item holds the answers of {a!r} as response_a "
+                            f"and those of {b!r} as response_b")
         try:
             source = ModelItem(id=meta.item, video=item.video, task_type=item.task_type, domain=item.domain,
                                expression=item.expression,
