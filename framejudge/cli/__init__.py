@@ -670,10 +670,9 @@ def serve(
 
     import uvicorn
 
+    from ..db import shown_url
     from ..runner.judges import JudgesFileError
     from ..service.app import create_app
-
-    from ..db import shown_url
     from ..service.store import list_keys
 
     Serving = _serving()
