@@ -28,7 +28,7 @@ from ..problems import ProblemError
 from ..jobs import job_items, job_records
 from ..store import ApiKey, CalibrationRun, check_key, save_calibration
 from .alignments import AlignRequest, Alignment, aligned_rubric_file, alignments, calibration_judge, run_alignment
-from .decide import DecisionError, DecisionRequest, from_form, make_decision
+from .decide import DecisionError, DecisionRequest, from_form, make_decision, rated_fields
 from .frames import unit_frames
 from .queue import REASONS, STATES, Filters, Unit, build_units, neighbours, slices, state_of
 from .sessions import (COOKIE, PATH, SIGN_IN_COOKIE, CsrfRefused, Reviewer, SignInNeeded, check_csrf, may_review,
@@ -248,7 +248,7 @@ async def _unit(request: Request, queue: Queue, unit: Unit, who: Reviewer, filte
                  previous=unit_url(run_id, previous, filters), next=unit_url(run_id, following, filters),
                  to_decide=unit_url(run_id, to_decide, filters), queue=queue_url(run_id, filters),
                  toggle_blind=unit_url(run_id, unit, replace(filters, blind=not filters.blind)),
-                 annotators=list(unit.humans))
+                 annotators=list(unit.humans), adoptable=rated_fields(unit))
 
 
 @pages.post(PATH + "/{run_id}/decide")
