@@ -691,7 +691,8 @@ def serve(
         sock = socket.create_server((host, port), family=family)
     except OSError as exc:
         fail(f"--host/--port: cannot listen on {host} port {port}: {exc.strerror or exc}")
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    # forwarded headers are believed only from FRAMEJUDGE_TRUSTED_PROXIES, by the app itself
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", proxy_headers=False)).run(sockets=[sock])
 
 
 @app.command()
