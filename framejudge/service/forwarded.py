@@ -37,8 +37,8 @@ def client_address(request: Request, trusted: Sequence[Network]) -> str:
     hops = [h.strip() for h in ",".join(request.headers.getlist("x-forwarded-for")).split(",") if h.strip()]
     for hop in reversed(hops):
         if not _trusted(hop, trusted):
-            return hop
-    return hops[0] if hops else peer
+            return hop[:64]  # the header is the client's text: a bucket key, not a store of it
+    return hops[0][:64] if hops else peer
 
 
 def over_https(request: Request, trusted: Sequence[Network]) -> bool:

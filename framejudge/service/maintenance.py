@@ -47,9 +47,11 @@ def waiting_jobs(s: Session, upload: Upload) -> list[str]:
 
 
 def calibrations_naming(s: Session, upload: Upload) -> list[str]:
-    """The stored calibrations (and review queues) whose inputs name this upload: by its id as the
-    client gave it, or by its server path (a job's items, resolved)."""
+    """The stored calibrations (and review queues) of the upload's own key whose inputs name this
+    upload: by its id as the client gave it, or by its server path (a job's items, resolved). Another
+    key's calibration cannot show it (its videos resolve for that key), so it cannot keep it either."""
     inputs = CalibrationRun.inputs_json
     return list(s.scalars(select(CalibrationRun.id).where(
+        CalibrationRun.key_id == upload.key_id,
         inputs.contains(f'"{UPLOAD_PREFIX}{upload.id}"') | inputs.contains(upload.stored_as))
         .order_by(CalibrationRun.id)))
