@@ -90,7 +90,7 @@ def _wait(client, job_id, auth):
         time.sleep(0.05)
 
 
-def test_battle_items_that_are_not_one_plans_battles_are_refused_naming_the_item(tmp_path):
+def test_battle_items_that_are_not_one_plans_battles_are_refused_naming_the_item(tmp_path, database_url):
     from framejudge.schema import GradeOptions, Item
     from framejudge.service.jobs import create_job
 
@@ -123,7 +123,7 @@ def test_battle_items_that_are_not_one_plans_battles_are_refused_naming_the_item
                                         "is also battle item"),
         "an answer that differs": ([one, changed(other, other_answer)], other["id"], f"model {shared!r}'s answer"),
     }
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", upload_dir=tmp_path / "uploads")
+    settings = Settings(database_url=database_url, upload_dir=tmp_path / "uploads")
     engine = engine_for(settings.database_url)
     auth = {"Authorization": f"Bearer {create_key(engine, ['grade'])}"}
     with TestClient(create_app(settings)) as client:
@@ -144,9 +144,9 @@ def test_battle_items_that_are_not_one_plans_battles_are_refused_naming_the_item
             assert f"battle item {named!r}" in got.json()["detail"] and why in got.json()["detail"]
 
 
-def test_a_job_of_battle_items_grades_both_orders_as_the_cli_does(tmp_path):
+def test_a_job_of_battle_items_grades_both_orders_as_the_cli_does(tmp_path, database_url):
     rows = _battle_rows(tmp_path)
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", upload_dir=tmp_path / "uploads")
+    settings = Settings(database_url=database_url, upload_dir=tmp_path / "uploads")
     engine = engine_for(settings.database_url)
     auth = {"Authorization": f"Bearer {create_key(engine, ['grade'])}"}
     with TestClient(create_app(settings)) as client:
