@@ -174,6 +174,7 @@ def leaderboard(
     """Grade battles between models' answers to the same turns, then print their leaderboard."""
     from ..files import OutputError, check_output
     from ..leaderboard.plan import PlanError, model_pairs, outcomes, plan_battles
+    from ..leaderboard.stats import check_slice_keys
 
     named = parse_named(model)
     paths = list(items or [])
@@ -189,6 +190,10 @@ def leaderboard(
         fail(str(exc))
     lineup = load_inputs(paths, named)
     warn_unanswered(lineup)
+    try:  # before anything is graded: a slice key the battles cannot have
+        check_slice_keys(by or [], {k for it in lineup.items for k in it.metadata})
+    except ValueError as exc:
+        fail(f"--{exc}")
     try:
         the_pairs = model_pairs(lineup.models, baseline, all_pairs=pairs is Pairs.all)
         plan = plan_battles(lineup, the_pairs, budget=budget, seed=seed, baseline=baseline or lineup.models[0])

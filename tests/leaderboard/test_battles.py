@@ -266,3 +266,16 @@ def test_a_board_on_one_item_prints_and_draws_its_page(tmp_path):
     rows = {m["model"]: m for m in json.loads(out.read_text())["models"]}
     assert all(m["strength"]["low"] <= m["strength"]["estimate"] <= m["strength"]["high"] for m in rows.values())
     assert rows["alpha"]["rank"] == rows["gamma"]["rank"]
+
+
+def test_a_slice_key_the_battles_cannot_have_is_refused_before_grading(tmp_path):
+    from tests.leaderboard.lineups import plain_items
+
+    answers = responses_file(tmp_path / "answers.jsonl", plain_items(2), {
+        "alpha": lambda i, k, t: f"The number {i}.", "beta": lambda i, k, t: f"The number {i + 1}."})
+    for by, words in ((["lang"], "--by: no battle has a field 'lang' (domain, task_type, or a metadata field: "
+                                 "source)"), (["domain", "domain"], "--by: 'domain' is given twice")):
+        proc = cli("leaderboard", answers, "--battles", tmp_path / "battles.jsonl",
+                   *[a for key in by for a in ("--by", key)])
+        refused(proc, words)
+        assert not (tmp_path / "battles.jsonl").exists()  # nothing graded
