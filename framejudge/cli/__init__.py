@@ -237,9 +237,9 @@ def grade(
     blind: Annotated[bool, typer.Option(help="blind control: grade again without frames")] = False,
     concurrency: Annotated[Optional[int], typer.Option(
         help="model calls in flight at the start (then adapted to the endpoint); items at once for judges "
-             "without an endpoint [default: the judges file's, else 8; 4 items]")] = None,
+             "without an endpoint (default: the judges file's, else 8; 4 items)")] = None,
     max_concurrency: Annotated[Optional[int], typer.Option(
-        help="model calls in flight never above this [default: the judges file's, else 32]")] = None,
+        help="model calls in flight never above this (default: the judges file's, else 32)")] = None,
     media_root: Annotated[Optional[Path], typer.Option(help="relative video paths are under here (default: the items file's folder)")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")] = False,
     regrade: Annotated[bool, typer.Option(
@@ -251,7 +251,7 @@ def grade(
         help="each video's sampling is limited to this many seconds in its decoding process")] = 600.0,
     decode_memory_mb: Annotated[int, typer.Option(help="memory cap per decoding process, MB (at least 256)")] = 4096,
     decode_workers: Annotated[Optional[int], typer.Option(
-        help="decoding processes, working while model calls wait [default: the CPU count]")] = None,
+        help="decoding processes, working while model calls wait (default: the CPU count)")] = None,
     triage_path: Annotated[Optional[Path], typer.Option(
         "--triage", help="a thresholds file from framejudge triage, or 'default': the reference judge's own, "
                          "earned on its development data (refused for other judges): mark every verdict auto or "
@@ -739,8 +739,8 @@ def _serving() -> type:
 
 @app.command()
 def worker(
-    max_in_flight: Annotated[Optional[int], typer.Option(help="items graded at once, at most [default: "
-                                                              "FRAMEJUDGE_WORKER_IN_FLIGHT, else 256]")] = None,
+    max_in_flight: Annotated[Optional[int], typer.Option(help="items graded at once, at most (default: "
+                                                              "FRAMEJUDGE_WORKER_IN_FLIGHT, else 256)")] = None,
 ) -> None:
     """Grade queued job items from the service's database, with no HTTP (run any number, on any
     machine that reaches the database and the videos). Same settings as `serve`

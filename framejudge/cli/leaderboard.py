@@ -30,14 +30,14 @@ JudgesPath = Annotated[Optional[Path], typer.Option("--judges", help="judges fil
                                                     envvar="FRAMEJUDGE_JUDGES_FILE")]
 RubricRef = Annotated[str, typer.Option(help="rubric id or file", envvar="FRAMEJUDGE_RUBRIC")]
 Frames = Annotated[int, typer.Option("-n", "--frames", help="frame budget per turn")]
-Swap = Annotated[Optional[bool], typer.Option("--swap/--no-swap", help="grade every battle in both orders "
-                                                                      "[default: on, as for a job of battle items]",
+Swap = Annotated[Optional[bool], typer.Option("--swap/--no-swap", help="grade every battle in both orders (on "
+                                                                      "unless --no-swap, as for a job of battle items)",
                                              show_default=False)]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")]
 MediaRoot = Annotated[Optional[Path], typer.Option(help="relative video paths are under here (default: the first "
                                                         "items file's folder)")]
-Concurrency = Annotated[Optional[int], typer.Option(help="model calls in flight at the start [default: the judges "
-                                                         "file's, else 8; 4 items]")]
+Concurrency = Annotated[Optional[int], typer.Option(help="model calls in flight at the start (default: the judges "
+                                                         "file's, else 8; 4 items)")]
 Regrade = Annotated[bool, typer.Option("--regrade", help="grade again the battles in --battles graded differently; "
                                                          "the old records move to <battles>.superseded.jsonl")]
 Yes = Annotated[bool, typer.Option("--yes", help="do not ask before spending tokens")]
@@ -146,7 +146,7 @@ def leaderboard(
     battles: Battles = Path("battles.jsonl"),
     model: Annotated[Optional[list[str]], typer.Option(
         "--model", help="NAME=FILE: FILE holds model NAME's answers as response_a (repeatable)")] = None,
-    baseline: Annotated[Optional[str], typer.Option(help="the model every other one meets [default: the first]")] = None,
+    baseline: Annotated[Optional[str], typer.Option(help="the model every other one meets (default: the first)")] = None,
     pairs: Annotated[Pairs, typer.Option(help="baseline: every model against the baseline; all: every pair")] = Pairs.baseline,
     budget: Annotated[Optional[int], typer.Option(help="at most this many battles, spread evenly over the pairs and "
                                                        "the items")] = None,
