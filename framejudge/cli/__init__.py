@@ -699,14 +699,15 @@ def serve(
     url = f"http://{f'[{bound_host}]' if ':' in bound_host else bound_host}:{bound_port}"
     active = sum(not k.revoked for k in list_keys(engine))
     err.print(f"framejudge serve: {url} (API docs at {url}/docs)", highlight=False, soft_wrap=True)
-    err.print(f"database: {shown_url(settings.database_url)}; jobs are graded "
-              + ("here and by any `framejudge worker`" if settings.run_worker else
-                 "by `framejudge worker` processes only (FRAMEJUDGE_SERVICE_WORKER=0)"), highlight=False, soft_wrap=True)
+    graded_by = ("here and by any `framejudge worker`" if settings.run_worker else
+                 "by `framejudge worker` processes only (FRAMEJUDGE_SERVICE_WORKER=0)")
+    err.print(f"database: {shown_url(settings.database_url)}; jobs are graded {graded_by}", highlight=False,
+              soft_wrap=True)
     if active:
         err.print(f"API keys: {active} active (`framejudge keys list`)", highlight=False, soft_wrap=True)
     else:
-        err.print(flagged("note:", "yellow", "no active API key: requests that need one are refused (401); make one with "
-                          "`framejudge keys create --scope grade` (same FRAMEJUDGE_SERVICE_DB)"),
+        err.print(flagged("note:", "yellow", "no active API key: requests that need one are refused (401); make "
+                          "one with `framejudge keys create --scope grade` (same FRAMEJUDGE_SERVICE_DB)"),
                   highlight=False, soft_wrap=True)
     err.print("Ctrl-C or SIGTERM stops it (the items being graded are finished first)", highlight=False)
     # forwarded headers are believed only from FRAMEJUDGE_TRUSTED_PROXIES, by the app itself

@@ -126,8 +126,9 @@ def check_same_turn(k: int, mine: ModelTurn, into_where: str, theirs: ModelTurn,
     for model, b in theirs.responses.items():
         a = mine.responses.get(model)
         if a is not None and b is not None and a != b:
-            raise LineupError(f"{where}: item {item_id!r} turn {k}: model {model!r}'s answer differs from "
-                              f"{(answered_at or {}).get(model, into_where)} ({_shown(b)} here, {_shown(a)} there); a model gives one answer a turn")
+            there = (answered_at or {}).get(model, into_where)
+            raise LineupError(f"{where}: item {item_id!r} turn {k}: model {model!r}'s answer differs from {there} "
+                              f"({_shown(b)} here, {_shown(a)} there); a model gives one answer a turn")
 
 
 def _merge(into: ModelItem, into_where: str, other: ModelItem, where: str) -> None:

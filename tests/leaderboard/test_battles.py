@@ -273,8 +273,8 @@ def test_a_slice_key_the_battles_cannot_have_is_refused_before_grading(tmp_path)
 
     answers = responses_file(tmp_path / "answers.jsonl", plain_items(2), {
         "alpha": lambda i, k, t: f"The number {i}.", "beta": lambda i, k, t: f"The number {i + 1}."})
-    for by, words in ((["lang"], "--by: no battle has a field 'lang' (domain, task_type, or a metadata field: "
-                                 "source)"), (["domain", "domain"], "--by: 'domain' is given twice")):
+    for by, words in ((["lang"], ("--by: no battle has a field 'lang' (domain, task_type, or a metadata field: "
+                                  "source)")), (["domain", "domain"], "--by: 'domain' is given twice")):
         proc = cli("leaderboard", answers, "--battles", tmp_path / "battles.jsonl",
                    *[a for key in by for a in ("--by", key)])
         refused(proc, words)
