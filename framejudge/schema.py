@@ -777,6 +777,25 @@ class ReviewDecision(BaseModel):
 JUDGE_KINDS = ("reference", "litellm:", "transformers:")
 
 
+def http_base(value: str | None) -> str | None:
+    """An OpenAI-compatible server's address: http:// or https://, a host, an optional port and path
+    (a judges file's `api_base`, FRAMEJUDGE_API_BASE, --api-base)."""
+    if value is None:
+        return value
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or value != value.strip():
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        raise ValueError(f"{shown!r} is not a server's address: give http:// or https://, a host and an optional "
+                         "port and path (like http://localhost:8000/v1)")
+    return value
+
+
 class TokenPrice(BaseModel):
     """What a model costs, in place of litellm's price list (0 and 0 for a self-hosted model)."""
 
@@ -793,7 +812,8 @@ class JudgeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     spec: str = Field(min_length=1, max_length=500, description="reference, litellm:<model> or transformers:<path>")
-    api_base: str | None = Field(None, max_length=2000, description="a self-hosted OpenAI-compatible server")
+    api_base: Annotated[str | None, AfterValidator(http_base)] = Field(
+        None, max_length=2000, description="a self-hosted OpenAI-compatible server (http:// or https://)")
     api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=200,
                                     description="name of the environment variable holding the endpoint's key")
     concurrency: int = Field(8, ge=1, le=4096, description="calls in flight at the start (then adapted)")

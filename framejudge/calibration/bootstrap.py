@@ -7,13 +7,24 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterator, Sequence
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from .ratings import Ratings
 from .result import Coefficient
 
 
+def containing(estimate: float | None, low: float | None, high: float | None) -> tuple[float | None, float | None]:
+    """The bounds widened, where needed, to hold the estimate: a percentile interval can miss its
+    own estimate (every replicate agreeing up to rounding, or a skewed statistic), and an interval
+    always contains what it is an interval of."""
+    if estimate is None:
+        return low, high
+    return (None if low is None else min(low, estimate)), (None if high is None else max(high, estimate))
+
+
 class Interval(BaseModel):
+    """A coefficient's percentile bootstrap interval (widened, where needed, to hold the estimate)."""
+
     coefficient: str
     estimate: float | None
     low: float | None
@@ -23,6 +34,11 @@ class Interval(BaseModel):
     undefined_replicates: int
     resampled: str  # "units" or "clusters"
     undefined: str | None = None  # why the point estimate itself has no value
+
+    @model_validator(mode="after")
+    def _holds_estimate(self) -> Interval:
+        self.low, self.high = containing(self.estimate, self.low, self.high)
+        return self
 
 
 def groups_of(n_units: int, clusters: Sequence[Hashable] | None) -> list[list[int]]:

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -236,9 +237,9 @@ def grade(
     blind: Annotated[bool, typer.Option(help="blind control: grade again without frames")] = False,
     concurrency: Annotated[Optional[int], typer.Option(
         help="model calls in flight at the start (then adapted to the endpoint); items at once for judges "
-             "without an endpoint [default: the judges file's, else 8; 4 items]")] = None,
+             "without an endpoint (default: the judges file's, else 8; 4 items)")] = None,
     max_concurrency: Annotated[Optional[int], typer.Option(
-        help="model calls in flight never above this [default: the judges file's, else 32]")] = None,
+        help="model calls in flight never above this (default: the judges file's, else 32)")] = None,
     media_root: Annotated[Optional[Path], typer.Option(help="relative video paths are under here (default: the items file's folder)")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")] = False,
     regrade: Annotated[bool, typer.Option(
@@ -250,7 +251,7 @@ def grade(
         help="each video's sampling is limited to this many seconds in its decoding process")] = 600.0,
     decode_memory_mb: Annotated[int, typer.Option(help="memory cap per decoding process, MB (at least 256)")] = 4096,
     decode_workers: Annotated[Optional[int], typer.Option(
-        help="decoding processes, working while model calls wait [default: the CPU count]")] = None,
+        help="decoding processes, working while model calls wait (default: the CPU count)")] = None,
     triage_path: Annotated[Optional[Path], typer.Option(
         "--triage", help="a thresholds file from framejudge triage, or 'default': the reference judge's own, "
                          "earned on its development data (refused for other judges): mark every verdict auto or "
@@ -674,13 +675,16 @@ def serve(
 
     import uvicorn
 
+    from ..db import shown_url
     from ..runner.judges import JudgesFileError
     from ..service.app import create_app
+    from ..service.store import list_keys
 
+    Serving = _serving()
     if not 0 <= port <= 65535:
         fail(f"--port: {port} is not a TCP port (0 to 65535)")
     settings = service_settings()
-    service_database(settings.database_url)
+    engine = service_database(settings.database_url)
     check_cache_folder()
     try:
         app = create_app(settings)
@@ -691,14 +695,53 @@ def serve(
         sock = socket.create_server((host, port), family=family)
     except OSError as exc:
         fail(f"--host/--port: cannot listen on {host} port {port}: {exc.strerror or exc}")
+    bound_host, bound_port = sock.getsockname()[:2]
+    url = f"http://{f'[{bound_host}]' if ':' in bound_host else bound_host}:{bound_port}"
+    active = sum(not k.revoked for k in list_keys(engine))
+    err.print(f"framejudge serve: {url} (API docs at {url}/docs)", highlight=False, soft_wrap=True)
+    graded_by = ("here and by any `framejudge worker`" if settings.run_worker else
+                 "by `framejudge worker` processes only (FRAMEJUDGE_SERVICE_WORKER=0)")
+    err.print(f"database: {shown_url(settings.database_url)}; jobs are graded {graded_by}", highlight=False,
+              soft_wrap=True)
+    if active:
+        err.print(f"API keys: {active} active (`framejudge keys list`)", highlight=False, soft_wrap=True)
+    else:
+        err.print(flagged("note:", "yellow", "no active API key: requests that need one are refused (401); make "
+                          "one with `framejudge keys create --scope grade` (same FRAMEJUDGE_SERVICE_DB)"),
+                  highlight=False, soft_wrap=True)
+    err.print("Ctrl-C or SIGTERM stops it (the items being graded are finished first)", highlight=False)
     # forwarded headers are believed only from FRAMEJUDGE_TRUSTED_PROXIES, by the app itself
-    uvicorn.Server(uvicorn.Config(app, log_level="warning", proxy_headers=False)).run(sockets=[sock])
+    Serving(uvicorn.Config(app, log_level="warning", proxy_headers=False)).run(sockets=[sock])
+    err.print(f"framejudge serve: stopped ({url})", highlight=False, soft_wrap=True)
+
+
+def _serving() -> type:
+    import contextlib
+    import signal
+
+    import uvicorn
+
+    class Serving(uvicorn.Server):
+        """uvicorn's server, stopping gracefully on SIGINT or SIGTERM as it does, then returning
+        (uvicorn raises the signal again once stopped, which ends the process before `serve` can
+        say that it stopped)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return Serving
 
 
 @app.command()
 def worker(
-    max_in_flight: Annotated[Optional[int], typer.Option(help="items graded at once, at most [default: "
-                                                              "FRAMEJUDGE_WORKER_IN_FLIGHT, else 256]")] = None,
+    max_in_flight: Annotated[Optional[int], typer.Option(help="items graded at once, at most (default: "
+                                                              "FRAMEJUDGE_WORKER_IN_FLIGHT, else 256)")] = None,
 ) -> None:
     """Grade queued job items from the service's database, with no HTTP (run any number, on any
     machine that reaches the database and the videos). Same settings as `serve`
@@ -819,7 +862,23 @@ def mcq_score(
                                                                     for row in report.rows))])
 
 
+def plain_warnings() -> None:
+    """framejudge's own warnings (a damaged video's, from sampling) as one plain `warning:` line
+    each, like the CLI's other notes; Python's own format (file, line, source) stays for others."""
+    python_format = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        if category.__module__.startswith("framejudge."):
+            err.print(flagged("warning:", "yellow", str(message)), highlight=False, soft_wrap=True)
+        else:
+            python_format(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
 def main() -> None:
+    plain_warnings()
     try:
         app()
     except KeyboardInterrupt:

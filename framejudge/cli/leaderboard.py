@@ -30,12 +30,14 @@ JudgesPath = Annotated[Optional[Path], typer.Option("--judges", help="judges fil
                                                     envvar="FRAMEJUDGE_JUDGES_FILE")]
 RubricRef = Annotated[str, typer.Option(help="rubric id or file", envvar="FRAMEJUDGE_RUBRIC")]
 Frames = Annotated[int, typer.Option("-n", "--frames", help="frame budget per turn")]
-Swap = Annotated[bool, typer.Option("--swap/--no-swap", help="grade every battle in both orders")]
+Swap = Annotated[Optional[bool], typer.Option("--swap/--no-swap", help="grade every battle in both orders (on "
+                                                                      "unless --no-swap, as for a job of battle items)",
+                                             show_default=False)]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")]
 MediaRoot = Annotated[Optional[Path], typer.Option(help="relative video paths are under here (default: the first "
                                                         "items file's folder)")]
-Concurrency = Annotated[Optional[int], typer.Option(help="model calls in flight at the start [default: the judges "
-                                                         "file's, else 8; 4 items]")]
+Concurrency = Annotated[Optional[int], typer.Option(help="model calls in flight at the start (default: the judges "
+                                                         "file's, else 8; 4 items)")]
 Regrade = Annotated[bool, typer.Option("--regrade", help="grade again the battles in --battles graded differently; "
                                                          "the old records move to <battles>.superseded.jsonl")]
 Yes = Annotated[bool, typer.Option("--yes", help="do not ask before spending tokens")]
@@ -53,7 +55,7 @@ def parse_named(named: Optional[list[str]]) -> list[tuple[str, Path]]:
 
 
 def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_base: Optional[str],
-                  judges_file: Optional[Path], rubric: str, frames: int, swap: bool, no_cache: bool,
+                  judges_file: Optional[Path], rubric: str, frames: int, swap: Optional[bool], no_cache: bool,
                   media_root: Optional[Path], concurrency: Optional[int], regrade: bool, yes: bool) -> list[Any]:
     """Grade the plan's battles into `battles` as `framejudge grade` grades items (resuming it),
     with its progress; the file's records afterwards."""
@@ -62,6 +64,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     from ..files import OutputError, check_output, first_problem
     from ..frame_sampler import InvalidRequest, make_params
     from ..judge import Grader, ItemsError, JudgeSpecError, read_records
+    from ..leaderboard.plan import battle_options
     from ..rubrics import RubricError, get_rubric
     from ..runner.judges import Judges, JudgesFileError
     from ..runner.local import planned_calls
@@ -85,7 +88,8 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
             raise ItemsError(f"--media-root {media_root}: " + ("not a folder" if media_root.exists() else "no such folder"))
         if the_judge.backend != "reference" and not (no_cache and os.environ.get("FRAMEJUDGE_NO_CACHE")):
             check_cache_folder("pass --no-cache and set FRAMEJUDGE_NO_CACHE=1 to use neither cache")
-        grader = Grader(the_judge, the_rubric, GradeOptions(sampler=params, swap=swap, cache=not no_cache),
+        grader = Grader(the_judge, the_rubric, battle_options(GradeOptions(sampler=params, swap=swap,
+                                                                          cache=not no_cache)),
                         media_root=media_root or inputs[0].resolve().parent)
         resume = plan.restrict(plan_resume(grader, items, battles, regrade=regrade))
         if resume.superseded:
@@ -142,7 +146,7 @@ def leaderboard(
     battles: Battles = Path("battles.jsonl"),
     model: Annotated[Optional[list[str]], typer.Option(
         "--model", help="NAME=FILE: FILE holds model NAME's answers as response_a (repeatable)")] = None,
-    baseline: Annotated[Optional[str], typer.Option(help="the model every other one meets [default: the first]")] = None,
+    baseline: Annotated[Optional[str], typer.Option(help="the model every other one meets (default: the first)")] = None,
     pairs: Annotated[Pairs, typer.Option(help="baseline: every model against the baseline; all: every pair")] = Pairs.baseline,
     budget: Annotated[Optional[int], typer.Option(help="at most this many battles, spread evenly over the pairs and "
                                                        "the items")] = None,
@@ -160,7 +164,7 @@ def leaderboard(
     judges_file: JudgesPath = None,
     rubric: RubricRef = "video-qa",
     frames: Frames = 8,
-    swap: Swap = True,
+    swap: Swap = None,
     no_cache: NoCache = False,
     media_root: MediaRoot = None,
     concurrency: Concurrency = None,
@@ -170,6 +174,7 @@ def leaderboard(
     """Grade battles between models' answers to the same turns, then print their leaderboard."""
     from ..files import OutputError, check_output
     from ..leaderboard.plan import PlanError, model_pairs, outcomes, plan_battles
+    from ..leaderboard.stats import check_slice_keys
 
     named = parse_named(model)
     paths = list(items or [])
@@ -185,6 +190,10 @@ def leaderboard(
         fail(str(exc))
     lineup = load_inputs(paths, named)
     warn_unanswered(lineup)
+    try:  # before anything is graded: a slice key the battles cannot have
+        check_slice_keys(by or [], {k for it in lineup.items for k in it.metadata})
+    except ValueError as exc:
+        fail(f"--{exc}")
     try:
         the_pairs = model_pairs(lineup.models, baseline, all_pairs=pairs is Pairs.all)
         plan = plan_battles(lineup, the_pairs, budget=budget, seed=seed, baseline=baseline or lineup.models[0])
@@ -297,7 +306,7 @@ def compare(
     judges_file: JudgesPath = None,
     rubric: RubricRef = "video-qa",
     frames: Frames = 8,
-    swap: Swap = True,
+    swap: Swap = None,
     no_cache: NoCache = False,
     media_root: MediaRoot = None,
     concurrency: Concurrency = None,

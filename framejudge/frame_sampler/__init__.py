@@ -21,7 +21,7 @@ from .errors import (
     VideoNotFound,
     WindowOutOfRange,
 )
-from .isolate import IsolatedSampler
+from .isolate import IsolatedSampler, UnguardedScript
 from .probe import Limits, check_file
 from .sampler import SampledFrame, SampleResult, SamplingWarning, make_params, sample_frames
 
@@ -29,7 +29,7 @@ __all__ = [
     "BadDimensions", "DecodeFailed", "DecodeTimedOut", "DecoderDied", "EmptyFile", "FileTooLarge", "FrameCache", "FrameInfo",
     "FrameSamplerError", "InvalidRequest", "IsolatedSampler", "Limits", "NoFrames", "NoVideoStream",
     "NotARegularFile", "NotAVideo", "SampleResult", "SampledFrame", "SamplerParams",
-    "SamplingWarning", "StreamNotFound", "Strategy", "UnsupportedCodec", "VideoInfo",
+    "SamplingWarning", "StreamNotFound", "Strategy", "UnguardedScript", "UnsupportedCodec", "VideoInfo",
     "VideoNotFound", "WindowOutOfRange", "check_file", "contact_sheet", "format_timestamp", "make_params",
     "sample_frames", "to_data_url", "to_jpeg",
 ]

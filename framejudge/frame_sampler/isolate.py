@@ -18,10 +18,12 @@ import os
 import resource
 import signal
 import sys
+import tempfile
 import threading
 import time
 import warnings
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import pebble
@@ -35,6 +37,7 @@ from .sampler import SampleResult, SamplingWarning, make_params, sample_frames
 _CACHES: dict[str, FrameCache] = {}
 RECYCLE_EXIT = 75  # a worker whose allocations failed exits with this before its next task
 OVER_MEMORY_EXIT = 76  # a worker past its resident-memory cap exits with this at once
+UNGUARDED_EXIT = 77  # a worker importing a script that would make an IsolatedSampler again exits with this
 _MEMORY_TROUBLE = ("Cannot allocate memory", "Resource temporarily unavailable", "out of memory")
 _spent = False  # in a worker: an allocation failed here, so its heap is not to be trusted
 
@@ -80,7 +83,9 @@ def _sample_in_worker(path: str, params: SamplerParams, cache_dir: str | None, l
     if cache_dir is not None:
         cache = _CACHES.get(cache_dir) or _CACHES.setdefault(cache_dir, FrameCache(cache_dir))
     try:
-        return sample_frames(path, params, cache=cache, limits=limits)
+        with warnings.catch_warnings():  # they travel on the result; the caller warns, once
+            warnings.simplefilter("ignore", SamplingWarning)
+            return sample_frames(path, params, cache=cache, limits=limits)
     except MemoryError:
         _spent = True
         raise
@@ -93,6 +98,22 @@ class _Recycled(Exception):
     """The worker had run out of memory on an earlier video and exited instead of taking this one."""
 
 
+class UnguardedScript(RuntimeError):
+    """The decoding processes could not start: each imports the caller's script, whose code makes
+    an IsolatedSampler without an `if __name__ == "__main__":` guard."""
+
+
+def _marker(parent_pid: int) -> str:
+    """A file a decoding process leaves for the caller `parent_pid` to say why it did not start."""
+    return os.path.join(tempfile.gettempdir(), f"framejudge-unguarded-{parent_pid}")
+
+
+def _starting_a_worker() -> bool:
+    """Whether this is a decoding process still importing the caller's script (as spawning does):
+    multiprocessing's own test for a process started before its parent's script was guarded."""
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
 class IsolatedSampler:
     """`sample_frames` with the decoding in killable worker processes.
 
@@ -103,6 +124,10 @@ class IsolatedSampler:
 
     def __init__(self, workers: int = 1, timeout_s: float = 120.0, max_memory_mb: int | None = 4096,
                  cache_dir: str | os.PathLike[str] | None = "default") -> None:
+        if _starting_a_worker():  # the script runs again in each decoding process: it must not decode there
+            with open(_marker(os.getppid()), "w"):
+                pass
+            os._exit(UNGUARDED_EXIT)
         if workers < 1 or timeout_s <= 0:
             raise ValueError("workers must be >= 1 and timeout_s > 0")
         self.timeout_s = timeout_s
@@ -159,6 +184,15 @@ class IsolatedSampler:
                               str(path)) from None
         except MemoryError:
             raise DecoderDied(f"decoding ran out of memory{self._cap_note()}", str(path)) from None
+        except BrokenProcessPool:
+            marker = _marker(os.getpid())
+            if not os.path.exists(marker):
+                raise
+            os.remove(marker)
+            self.close()
+            raise UnguardedScript(
+                "the decoding processes could not start: each one imports your script, which makes an "
+                "IsolatedSampler again; put the code that uses it under `if __name__ == \"__main__\":`") from None
 
     def _cap_note(self) -> str:
         return f"; each decoding process is capped at {self.max_memory_mb} MB" if self.max_memory_mb else ""

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+from ..calibration.bootstrap import containing
 
 if TYPE_CHECKING:
     from ..rubrics.model import Rubric
@@ -39,12 +41,19 @@ def tie_words(rubric: Rubric | None) -> dict[str, Tie]:
 
 
 class Interval(BaseModel):
-    """An estimate with its interval; `estimate` None with `reason` when it is undefined."""
+    """An estimate with its interval; `estimate` None with `reason` when it is undefined. The
+    interval always contains the estimate (a degenerate bootstrap, every replicate agreeing, is
+    the estimate itself, whatever the replicates' rounding)."""
 
     estimate: float | None
     low: float | None = None
     high: float | None = None
     reason: str | None = None
+
+    @model_validator(mode="after")
+    def _holds_estimate(self) -> Interval:
+        self.low, self.high = containing(self.estimate, self.low, self.high)
+        return self
 
 
 class VsBaseline(BaseModel):
@@ -73,7 +82,8 @@ class ModelRow(BaseModel):
     successful: Interval = Field(description="share of its graded answers that are Successful")
     strength: Interval = Field(description="Bradley-Terry strength (logit scale, mean zero in its part)")
     component: int = Field(description="its part of the comparison graph (index into Board.components)")
-    rank: int | None = Field(None, description="its rank by strength inside its part (1: strongest)")
+    rank: int | None = Field(None, description="its rank by strength inside its part (1: strongest; models of "
+                                                "equal strength share a rank: 1, 1, 3)")
     ranks: list[int] = Field(default_factory=list,
                              description="how many bootstrap replicates put it at rank 1, 2, ... in its part")
     never_won: bool = False

@@ -59,18 +59,26 @@ def strengths(comp: np.ndarray, labels: np.ndarray, alpha: float = ALPHA,
     return out
 
 
+# strengths closer than this (logit scale) are equal: far below any difference a board can show, and
+# above the fit's own rounding (the same comparisons fitted from two starts differ by about 1e-9)
+TIED = 1e-6
+
+
+def ranks(samples: np.ndarray) -> np.ndarray:
+    """Each model's rank (1: the strongest) in each row of `samples`: one plus how many are
+    stronger, so that models of equal strength share a rank (1, 1, 3)."""
+    return 1 + (samples[:, None, :] > samples[:, :, None] + TIED).sum(axis=2)
+
+
 def rank_counts(samples: np.ndarray, labels: np.ndarray) -> dict[int, list[int]]:
     """For each model, how many replicates (rows of `samples`) put it at rank 1, 2, ... among the
-    models of its part (rank 1 the strongest)."""
+    models of its part (rank 1 the strongest; equal strengths share a rank)."""
     counts: dict[int, list[int]] = {}
     for part in np.unique(labels):
         ix = np.flatnonzero(labels == part)
         sub = samples[:, ix]
         ok = ~np.isnan(sub).any(axis=1)
-        # rank of each model in each replicate: how many of its part are stronger, plus one
-        order = np.argsort(-sub[ok], axis=1, kind="stable")
-        ranks = np.empty_like(order)
-        np.put_along_axis(ranks, order, np.arange(len(ix))[None, :], axis=1)
+        found = ranks(sub[ok]) - 1
         for k, m in enumerate(ix):
-            counts[int(m)] = np.bincount(ranks[:, k], minlength=len(ix)).tolist()
+            counts[int(m)] = np.bincount(found[:, k], minlength=len(ix)).tolist()
     return counts

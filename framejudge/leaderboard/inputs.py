@@ -101,21 +101,41 @@ def _shown(text: str | None) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
-def _merge(into: ModelItem, into_where: str, other: ModelItem, where: str) -> None:
-    """Add `other`'s answers to `into` (the same item read from another file), refusing what differs."""
+def check_same_item(into: ModelItem, into_where: str, other: ModelItem, where: str) -> None:
+    """Refuse an item read again (from another file, another battle item) whose video, task type,
+    domain or expression differs from its first reading."""
     for what in ("video", "task_type", "domain", "expression"):
         a, b = getattr(into, what), getattr(other, what)
         if a != b:
             a, b = getattr(a, "value", a), getattr(b, "value", b)
             raise LineupError(f"{where}: item {other.id!r}: the {what.replace('_', ' ')} differs from {into_where} "
                               f"({_shown(b)} here, {_shown(a)} there); the models must answer the same items")
+
+
+def check_same_turn(k: int, mine: ModelTurn, into_where: str, theirs: ModelTurn, item_id: str, where: str,
+                    answered_at: dict[str, str] | None = None) -> None:
+    """Refuse turn `k` of an item read again whose question, golden response or time differs
+    from its first reading, or where a model's answer does (`answered_at`: where each model's
+    answer was read, if not at `into_where`)."""
+    for what in ("question", "golden", "time"):
+        a, b = getattr(mine, what), getattr(theirs, what)
+        if a != b:
+            shown = (_shown(b), _shown(a)) if what != "time" else (b, a)
+            raise LineupError(f"{where}: item {item_id!r} turn {k}: the {what} differs from {into_where} "
+                              f"({shown[0]} here, {shown[1]} there); the models must answer the same turns")
+    for model, b in theirs.responses.items():
+        a = mine.responses.get(model)
+        if a is not None and b is not None and a != b:
+            there = (answered_at or {}).get(model, into_where)
+            raise LineupError(f"{where}: item {item_id!r} turn {k}: model {model!r}'s answer differs from {there} "
+                              f"({_shown(b)} here, {_shown(a)} there); a model gives one answer a turn")
+
+
+def _merge(into: ModelItem, into_where: str, other: ModelItem, where: str) -> None:
+    """Add `other`'s answers to `into` (the same item read from another file), refusing what differs."""
+    check_same_item(into, into_where, other, where)
     for k, (mine, theirs) in enumerate(zip(into.turns, other.turns)):
-        for what in ("question", "golden", "time"):
-            a, b = getattr(mine, what), getattr(theirs, what)
-            if a != b:
-                shown = (_shown(b), _shown(a)) if what != "time" else (b, a)
-                raise LineupError(f"{where}: item {other.id!r} turn {k}: the {what} differs from {into_where} "
-                                  f"({shown[0]} here, {shown[1]} there); the models must answer the same turns")
+        check_same_turn(k, mine, into_where, theirs, other.id, where)
         mine.responses.update(theirs.responses)
     into.turns.extend(other.turns[len(into.turns):])  # a file with the longer conversation adds its turns
 

@@ -21,15 +21,16 @@ import json
 import random
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..files import first_problem
 from ..judge.batch import latest
 from ..judge.pipeline import Record, turn_hash
 from ..runner.resume import ResumePlan
-from ..schema import Item, JudgeError, ModelItem
-from .inputs import Lineup
+from ..schema import MAX_TURNS, GradeOptions, Item, JudgeError, ModelItem, ModelName, ModelTurn, TaskType
+from .inputs import Lineup, LineupError, check_same_item, check_same_turn
 from .outcomes import BattleOutcome
 
 BATTLE_KEY = "battle"  # the metadata key of a battle item that says what it is
@@ -37,7 +38,29 @@ MAX_ID = 200
 
 
 class PlanError(ValueError):
-    """A battle plan that cannot be made (an unknown baseline, models with no turn in common)."""
+    """A battle plan that cannot be made (an unknown baseline, models with no turn in common), or
+    battle items read back that are not one plan's battles."""
+
+
+class BattleMeta(BaseModel):
+    """A battle item's metadata `battle`: the original item, the two models (A's answers are the
+    item's response_a, B's its response_b) and the original turn of each of the item's turns."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    item: str = Field(min_length=1, max_length=200, description="the original item's id")
+    model_a: ModelName
+    model_b: ModelName
+    turns: list[Annotated[int, Field(ge=0, lt=MAX_TURNS)]] = Field(
+        min_length=1, max_length=MAX_TURNS, description="the original turn of each turn, in the order asked")
+
+    @model_validator(mode="after")
+    def _two_models_in_order(self) -> BattleMeta:
+        if self.model_a == self.model_b:
+            raise ValueError(f"model_a and model_b are both {self.model_a!r}: a battle is between two models")
+        if any(b <= a for a, b in zip(self.turns, self.turns[1:])):
+            raise ValueError(f"turns {self.turns}: the original turns in the order they were asked, each once")
+        return self
 
 
 @dataclass(frozen=True)
@@ -238,23 +261,90 @@ def _outcome(b: Battle, k: int, record: Record) -> BattleOutcome:
         swap_consistent=record.swap.consistent if record.swap is not None else None)
 
 
+def battle_options(options: GradeOptions) -> GradeOptions:
+    """How battles are graded: in both orders unless `swap` says otherwise, whatever the judge,
+    so that every board measures position consistency. The one default of `framejudge
+    leaderboard`, `framejudge compare` and a job of battle items."""
+    return options if options.swap is not None else options.model_copy(update={"swap": True})
+
+
+def check_battle_job(items: Sequence[Item], options: GradeOptions) -> GradeOptions:
+    """A job's options, its battle items checked first as a leaderboard reads them back (a
+    PlanError naming the item, before anything is graded); a job of battle items only is graded
+    as battles are (`battle_options`)."""
+    found = [it for it in items if isinstance(it.metadata.get(BATTLE_KEY), dict)]  # those that say they are battles
+    if not found:
+        return options
+    battles_from_items(found)
+    return battle_options(options) if len(found) == len(items) else options
+
+
 def battles_from_items(items: Iterable[Item]) -> list[Battle]:
     """The battles of battle items read back (a job's items, a battles file's items): each names
-    its item, models and turns in its metadata; every turn of a battle item is graded."""
+    its item, models and turns in its metadata; every turn of a battle item is graded. Each battle
+    (two models on one turn of an item) is given once, and the copies of an item in several battle
+    items agree (video, questions, golden responses, times, and each model's answers); else a
+    PlanError naming the battle item."""
     out: list[Battle] = []
+    first: dict[str, tuple[ModelItem, str]] = {}  # original item -> its first reading, and where
+    # original item -> its turns read so far: the turn, where first read, where each model's answer was
+    turns_of: dict[str, dict[int, tuple[ModelTurn, str, dict[str, str]]]] = {}
+    met: dict[tuple[str, frozenset[str], int], str] = {}  # (item, the two models, turn) -> battle item
     for item in items:
-        meta = item.metadata.get(BATTLE_KEY)
-        if not isinstance(meta, dict) or not {"item", "model_a", "model_b", "turns"} <= set(meta):
-            raise PlanError(f"item {item.id!r} is not a battle item (its metadata has no {BATTLE_KEY!r} naming "
-                            "the item, the two models and the turns)")
-        a, b, turns = str(meta["model_a"]), str(meta["model_b"]), tuple(int(t) for t in meta["turns"])
+        where = f"battle item {item.id!r}"
+        meta = _battle_meta(item)
+        a, b, turns = meta.model_a, meta.model_b, tuple(meta.turns)
         if len(turns) != len(item.turns):
-            raise PlanError(f"item {item.id!r}: its battle names {len(turns)} turn(s) but it has {len(item.turns)}")
-        source = ModelItem(id=str(meta["item"]), video=item.video, task_type=item.task_type, domain=item.domain,
-                           expression=item.expression,
-                           metadata={k: v for k, v in item.metadata.items() if k != BATTLE_KEY},
-                           turns=[{"time": t.time, "question": t.question, "golden": t.golden,
-                                   "responses": {a: t.response_a, b: t.response_b}} for t in item.turns])
+            raise PlanError(f"{where}: its battle names {len(turns)} turn(s) but it has {len(item.turns)}")
+        if item.task_type is TaskType.single_turn and turns != (0,):
+            raise PlanError(f"{where}: turn {turns[0]} is past the end of item {meta.item!r}, a single_turn item "
+                            "(its one turn is turn 0)")
+        if not item.pairwise:
+            raise PlanError(f"{where}: has no response_b: a battle item holds the answers of {a!r} as response_a "
+                            f"and those of {b!r} as response_b")
+        try:
+            source = ModelItem(id=meta.item, video=item.video, task_type=item.task_type, domain=item.domain,
+                               expression=item.expression,
+                               metadata={k: v for k, v in item.metadata.items() if k != BATTLE_KEY},
+                               turns=[{"time": t.time, "question": t.question, "golden": t.golden,
+                                       "responses": {a: t.response_a, b: t.response_b}} for t in item.turns])
+        except ValidationError as exc:
+            raise PlanError(f"{where}: its battle is not an item ({first_problem(exc, 'item')})") from None
+        for k, t in enumerate(turns):
+            pair = (meta.item, frozenset((a, b)), t)
+            if pair in met:
+                raise PlanError(f"{where}: the battle of {a!r} and {b!r} on item {meta.item!r} turn {t} is also "
+                                f"battle item {met[pair]!r}: each battle is given once (it would count twice)")
+            met[pair] = item.id
+        try:
+            if meta.item in first:
+                check_same_item(first[meta.item][0], first[meta.item][1], source, where)
+            else:
+                first[meta.item] = (source, where)
+            known = turns_of.setdefault(meta.item, {})
+            for k, t in enumerate(turns):
+                if t not in known:
+                    known[t] = (source.turns[k].model_copy(deep=True), where, {a: where, b: where})
+                    continue
+                read, read_where, answered_at = known[t]
+                check_same_turn(t, read, read_where, source.turns[k], meta.item, where, answered_at)
+                read.responses.update(source.turns[k].responses)
+                answered_at.update({m: answered_at.get(m, where) for m in (a, b)})
+        except LineupError as exc:
+            raise PlanError(str(exc)) from None
         out.append(Battle(item=item, source=source, model_a=a, model_b=b, turns=turns,
                           graded=frozenset(range(len(item.turns)))))
     return out
+
+
+def _battle_meta(item: Item) -> BattleMeta:
+    raw = item.metadata.get(BATTLE_KEY)
+    if not isinstance(raw, dict):
+        raise PlanError(f"item {item.id!r} is not a battle item (its metadata has no {BATTLE_KEY!r} naming "
+                        "the item, the two models and the turns)")
+    try:
+        return BattleMeta.model_validate(raw)
+    except ValidationError as exc:
+        problem = first_problem(exc, "")  # "field: why", or ": why" for the whole
+        raise PlanError(f"battle item {item.id!r}: metadata.{BATTLE_KEY}{'' if problem[0] == ':' else '.'}"
+                        f"{problem}") from None

@@ -52,6 +52,18 @@ def slice_value(o: BattleOutcome, key: str) -> str:
     return NO_VALUE if v is None else str(v)
 
 
+def check_slice_keys(by: Sequence[str], fields: set[str]) -> None:
+    """ValueError for a slice key given twice, or one that is neither domain, task_type nor one of
+    the metadata `fields` the battles have (its one slice, "(none)", would be the whole table)."""
+    for k, key in enumerate(by):
+        if key in by[:k]:
+            raise ValueError(f"by: {key!r} is given twice")
+        if key not in ("domain", "task_type") and key not in fields:
+            shown = key if len(key) <= 60 else key[:57] + "..."
+            raise ValueError(f"by: no battle has a field {shown!r} (domain, task_type, or a metadata field: "
+                             f"{', '.join(sorted(fields)) or 'these battles have none'})")
+
+
 def _default_baseline(outcomes: Sequence[BattleOutcome]) -> str:
     counts = Counter(m for o in outcomes for m in (o.model_a, o.model_b))
     return min(counts, key=lambda m: (-counts[m], m))
@@ -74,6 +86,7 @@ def build_board(outcomes: Sequence[BattleOutcome], baseline: str | None = None, 
         if o.model_a == o.model_b:
             raise ValueError(f"item {o.item_id!r} turn {o.turn}: a battle of {o.model_a!r} against itself")
     names = {m for o in outcomes for m in (o.model_a, o.model_b)}
+    check_slice_keys(by, {k for o in outcomes for k in o.metadata})
     if baseline is None:
         baseline = _default_baseline(outcomes)
     elif baseline not in names:

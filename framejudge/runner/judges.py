@@ -16,6 +16,9 @@ from ..schema import JudgeConfig, JudgesFile
 from .endpoint import Endpoint, EndpointState
 
 JUDGES_FILE_ENV = "FRAMEJUDGE_JUDGES_FILE"
+# judges that run in this process: an entry of theirs gives only the spec
+LOCAL_KINDS = {"reference": "the reference judge runs in this process and calls no model server",
+               "transformers": "a transformers judge runs its model in this process: no server, key, pace or price"}
 
 
 class JudgesFileError(ValueError):
@@ -26,9 +29,10 @@ def load_judges_file(path: str | os.PathLike[str]) -> list[JudgeConfig]:
     text = read_text(path, "judges", JudgesFileError)
     source = str(path)
 
-    def listed_once(data: dict, root: yaml.Node) -> None:
+    def entries_apart(data: dict, root: yaml.Node) -> None:
         """A judge listed twice, named at its second entry's line (the model's own check of the
-        same rule cannot say where in the file it is)."""
+        same rule cannot say where in the file it is), and options that would do nothing: a judge
+        that runs in this process (reference, transformers) has no endpoint, key, pace or price."""
         entries = data.get("judges")
         seen: dict[str, int] = {}
         for i, entry in enumerate(entries if isinstance(entries, list) else []):
@@ -39,9 +43,14 @@ def load_judges_file(path: str | os.PathLike[str]) -> list[JudgeConfig]:
                 raise JudgesFileError(f"{source}:{line_of(root, ('judges', i, 'spec'))}: judges.{i}.spec: judge "
                                       f"{spec!r} is listed twice (first as judges.{seen[spec]})")
             seen[spec] = i
+            kind = LOCAL_KINDS.get(spec.partition(":")[0] if ":" in spec else spec)
+            unused = [k for k in entry if k != "spec" and k in JudgeConfig.model_fields]
+            if kind is not None and unused:
+                raise JudgesFileError(f"{source}:{line_of(root, ('judges', i, unused[0]))}: judges.{i}.{unused[0]}: "
+                                      f"does nothing for {spec!r}: {kind}; remove it")
 
     return parse_yaml_model(text, source, JudgesFile, JudgesFileError,
-                            "a judges file is a mapping with a 'judges' list", check=listed_once).judges
+                            "a judges file is a mapping with a 'judges' list", check=entries_apart).judges
 
 
 class Judges:
@@ -70,10 +79,11 @@ class Judges:
         if found is not None:
             return found
         base = self.defaults.model_dump(exclude={"spec", "api_base"}) if self.defaults else {}
-        try:
-            return JudgeConfig(spec=spec, api_base=self.api_base, **base)
+        try:  # the common base is for litellm judges (the others call no server)
+            return JudgeConfig(spec=spec, api_base=self.api_base if spec.startswith("litellm:") else None, **base)
         except ValidationError as exc:
-            raise JudgeSpecError(plain_problem(exc)) from None
+            where = "api_base (--api-base, FRAMEJUDGE_API_BASE): " if exc.errors()[0]["loc"] == ("api_base",) else ""
+            raise JudgeSpecError(where + plain_problem(exc)) from None
 
     def override(self, spec: str, concurrency: int | None, max_concurrency: int | None) -> None:
         """One run's --concurrency / --max-concurrency over the file's (or the default) values; one

@@ -60,7 +60,8 @@ class Settings(BaseModel):
                                        "/v1/calibrate request may compute (its time grows with both)")
     judges_file: Path | None = Field(None, description="judges file (YAML): each judge's endpoint, key variable, "
                                                        "concurrency, rate limits, timeout, price")
-    api_base: str | None = Field(None, description="OpenAI-compatible server for litellm judges without an entry")
+    api_base: str | None = Field(None, description="OpenAI-compatible server for litellm judges without an entry "
+                                                   "(http:// or https://)")
     lease_s: float = Field(60.0, ge=1, le=3600, allow_inf_nan=False, description="how long a worker's claim on an item lasts without "
                                                            "a heartbeat (a dead worker's items wait this long)")
     review_session_minutes: float = Field(480.0, gt=0, le=60 * 24 * 30, allow_inf_nan=False,
@@ -104,6 +105,13 @@ class Settings(BaseModel):
             if spec != "reference" and not any(spec.startswith(k) and len(spec) > len(k) for k in JUDGE_KINDS[1:]):
                 raise ValueError(f"unknown judge {spec!r}: use 'reference', 'litellm:<model>' or 'transformers:<path>'")
         return value
+
+    @field_validator("api_base")
+    @classmethod
+    def _server_address(cls, value: str | None) -> str | None:
+        from ..schema import http_base
+
+        return http_base(value)
 
     @field_validator("url_hosts")
     @classmethod

@@ -87,3 +87,39 @@ def test_closed_samplers_start_again(clips):
     sampler.close()
     assert len(sampler.sample(clips["h264"], n=2).frames) == 2
     sampler.close()
+
+
+def _readme_example() -> str:
+    """The README's IsolatedSampler example, as written there."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    [code] = [c for c in re.findall(r"```python\n(.*?)```", readme, re.DOTALL) if "IsolatedSampler(" in c]
+    return code
+
+
+def test_the_readme_example_runs_as_a_script_and_without_its_guard_says_why_in_one_line(clips, tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    shutil.copy(clips["h264"], tmp_path / "upload.mp4")
+    guarded = _readme_example() + "    print(len(result.frames))\n"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), "FRAMEJUDGE_NO_CACHE": "1"}
+    (tmp_path / "guarded.py").write_text(guarded)
+    ran = subprocess.run([sys.executable, "guarded.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert ran.returncode == 0 and ran.stdout == "8\n", ran.stderr
+    # the same code without its guard: every decoding process would run it again on import
+    head, _, body = guarded.partition('if __name__ == "__main__":')
+    (tmp_path / "unguarded.py").write_text(head + textwrap.dedent(body.split("\n", 1)[1]))
+    ran = subprocess.run([sys.executable, "unguarded.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120, check=False)
+    last = ran.stderr.strip().splitlines()[-1]
+    assert ran.returncode == 1 and last.startswith("framejudge.frame_sampler.isolate.UnguardedScript: the decoding "
+                                                   "processes could not start"), ran.stderr
+    assert 'under `if __name__ == "__main__":`' in last and "BrokenProcessPool" not in ran.stderr

@@ -248,3 +248,34 @@ def test_padded_and_shotgun_models_do_not_rank_above_an_honest_one(tmp_path):
     # to these questions are right
     padded = [o for o in results if {o.model_a, o.model_b} == {"honest", "padded"}]
     assert all(o.category_a == o.category_b == "Successful" for o in padded)
+
+
+def test_a_board_on_one_item_prints_and_draws_its_page(tmp_path):
+    # one item: one bootstrap cluster, every replicate the same, each strength's interval one value
+    # (the replicates' fits round apart from the point fit); alpha and gamma answer alike and tie
+    from tests.leaderboard.lineups import plain_items
+
+    answers = responses_file(tmp_path / "answers.jsonl", plain_items(1), {
+        "alpha": lambda i, k, t: f"The number {i}.", "beta": lambda i, k, t: f"The number {i + 1}.",
+        "gamma": lambda i, k, t: f"The number {i}."})
+    page, out = tmp_path / "board.html", tmp_path / "board.json"
+    proc = cli("leaderboard", answers, "--pairs", "all", "--battles", tmp_path / "battles.jsonl", "--replicates", 20,
+               "--html", page, "--out", out)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert 'id="strength-plot"' in page.read_text()
+    rows = {m["model"]: m for m in json.loads(out.read_text())["models"]}
+    assert all(m["strength"]["low"] <= m["strength"]["estimate"] <= m["strength"]["high"] for m in rows.values())
+    assert rows["alpha"]["rank"] == rows["gamma"]["rank"]
+
+
+def test_a_slice_key_the_battles_cannot_have_is_refused_before_grading(tmp_path):
+    from tests.leaderboard.lineups import plain_items
+
+    answers = responses_file(tmp_path / "answers.jsonl", plain_items(2), {
+        "alpha": lambda i, k, t: f"The number {i}.", "beta": lambda i, k, t: f"The number {i + 1}."})
+    for by, words in ((["lang"], ("--by: no battle has a field 'lang' (domain, task_type, or a metadata field: "
+                                  "source)")), (["domain", "domain"], "--by: 'domain' is given twice")):
+        proc = cli("leaderboard", answers, "--battles", tmp_path / "battles.jsonl",
+                   *[a for key in by for a in ("--by", key)])
+        refused(proc, words)
+        assert not (tmp_path / "battles.jsonl").exists()  # nothing graded

@@ -167,3 +167,9 @@ def test_bad_input_is_refused_with_a_reason():
         build_board([battle("a", "a", "A")])
     with pytest.raises(ValueError, match="replicates"):
         build_board([battle("a", "b", "A")], replicates=0)
+    # a slice key no battle has would make one slice, "(none)", of everything; one given twice, the same twice
+    with pytest.raises(ValueError, match=r"by: no battle has a field 'lang' \(domain, task_type, or a metadata "
+                                         r"field: source\)"):
+        build_board([battle("a", "b", "A", metadata={"source": "x"})], by=["lang"])
+    with pytest.raises(ValueError, match="by: 'domain' is given twice"):
+        build_board([battle("a", "b", "A")], by=["domain", "domain"])

@@ -130,3 +130,19 @@ def test_disconnected_parts_are_named_and_ranked_only_inside():
     joined = build_board(out + [battle("B", "C", "A", item="bridge")], baseline="B", replicates=20)
     assert joined.components == [["A", "B", "C", "D"]]
     assert not any("cannot be ranked" in n for n in joined.notes)
+
+
+def test_exactly_tied_strengths_share_a_rank():
+    # a cycle (A beats B, B beats C, C beats A) and a round of ties: three equal strengths, one
+    # rank; beside them a fourth model that loses to all shares nothing
+    board = build_board(_battles({("A", "B", "A"): 2, ("B", "C", "A"): 2, ("C", "A", "A"): 2,
+                                  ("A", "D", "A"): 3, ("B", "D", "A"): 3, ("C", "D", "A"): 3}), replicates=50)
+    rows = {r.model: r for r in board.models}
+    assert [rows[m].rank for m in "ABCD"] == [1, 1, 1, 4]
+    level = [_strength(board, m) for m in "ABC"]
+    assert max(level) - min(level) < 1e-6
+    tied = build_board(_battles({("A", "B", "Both"): 1, ("B", "C", "Both"): 1, ("C", "A", "Neither"): 1}),
+                       replicates=50)
+    assert [r.rank for r in tied.models] == [1, 1, 1]
+    # in the replicates too: every replicate of three equal models puts each at rank 1
+    assert all(r.ranks == [50, 0, 0] for r in tied.models)

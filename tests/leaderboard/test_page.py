@@ -88,3 +88,25 @@ def test_page_renders_in_headless_chromium(board, page_file):
     assert "Never won a battle: zero" in foot
     shot = np.asarray(Image.open(io.BytesIO(got["png"])).convert("L"), dtype=float)
     assert shot.shape[1] == 1280 and shot.std() > 10
+
+
+def test_a_degenerate_interval_holds_its_estimate_and_the_page_draws_it():
+    # every battle on one video: every replicate draws the same battles, so each interval is one
+    # value; the replicates' fits (warm-started) differ from the point fit in the ninth decimal
+    out = [battle("a", "b", "A", item="x", video="v"), battle("b", "c", "A", item="y", video="v"),
+           battle("a", "c", "Both", item="z", video="v"), battle("c", "a", "B", item="w", video="v")]
+    board = build_board(out, replicates=20)
+    intervals = [r.strength for r in board.models] + [r.successful for r in board.models] + \
+        [iv for r in board.models if r.vs_baseline for iv in (r.vs_baseline.win_rate, r.vs_baseline.length_controlled)]
+    assert any(iv.low is not None and iv.low == iv.high for iv in intervals)  # degenerate ones are there
+    for iv in intervals:
+        assert iv.estimate is None or iv.low is None or iv.low <= iv.estimate <= iv.high
+    text = render_board_html(board)
+    assert 'id="strength-plot"' in text and "a</td>" in text
+    # a board stored before (its strength's bounds just below the estimate) reads back holding it
+    stored = board.model_dump(mode="json")
+    s = stored["models"][0]["strength"]
+    s["low"] = s["high"] = s["estimate"] - 1e-9
+    again = type(board).model_validate(stored)
+    assert again.models[0].strength.low <= again.models[0].strength.estimate <= again.models[0].strength.high
+    render_board_html(again)

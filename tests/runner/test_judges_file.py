@@ -67,6 +67,18 @@ def test_a_missing_key_variable_is_named(tmp_path, monkeypatch):
      ":3: judges.1.spec: judge 'litellm:m' is listed twice (first as judges.0)"),
     ("judges:\n  - spec: litellm:m\n    price: {prompt_usd_per_token: -1}\n",
      ":3: judges.0.price.prompt_usd_per_token: Input should be greater than or equal to 0"),
+    # options that would do nothing: a judge that runs in this process has no server, key, pace or price
+    ("judges:\n  - spec: reference\n    api_base: http://127.0.0.1:9/v1\n",
+     ":3: judges.0.api_base: does nothing for 'reference': the reference judge runs in this process"),
+    ("judges:\n  - spec: litellm:m\n  - spec: transformers:some/model\n\n    price: {prompt_usd_per_token: 0}\n",
+     ":5: judges.1.price: does nothing for 'transformers:some/model'"),
+    ("judges:\n  - spec: reference\n    concurrency: 4\n", ":3: judges.0.concurrency: does nothing for 'reference'"),
+    # a base that is not a server's address
+    ("judges:\n  - spec: litellm:m\n    api_base: file:///etc/passwd\n",
+     ":3: judges.0.api_base: 'file:///etc/passwd' is not a server's address: give http:// or https://"),
+    ("judges:\n  - spec: litellm:m\n    api_base: localhost:8000/v1\n", ":3: judges.0.api_base: 'localhost:8000/v1' is not"),
+    ("judges:\n  - spec: litellm:m\n    api_base: http://:8000/v1\n", ":3: judges.0.api_base: 'http://:8000/v1' is not"),
+    ("judges:\n  - spec: litellm:m\n    api_base: http://host:port/v1\n", ":3: judges.0.api_base: 'http://host:port/v1'"),
 ])
 def test_bad_files_name_the_line_and_field(tmp_path, text, expected):
     path = tmp_path / "judges.yaml"
@@ -126,3 +138,23 @@ def test_option_errors_name_the_option(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), *args,
                                "--out", str(tmp_path / "v.jsonl")], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr)
+
+
+def test_the_service_and_the_cli_refuse_a_base_that_is_no_server(tmp_path):
+    good = tmp_path / "judges.yaml"
+    good.write_text("judges:\n  - spec: reference\n    api_base: https://models.example.com/v1\n")
+    env = {"FRAMEJUDGE_SERVICE_DB": f"sqlite:///{tmp_path / 'db.sqlite'}", "PATH": "/usr/bin:/bin"}
+    for extra, words in (({"FRAMEJUDGE_JUDGES_FILE": str(good)},
+                          f"error: {good}:3: judges.0.api_base: does nothing for 'reference'"),
+                         ({"FRAMEJUDGE_API_BASE": "file:///srv/models"},
+                          "error: FRAMEJUDGE_API_BASE: 'file:///srv/models' is not a server's address")):
+        for command in (["serve", "--port", "0"], ["worker"]):
+            proc = subprocess.run([sys.executable, "-m", "framejudge.cli", *command], capture_output=True, text=True,
+                                  timeout=120, env={**env, **extra})
+            assert proc.returncode == 2 and "Traceback" not in proc.stderr and words in proc.stderr, proc.stderr
+    items = Path(__file__).parents[2] / "examples" / "items.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--judge", "litellm:openai/m",
+                           "--api-base", "file:///srv/models", "--out", str(tmp_path / "v.jsonl"), "--yes"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "api_base (--api-base, FRAMEJUDGE_API_BASE): 'file:///srv/models' is not" in \
+        proc.stderr, proc.stderr

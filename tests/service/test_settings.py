@@ -3,6 +3,7 @@ model; a bad value names its variable (exit 2, never a traceback)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,3 +46,50 @@ def test_commands_refuse_a_bad_variable_with_an_error_line(tmp_path, command):
                           timeout=120, env=env, cwd=Path(__file__).parents[2])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "error: FRAMEJUDGE_DECODE_WORKERS: Input should be a valid integer" in proc.stderr
+
+
+def _started(proc: subprocess.Popen, within_s: float = 60) -> list[str]:
+    """serve's stderr lines up to the one that says how to stop it (within a minute); a thread
+    keeps reading the rest into `proc.said`."""
+    import queue
+    import threading
+
+    proc.said = queue.Queue()
+    threading.Thread(target=lambda: [proc.said.put(line) for line in proc.stderr], daemon=True).start()
+    lines: list[str] = []
+    while not lines or "stops it" not in lines[-1]:
+        try:
+            lines.append(proc.said.get(timeout=within_s))
+        except queue.Empty:
+            raise AssertionError(f"serve said no more than {''.join(lines)!r} in {within_s:g} s") from None
+    return lines
+
+
+def test_serve_says_where_it_listens_its_database_its_keys_and_when_it_stops(tmp_path):
+    import re
+    import signal
+    import urllib.request
+
+    env = {**os.environ, "FRAMEJUDGE_SERVICE_DB": f"sqlite:///{tmp_path / 'db.sqlite'}",
+           "FRAMEJUDGE_UPLOAD_DIR": str(tmp_path / "uploads"), "PYTHONPATH": str(Path(__file__).parents[2])}
+    for keys in (0, 1):
+        if keys:
+            subprocess.run([sys.executable, "-m", "framejudge.cli", "keys", "create"], env=env, check=True,
+                           capture_output=True, timeout=60)
+        proc = subprocess.Popen([sys.executable, "-m", "framejudge.cli", "serve", "--port", "0"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            lines = _started(proc)
+            url = re.match(r"framejudge serve: (http://127\.0\.0\.1:\d+) \(API docs at \1/docs\)$", lines[0]).group(1)
+            assert urllib.request.urlopen(url + "/healthz", timeout=10).status == 200  # the URL it said
+            assert lines[1].startswith(f"database: sqlite:///{tmp_path / 'db.sqlite'}; jobs are graded here")
+            if keys:
+                assert lines[2] == "API keys: 1 active (`framejudge keys list`)\n"
+            else:
+                assert lines[2].startswith("note: no active API key") and "framejudge keys create" in lines[2]
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0
+            assert proc.said.get(timeout=10) == f"framejudge serve: stopped ({url})\n"
+        finally:
+            proc.kill()
+            proc.wait()

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from ...files import first_problem, not_utf8, text_line
 from ...judge.batch import checked_items
+from ...leaderboard.plan import check_battle_job
 from ...schema import MAX_TURNS, GradeOptions, Item
 from ..context import MAX_BODY, MAX_JOB_ITEMS, Service, ServiceDep, authorized
 from ..jobs import (IdempotencyMismatch, JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status,
@@ -95,6 +96,7 @@ async def submit_job(
             raise ProblemError(422, "Invalid body", f"a job holds 1 to {MAX_JOB_ITEMS} items, got {len(rows)}")
         try:
             items = checked_items(((f"item {i}", row) for i, row in enumerate(rows)), ValueError)
+            grade_options = check_battle_job(items, grade_options)  # battle items: both orders by default
         except ValueError as exc:
             raise ProblemError(422, "Invalid item", str(exc)) from None
         fingerprint = request_hash(judge, rubric, grade_options, job_priority, _as_given(items, form))
