@@ -50,7 +50,8 @@ class Job(Base):
     cancelled: Mapped[int] = mapped_column(Integer, default=0)
     priority: Mapped[int] = mapped_column(Integer, default=0)
     active: Mapped[int] = mapped_column(Integer, default=1, index=True)  # may have pending items
-    __table_args__ = (UniqueConstraint("key_id", "idempotency_key"),)
+    __table_args__ = (UniqueConstraint("key_id", "idempotency_key"),
+                      Index("ix_jobs_key_created", "key_id", "created_at"))  # a key's jobs, newest first
 
     def options(self) -> GradeOptions:
         if self.options_json:

@@ -129,6 +129,14 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
                          eta_s=left / rate if rate else None)
 
 
+def list_jobs(engine: Engine, key_id: str, offset: int, limit: int) -> list[JobStatus]:
+    """A page of this key's jobs, newest first (an admin key's own too: listing is per key)."""
+    with Session(engine) as s:
+        ids = s.scalars(select(Job.id).where(Job.key_id == key_id).order_by(Job.created_at.desc(), Job.id.desc())
+                        .offset(offset).limit(limit)).all()
+    return [status for status in (job_status(engine, job_id) for job_id in ids) if status is not None]
+
+
 def aware(moment: datetime) -> datetime:
     """SQLite hands back stored UTC times without their zone; every time the API returns has one."""
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
