@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import socket
+import threading
 import time
 from collections.abc import Callable
 
@@ -25,6 +26,22 @@ from . import queue
 from .graders import GraderCache
 
 log = logging.getLogger("framejudge.worker")
+MIN_HEARTBEAT_S = 1.0  # a heartbeat is a database write: not more often than this
+MIN_LEASE_BEATS = 3  # heartbeats a lease lasts, at least
+MIN_LEASE_S = MIN_HEARTBEAT_S * MIN_LEASE_BEATS
+
+
+def heartbeat_s(lease_s: float) -> float:
+    """Seconds between a worker's heartbeats: a third of its lease, never under MIN_HEARTBEAT_S."""
+    return max(MIN_HEARTBEAT_S, lease_s / MIN_LEASE_BEATS)
+
+
+def lease_problem(lease_s: float) -> str | None:
+    """Why a lease is too short to keep alive (None when it is long enough)."""
+    if lease_s < MIN_LEASE_S:
+        return (f"a lease of {lease_s:g} s is shorter than {MIN_LEASE_BEATS} heartbeats ({MIN_HEARTBEAT_S:g} s "
+                f"apart): a worker would lose items it is grading; give at least {MIN_LEASE_S:g}")
+    return None
 
 
 def worker_name() -> str:
@@ -50,6 +67,9 @@ class QueueWorker:
                  grace_s: float = 30.0) -> None:
         """`local_concurrency`: items at once for judges without an endpoint (the reference judge,
         a local model); `prefetch`: items beyond the endpoints' limits, decoding while calls wait."""
+        problem = lease_problem(lease_s)
+        if problem:
+            raise ValueError(problem)
         self.engine = engine
         self.graders = graders
         self.name = name or worker_name()
@@ -75,7 +95,9 @@ class QueueWorker:
         for problem in await asyncio.to_thread(self.graders.judges.warm):
             log.error("judge cannot be made: %s", problem)
         await self._db(queue.reclaim_expired, self.engine)
-        keeper = asyncio.create_task(self._keep_leases())
+        beating = threading.Event()
+        keeper = threading.Thread(target=self._keep_leases, args=(beating,), name=f"leases-{self.name}", daemon=True)
+        keeper.start()
         running: set[asyncio.Task[queue.Finished]] = set()
         finished: list[queue.Finished] = []
         writing: asyncio.Task[list[queue.Finished]] | None = None  # one write at a time, beside the grading
@@ -116,7 +138,8 @@ class QueueWorker:
                     break
                 await asyncio.sleep(1.0)  # the database is away: keep the records until it is back
         finally:
-            keeper.cancel()
+            beating.set()
+            await asyncio.to_thread(keeper.join)
             await self._db(queue.release, self.engine, self.name)
 
     async def _finish(self, finished: list[queue.Finished]) -> list[queue.Finished]:
@@ -139,15 +162,20 @@ class QueueWorker:
                         "were not written", f.job_id, f.position)
         return True
 
-    async def _keep_leases(self) -> None:
-        """Until cancelled: also while a stopping worker finishes what it holds."""
+    def _keep_leases(self, stop: threading.Event) -> None:
+        """In a thread of its own, until `stop`: also while CPU work (a model load, OCR) holds the
+        event loop, and while a stopping worker finishes what it holds. A lease lasts at least
+        MIN_LEASE_BEATS heartbeats, so a late one or two cost no item."""
         beats = 0
-        while True:
-            await asyncio.sleep(self.lease_s / 3)
-            await self._db(queue.heartbeat, self.engine, self.name, self.lease_s)
+        while not stop.wait(heartbeat_s(self.lease_s)):
+            for fn, args in ((queue.heartbeat, (self.engine, self.name, self.lease_s)),
+                             *(((queue.reclaim_expired, (self.engine,)),) if beats % 2 else ())):
+                try:  # other workers' expired leases, every other beat
+                    fn(*args)
+                except Exception as exc:  # noqa: BLE001 - the worker outlives a database restart
+                    log.warning("queue: %s failed (%s: %s); will retry", fn.__name__, type(exc).__name__,
+                                str(exc)[:200])
             beats += 1
-            if beats % 2 == 0:  # other workers' expired leases, about every 2/3 of a lease
-                await self._db(queue.reclaim_expired, self.engine)
 
     async def _db(self, fn, *args):  # type: ignore[no-untyped-def]
         """A queue call in a thread; a database that is away is logged and answered with None."""
@@ -165,8 +193,8 @@ class QueueWorker:
         thresholds = c.options.triage  # marks the verdicts; the grading does not depend on it
         options = c.options.model_copy(update={"triage": None}) if thresholds is not None else c.options
         try:
-            # in a thread: a judge made on first use (an import, a model load) must not stall the
-            # event loop, whose heartbeats keep this worker's leases alive
+            # in a thread: a judge made on first use (an import, a model load) must not hold up
+            # the other items in flight (the heartbeats have a thread of their own)
             grader = await asyncio.to_thread(self.graders.get, c.judge, get_rubric(c.rubric), options)
             records = await grader.grade(item)
             if thresholds is not None:
