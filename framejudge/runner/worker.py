@@ -8,6 +8,7 @@ The same worker runs inside `framejudge serve` (beside the API, in its event loo
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import secrets
@@ -80,6 +81,8 @@ class QueueWorker:
         self.on_records = on_records
         self.poll_s = poll_s
         self.grace_s = grace_s
+        # where its judges send their calls: it takes only jobs whose judge goes where the server's does
+        self._described = json.dumps(graders.judges.described())
         self.graded = 0  # items this worker finished (records written)
         self.lost = 0  # items finished after their lease had gone to another worker (not written)
 
@@ -95,6 +98,7 @@ class QueueWorker:
         for problem in await asyncio.to_thread(self.graders.judges.warm):
             log.error("judge cannot be made: %s", problem)
         await self._db(queue.reclaim_expired, self.engine)
+        await self._db(queue.announce, self.engine, self.name, self._described, self.lease_s)
         beating = threading.Event()
         keeper = threading.Thread(target=self._keep_leases, args=(beating,), name=f"leases-{self.name}", daemon=True)
         keeper.start()
@@ -106,7 +110,8 @@ class QueueWorker:
             while not stop.is_set():
                 # in hand = claimed and not yet written: what a killed worker would cost again
                 room = self.capacity() - len(running) - len(finished) - being_written
-                claimed = await self._db(queue.claim, self.engine, self.name, room, self.lease_s) if room > 0 else []
+                claimed = await self._db(queue.claim, self.engine, self.name, room, self.lease_s,
+                                         self.graders.judges.endpoint_of) if room > 0 else []
                 for c in claimed or []:
                     running.add(asyncio.create_task(self._grade(c)))
                 if running:
@@ -169,6 +174,7 @@ class QueueWorker:
         beats = 0
         while not stop.wait(heartbeat_s(self.lease_s)):
             for fn, args in ((queue.heartbeat, (self.engine, self.name, self.lease_s)),
+                             (queue.announce, (self.engine, self.name, self._described, self.lease_s)),
                              *(((queue.reclaim_expired, (self.engine,)),) if beats % 2 else ())):
                 try:  # other workers' expired leases, every other beat
                     fn(*args)

@@ -18,7 +18,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..files import utf8_text
-from ..runner.queue import Job, JobItem, JobRecord, throughput
+from ..runner.judges import judge_endpoint
+from ..runner.queue import Job, JobItem, JobRecord, live_workers, throughput
 from ..schema import GradeOptions, Item
 
 
@@ -54,12 +55,14 @@ def idempotent_job(engine: Engine, key_id: str, idempotency_key: str | None,
 
 def create_job(engine: Engine, key_id: str, items: list[Item], judge: str, rubric: str, options: GradeOptions,
                idempotency_key: str | None, video_refs: list[str | None] | None = None,
-               priority: int = 0, fingerprint: str | None = None) -> tuple[str, bool]:
+               priority: int = 0, fingerprint: str | None = None,
+               judge_endpoint: str | None = None) -> tuple[str, bool]:
     """(job id, created). A repeated Idempotency-Key from the same API key returns the same job
     when the request is the same (`fingerprint`, from request_hash) and raises
     IdempotencyMismatch when it is not, also when two such submissions race (the database's
     unique constraint decides). `video_refs` are the client's references for items whose video
-    was resolved to a server path."""
+    was resolved to a server path. `judge_endpoint`: where the server's judge sends its calls
+    (Judges.endpoint_of): workers take the job only where theirs is the same."""
     idempotency_key = idempotency_key or None
     existing = idempotent_job(engine, key_id, idempotency_key, fingerprint)
     if existing is not None:
@@ -69,7 +72,7 @@ def create_job(engine: Engine, key_id: str, items: list[Item], judge: str, rubri
     try:
         with Session(engine) as s, s.begin():
             s.add(Job(id=job_id, key_id=key_id, idempotency_key=idempotency_key, request_hash=fingerprint,
-                      created_at=datetime.now(timezone.utc), judge=judge, rubric=rubric,
+                      created_at=datetime.now(timezone.utc), judge=judge, judge_endpoint=judge_endpoint, rubric=rubric,
                       sampler_json=options.sampler.model_dump_json(), options_json=options.model_dump_json(),
                       cancelled=0, priority=priority, active=1))
             s.flush()  # the unique (key, Idempotency-Key) check, before the items are written
@@ -99,6 +102,9 @@ class JobStatus(BaseModel):
     created_at: datetime
     items_per_second: float | None = Field(description="over the last minute; null until items finish")
     eta_s: float | None = Field(description="seconds until the unfinished items are done, at that rate")
+    waiting: str | None = Field(None, description="why no live worker can take the pending items (none runs, or "
+                                                  "none makes this judge calling the server's endpoint); null "
+                                                  "when one can")
 
 
 def job_status(engine: Engine, job_id: str) -> JobStatus | None:
@@ -122,11 +128,28 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
             state = "queued"
         rate = throughput(s, job_id) if state == "running" else None
         left = counts.get("pending", 0) + counts.get("running", 0)
+        waiting = untaken(s, job) if counts.get("pending", 0) and not job.cancelled else None
         return JobStatus(id=job.id, state=state, items=total, done=done, pending=counts.get("pending", 0),
                          running=counts.get("running", 0), cancelled_items=counts.get("cancelled", 0),
                          judge_errors=errors, judge=job.judge, rubric=job.rubric, options=job.options(),
                          priority=job.priority or 0, created_at=aware(job.created_at), items_per_second=rate,
-                         eta_s=left / rate if rate else None)
+                         eta_s=left / rate if rate else None, waiting=waiting)
+
+
+def untaken(s: Session, job: Job) -> str | None:
+    """Why no live worker can take this job's items (None: one can)."""
+    live = live_workers(s)
+    if not live:
+        return "no worker is running: start `framejudge serve` with its worker, or `framejudge worker`"
+    if job.judge_endpoint is None:  # from before endpoints were recorded: any worker takes it
+        return None
+    for worker in live:
+        described = json.loads(worker.judges_json)
+        if judge_endpoint(job.judge, described.get("judges", {}), described.get("api_base")) == job.judge_endpoint:
+            return None
+    where = job.judge_endpoint or "the provider's own endpoint"
+    return (f"none of the {len(live)} live worker(s) makes judge {job.judge} calling {where}, as the server "
+            "does: start a worker with the server's judges file (FRAMEJUDGE_JUDGES_FILE) and FRAMEJUDGE_API_BASE")
 
 
 def list_jobs(engine: Engine, key_id: str, offset: int, limit: int) -> list[JobStatus]:

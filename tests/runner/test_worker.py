@@ -99,3 +99,49 @@ def test_a_worker_whose_event_loop_is_held_by_cpu_work_keeps_its_leases(database
 def test_a_lease_shorter_than_three_heartbeats_is_refused(database_url, lease):
     with pytest.raises(ValueError, match="shorter than 3 heartbeats"):
         QueueWorker(engine_for(database_url), GraderCache(sample_frames, Judges()), lease_s=lease)
+
+
+def test_a_worker_takes_only_jobs_whose_judge_it_makes_as_the_server_does(database_url, tmp_path):
+    """The server's judges file sends litellm:openai/bench to a self-hosted server. A worker
+    started without that file (its judge would call another endpoint: here a decoy standing for
+    the provider's public one) takes none of the job's items, and the job's status says why; a
+    worker with the server's judges file grades them all."""
+    from fastapi.testclient import TestClient
+
+    from framejudge.runner.judges import load_judges_file
+    from framejudge.service.app import create_app
+    from framejudge.service.settings import Settings
+    from framejudge.service.store import create_key
+
+    engine = engine_for(database_url)
+    key = {"Authorization": f"Bearer {create_key(engine, ['grade'])}"}
+    with ModelServer(latency=0.05) as model, ModelServer(latency=0.05) as decoy:
+        judges_file = tmp_path / "judges.yaml"
+        judges_file.write_text(f"judges:\n  - spec: {JUDGE}\n    api_base: {model.base_url}\n    price: {{}}\n")
+        settings = Settings(database_url=database_url, upload_dir=tmp_path / "uploads", run_worker=False,
+                            judges_file=judges_file, requests_per_minute=10_000)
+        with TestClient(create_app(settings)) as client:
+            def status() -> dict:
+                return client.get(f"/v1/jobs/{job}", headers=key).json()
+
+            body = {"items": [it.model_dump(mode="json") for it in items(6)], "options": {"swap": False}}
+            job = client.post(f"/v1/jobs?judge={JUDGE}", json=body, headers=key).json()["id"]
+            assert status()["waiting"].startswith("no worker is running")
+            elsewhere = QueueWorker(engine, GraderCache(sample_frames, judges(None, api_base=decoy.base_url)),
+                                    lease_s=3.0, poll_s=0.05)
+            with running(elsewhere):
+                wait_until(lambda: "none of the 1 live worker(s)" in (status()["waiting"] or ""))
+                assert f"makes judge {JUDGE} calling {model.base_url}" in status()["waiting"]
+                time.sleep(1.0)  # many chances to claim
+                assert status()["pending"] == 6 and decoy.stats()["requests"] == 0
+                right = QueueWorker(engine, GraderCache(sample_frames, Judges(load_judges_file(judges_file))),
+                                    lease_s=3.0, poll_s=0.05)
+                with running(right):
+                    wait_until(lambda: status()["state"] == "done")
+                    assert status()["waiting"] is None
+            assert right.graded == 6 and elsewhere.graded == 0
+            assert decoy.stats()["requests"] == 0 and sorted(model.stats()["by_tag"].values()) == [1] * 6
+            records = client.get(f"/v1/jobs/{job}/verdicts", headers=key).json()["records"]
+            assert [r["record"] for r in records] == ["verdict"] * 6
+            again = client.post(f"/v1/jobs?judge={JUDGE}", json=body, headers=key).json()["id"]
+            assert client.get(f"/v1/jobs/{again}", headers=key).json()["waiting"].startswith("no worker is running")

@@ -106,7 +106,8 @@ async def submit_job(
             if existing is None:
                 resolved, refs = await svc.resolved(items, key, fetched)
                 job_id, created = create_job(svc.engine, key.id, resolved, judge, rubric, grade_options,
-                                             idempotency_key, refs, priority=job_priority, fingerprint=fingerprint)
+                                             idempotency_key, refs, priority=job_priority, fingerprint=fingerprint,
+                                             judge_endpoint=svc.judges.endpoint_of(judge))
         except IdempotencyMismatch as exc:
             raise ProblemError(422, "Idempotency-Key reused", str(exc)) from None
     except BaseException:
