@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import (DateTime, Float, Index, Integer, Select, String, Text, UniqueConstraint, and_, delete, func,
@@ -44,6 +44,7 @@ class Job(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
     request_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)  # what was submitted under it
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    kind: Mapped[str | None] = mapped_column(String(16), nullable=True)  # grade (None: from before) or align
     judge: Mapped[str] = mapped_column(String(500))
     # where the server's judge sends its calls (judges.judge_endpoint; '' the provider's own or
     # none): a worker takes the job only where its judge is the same (None: from before, any worker)
@@ -68,7 +69,7 @@ class JobItem(Base):
 
     job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
-    item_json: Mapped[str] = mapped_column(Text)  # with the video resolved to a server path
+    item_json: Mapped[str] = mapped_column(Text)  # with the video resolved to a server path; an align job's task
     video_ref: Mapped[str | None] = mapped_column(Text, nullable=True)  # the client's reference, shown in records
     status: Mapped[str] = mapped_column(String(16), index=True)  # pending, running, done, cancelled
     lease_owner: Mapped[str | None] = mapped_column(String(80), nullable=True, index=True)
@@ -126,6 +127,7 @@ class Claimed:
     position: int
     item_json: str
     video_ref: str | None
+    kind: str = "grade"  # or align: item_json is the alignment's task
 
 
 CANDIDATE_JOBS = 16  # active jobs looked at per claim; a job found empty is marked inactive
@@ -171,8 +173,8 @@ def claim(engine: Engine, worker: str, want: int, lease_s: float,
                 continue
             _served(s, job.key_id)
             options = job.options()
-            return [Claimed(job.id, job.key_id, job.judge, job.rubric, options, position, item_json, ref)
-                    for position, item_json, ref in sorted(taken)]
+            return [Claimed(job.id, job.key_id, job.judge, job.rubric, options, position, item_json, ref,
+                            job.kind or "grade") for position, item_json, ref in sorted(taken)]
     return []
 
 
@@ -242,6 +244,7 @@ class Finished:
     job_id: str
     position: int
     records: list  # Verdict | JudgeError
+    rows: list = field(default_factory=list)  # other rows the item's result is (an alignment), written with them
 
 
 def finish(engine: Engine, worker: str, done: list[Finished]) -> list[Finished]:
@@ -265,6 +268,7 @@ def finish(engine: Engine, worker: str, done: list[Finished]) -> list[Finished]:
                 for f in done if (f.job_id, f.position) in held for r in f.records]
         if rows:  # an item is finished once, under its lease: its records are new
             s.execute(insert(JobRecord), rows)
+        s.add_all(row for f in done if (f.job_id, f.position) in held for row in f.rows)
     return [f for f in done if (f.job_id, f.position) not in held]
 
 

@@ -194,7 +194,14 @@ class QueueWorker:
 
     async def _grade(self, c: queue.Claimed) -> queue.Finished:
         """The item's records. A judge that cannot be made, or a failure the pipeline did not turn
-        into a record, becomes a backend_error per turn: the worker goes on with the next item."""
+        into a record, becomes a backend_error per turn: the worker goes on with the next item.
+        An align job's item is its calibration's alignment (framejudge.service.review)."""
+        if c.kind == "align":
+            from ..service.review.alignments import align_job
+
+            records, rows = await asyncio.to_thread(align_job, self.engine, self.graders, c.job_id, c.key_id,
+                                                    c.item_json)
+            return queue.Finished(c.job_id, c.position, records, rows)
         item = Item.model_validate_json(c.item_json)
         thresholds = c.options.triage  # marks the verdicts; the grading does not depend on it
         options = c.options.model_copy(update={"triage": None}) if thresholds is not None else c.options

@@ -25,7 +25,7 @@ from .media import MediaResolver
 from .metrics import Metrics
 from .problems import ProblemError
 from .settings import Settings
-from .store import ApiKey, check_key, engine_for, generated_id
+from .store import ApiKey, check_key, engine_for, generated_id, holds
 from .uploads import Form, Upload, UploadStore, read_multipart
 
 MAX_BODY = 64 * 1024**2
@@ -78,7 +78,7 @@ class Service:
         key = check_key(self.engine, authorization.split(" ", 1)[1].strip())
         if key is None:
             raise ProblemError(401, "Unauthorized", "unknown or revoked API key", {"WWW-Authenticate": "Bearer"})
-        if scope not in key.scopes.split(",") and "admin" not in key.scopes.split(","):
+        if not holds(key, scope):
             raise ProblemError(403, "Forbidden", f"this API key lacks the '{scope}' scope")
         wait = self.limiter.take(key.id)
         if wait is not None:
@@ -153,8 +153,17 @@ class Service:
     def own_job(self, job_id: str, key: ApiKey) -> JobStatus:
         """The job's status, for its owner (or an admin key); 404 for anyone else."""
         status = job_status(self.engine, job_id) if generated_id(job_id) else None
-        if status is None or (job_owner(self.engine, job_id) != key.id and "admin" not in key.scopes.split(",")):
+        if status is None or (job_owner(self.engine, job_id) != key.id and not holds(key, "admin")):
             raise ProblemError(404, "No such job", f"no job with id {job_id!r}")
+        return status
+
+    def graded_job(self, job_id: str, key: ApiKey) -> JobStatus:
+        """own_job, for a job that graded items (what calibrations, reviews and leaderboards read);
+        422 for another kind (an alignment)."""
+        status = self.own_job(job_id, key)
+        if status.kind != "grade":
+            raise ProblemError(422, "Not a grading job", f"job {job_id} is an {status.kind} job; give a job that "
+                                                         "graded items")
         return status
 
 

@@ -38,6 +38,12 @@ class CalibrationRun(Base):
     reviewers: Mapped[str | None] = mapped_column(Text, nullable=True)  # comma-separated key ids
 
 
+def holds(key: ApiKey, scope: str) -> bool:
+    """Whether the key has `scope` (an admin key has every scope)."""
+    scopes = key.scopes.split(",")
+    return scope in scopes or "admin" in scopes
+
+
 def generated_id(value: str) -> bool:
     """Whether `value` could be an id this server generated (lowercase hex). Anything else is not
     looked up at all: PostgreSQL refuses some strings outright (a NUL), and the answer is 404 anyway."""

@@ -28,7 +28,7 @@ RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(RecordIn)
 @router.post("/v1/calibrate", tags=["calibration"], response_model=CalibrateResponse)
 async def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) -> CalibrateResponse:
     if body.job_id is not None:
-        status = svc.own_job(body.job_id, key)
+        status = svc.graded_job(body.job_id, key)
         if status.done == 0:
             raise ProblemError(422, "Job has no verdicts yet", f"job {body.job_id} has graded no item so far")
         records: list[Verdict | JudgeError] = [RECORD.validate_json(r)

@@ -63,7 +63,7 @@ async def build(body: LeaderboardRequest, svc: ServiceDep, key: GradeKey) -> Lea
     from ...leaderboard.plan import PlanError, battles_from_items, outcomes
     from ...leaderboard.stats import build_board
 
-    status = svc.own_job(body.job_id, key)
+    status = svc.graded_job(body.job_id, key)
     if status.done == 0:
         raise ProblemError(422, "Job has no verdicts yet", f"job {body.job_id} has graded no item so far")
     try:
