@@ -19,7 +19,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from ...calibration.adjudication import label_rows_jsonl
 from ...db import Base
-from ...judge import JudgeSpecError, judge_class
+from ...judge import JudgeSpecError
 from ...judge.base import JudgeStopped
 from ...rubrics import RubricError, get_rubric
 from ...rubrics.align import AlignError, AlignResult, align, rubric_yaml
@@ -124,8 +124,6 @@ async def submit_alignment(svc: Any, queue: Any, key: ApiKey, request: AlignRequ
                            f"{', '.join(svc.allowed_judges)}")
     first = verdicts[0].provenance
     base = svc.judge_and_rubric(spec, first.rubric_id)  # a judge this server allows, as for grading
-    if judge_class(spec) is None:
-        raise ProblemError(400, "Judge not available", f"judge {spec!r} cannot be made here")
     items = list(inputs.items)
     if not items:
         raise ProblemError(422, "Nothing to align", "the calibration was not given its items (send `items` with "
