@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Query, Request
 
 from ..frame_sampler import IsolatedSampler
 from ..judge import Grader, JudgeSpecError, judge_class
@@ -30,6 +31,22 @@ from .uploads import Form, Upload, UploadStore, read_multipart
 
 MAX_BODY = 64 * 1024**2
 MAX_JOB_ITEMS = 100_000
+MAX_LISTED = 10_000_000  # an offset into one key's objects (a bound, so no number overflows the database)
+
+
+@dataclass(frozen=True)
+class Paging:
+    offset: int
+    limit: int
+
+
+def paging(offset: int = Query(0, ge=0, le=MAX_LISTED, description="how many of the newest to pass over"),
+           limit: int = Query(50, ge=1, le=500, description="how many to list")) -> Paging:
+    """A page of one key's stored objects (jobs, videos, calibrations, leaderboards), newest first."""
+    return Paging(offset, limit)
+
+
+PageDep = Annotated[Paging, Depends(paging)]
 
 
 class Service:

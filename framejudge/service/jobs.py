@@ -22,6 +22,7 @@ from ..files import utf8_text
 from ..runner.judges import judge_endpoint
 from ..runner.queue import Job, JobItem, JobRecord, live_workers, throughput
 from ..schema import GradeOptions, Item
+from .store import owned_page
 
 
 class IdempotencyMismatch(ValueError):
@@ -159,10 +160,8 @@ def untaken(s: Session, job: Job) -> str | None:
 
 def list_jobs(engine: Engine, key_id: str, offset: int, limit: int) -> list[JobStatus]:
     """A page of this key's jobs, newest first (an admin key's own too: listing is per key)."""
-    with Session(engine) as s:
-        ids = s.scalars(select(Job.id).where(Job.key_id == key_id).order_by(Job.created_at.desc(), Job.id.desc())
-                        .offset(offset).limit(limit)).all()
-    return [status for status in (job_status(engine, job_id) for job_id in ids) if status is not None]
+    jobs = owned_page(engine, Job, key_id, offset, limit)
+    return [status for status in (job_status(engine, job.id) for job in jobs) if status is not None]
 
 
 def aware(moment: datetime) -> datetime:

@@ -128,6 +128,17 @@ def env(tmp_path):
         yield e
 
 
+def test_a_key_lists_its_own_calibrations(env):
+    client, engine = env["client"], env["engine"]
+    listed = client.get("/v1/calibrate", headers={"Authorization": f"Bearer {env['owner']}"})
+    assert listed.status_code == 200, listed.text
+    [mine] = listed.json()["calibrations"]
+    assert mine["id"] == env["id"] and mine["reviewers"] == [env["second"].split("_")[1]]
+    other = create_key(engine, ["calibrate"])
+    assert client.get("/v1/calibrate", headers={"Authorization": f"Bearer {other}"}).json()["calibrations"] == []
+    assert client.get("/v1/calibrate", headers={"Authorization": f"Bearer {env['second']}"}).status_code == 403
+
+
 def test_a_grade_key_cannot_review(env):
     client = env["client"]
     refused = sign_in(client, env["grader"])

@@ -12,13 +12,13 @@ from pydantic import TypeAdapter
 from ...calibration.audit import AuditResult, audit
 from ...calibration.inputs import human_rows, judge_rows, swap_consistency, unjudged_turns, video_qa_fields
 from ...schema import JudgeError, RecordIn, Verdict
-from ..context import ServiceDep, authorized
-from ..jobs import job_items, job_records
-from ..models import CalibrateRequest, CalibrateResponse
+from ..context import PageDep, ServiceDep, authorized
+from ..jobs import aware, job_items, job_records
+from ..models import CalibrateRequest, CalibrateResponse, CalibrationPage, CalibrationSummary
 from ..problems import ProblemError
 from ..review.sessions import reviewers_problem
 from ..review.store import ReviewInputs
-from ..store import ApiKey, load_calibration, save_calibration
+from ..store import ApiKey, CalibrationRun, load_calibration, owned_page, save_calibration
 
 router = APIRouter()
 CalibrateKey = Annotated[ApiKey, Depends(authorized("calibrate"))]
@@ -64,6 +64,15 @@ async def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) 
     run_id = await asyncio.to_thread(save_calibration, svc.engine, key.id, result.model_dump_json(),
                                      inputs.model_dump_json(), body.reviewers)
     return CalibrateResponse(id=run_id, result=result)
+
+
+@router.get("/v1/calibrate", tags=["calibration"], response_model=CalibrationPage)
+def list_calibrations(svc: ServiceDep, key: CalibrateKey, page: PageDep) -> CalibrationPage:
+    """This key's calibrations (and review queues), newest first, a page at a time."""
+    rows = owned_page(svc.engine, CalibrationRun, key.id, page.offset, page.limit)
+    return CalibrationPage(offset=page.offset, limit=page.limit, calibrations=[
+        CalibrationSummary(id=r.id, created_at=aware(r.created_at), reviewers=(r.reviewers or "").split(",")
+                           if r.reviewers else []) for r in rows])
 
 
 @router.get("/v1/calibrate/{run_id}/report", tags=["calibration"], response_class=HTMLResponse)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 from ...files import first_problem, not_utf8, text_line
 from ...judge.batch import checked_items
 from ...schema import MAX_TURNS, GradeOptions, Item
-from ..context import MAX_BODY, MAX_JOB_ITEMS, Service, ServiceDep, authorized
+from ..context import MAX_BODY, MAX_JOB_ITEMS, PageDep, Service, ServiceDep, authorized
 from ..jobs import (IdempotencyMismatch, JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status,
                     list_jobs, parse_items_body, remove_job, request_hash)
 from ..limits import capped_stream, check_frame_pixels
@@ -23,7 +23,6 @@ from ..uploads import UPLOAD_PREFIX, Form, Upload
 router = APIRouter()
 GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
 MAX_RECORDS = MAX_JOB_ITEMS * MAX_TURNS  # the most records a job holds
-MAX_LISTED = 10_000_000  # an offset into one key's jobs (a bound, so no number overflows the database)
 
 ITEMS_SCHEMA = {"type": "array", "minItems": 1, "maxItems": MAX_JOB_ITEMS, "items": {"$ref": "#/components/schemas/Item"}}
 PRIORITY = {"type": "integer", "minimum": -100, "maximum": 100, "default": 0}
@@ -203,10 +202,9 @@ class JobPage(BaseModel):
 
 
 @router.get("/v1/jobs", tags=["jobs"], response_model=JobPage)
-def get_jobs(svc: ServiceDep, key: GradeKey, offset: int = Query(0, ge=0, le=MAX_LISTED),
-             limit: int = Query(50, ge=1, le=500)) -> Any:
+def get_jobs(svc: ServiceDep, key: GradeKey, page: PageDep) -> Any:
     """This key's jobs, newest first, a page at a time (`offset`, `limit`); a deleted job is not listed."""
-    return JobPage(offset=offset, limit=limit, jobs=list_jobs(svc.engine, key.id, offset, limit))
+    return JobPage(offset=page.offset, limit=page.limit, jobs=list_jobs(svc.engine, key.id, page.offset, page.limit))
 
 
 @router.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus)

@@ -19,10 +19,11 @@ from ...leaderboard.board import Board
 from ...rubrics import RubricError, get_rubric
 from ...rubrics.model import Rubric
 from ...schema import JudgeError, RecordIn, Verdict
-from ..context import ServiceDep, authorized
-from ..jobs import job_items, job_records
+from ..context import PageDep, ServiceDep, authorized
+from ..jobs import aware, job_items, job_records
+from ..models import LeaderboardPage, LeaderboardSummary
 from ..problems import ProblemError
-from ..store import ApiKey, generated_id
+from ..store import ApiKey, generated_id, owned_page
 
 router = APIRouter()
 GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
@@ -100,6 +101,14 @@ def _own(svc: object, board_id: str, key: ApiKey) -> LeaderboardRow:
             raise ProblemError(404, "No such leaderboard", f"no leaderboard with id {board_id!r}")
         s.expunge(row)
         return row
+
+
+@router.get("/v1/leaderboards", tags=["leaderboards"], response_model=LeaderboardPage)
+def list_boards(svc: ServiceDep, key: GradeKey, page: PageDep) -> LeaderboardPage:
+    """This key's leaderboards (without their boards: GET /v1/leaderboards/{id}), newest first."""
+    rows = owned_page(svc.engine, LeaderboardRow, key.id, page.offset, page.limit)
+    return LeaderboardPage(offset=page.offset, limit=page.limit, leaderboards=[
+        LeaderboardSummary(id=r.id, job_id=r.job_id, created_at=aware(r.created_at)) for r in rows])
 
 
 @router.get("/v1/leaderboards/{board_id}", tags=["leaderboards"], response_model=LeaderboardResponse)
