@@ -117,14 +117,17 @@ class RubricSummary(BaseModel):
     title: str
 
 
-class UploadedVideo(BaseModel):
-    """A stored upload. Refer to it as `id` wherever a video is expected (items, frames)."""
-
+class VideoFile(BaseModel):
     id: str = Field(description="'upload:<hex>'")
     filename: str = Field(description="the client's file name, for display only")
     bytes: int
     sha256: str
     container: str
+
+
+class UploadedVideo(VideoFile):
+    """A stored upload. Refer to it as `id` wherever a video is expected (items, frames)."""
+
     video: VideoInfo
 
 
@@ -132,12 +135,7 @@ class UploadResponse(BaseModel):
     videos: list[UploadedVideo]
 
 
-class StoredVideo(BaseModel):
-    id: str = Field(description="'upload:<hex>'")
-    filename: str = Field(description="the client's file name, for display only")
-    bytes: int
-    sha256: str
-    container: str
+class StoredVideo(VideoFile):
     created_at: datetime
 
 
