@@ -20,6 +20,7 @@ from ...rubrics import RubricError, get_rubric
 from ...rubrics.model import Rubric
 from ...schema import JudgeError, RecordIn, Verdict
 from ..context import PageDep, ServiceDep, authorized
+from ..headers import REPORT_HEADERS
 from ..jobs import aware, job_items, job_records
 from ..models import LeaderboardPage, LeaderboardSummary
 from ..problems import ProblemError
@@ -124,4 +125,4 @@ def page(board_id: str, svc: ServiceDep, key: GradeKey) -> HTMLResponse:
 
     row = _own(svc, board_id, key)
     return HTMLResponse(render_board_html(Board.model_validate_json(row.board_json),
-                                          title=f"framejudge leaderboard {row.id}"))
+                                          title=f"framejudge leaderboard {row.id}"), headers=REPORT_HEADERS)
