@@ -269,7 +269,7 @@ def grade(
     from ..judge.base import unused_options
     from ..rubrics import RubricError, get_rubric
     from ..runner.judges import Judges, JudgesFileError
-    from ..runner.local import planned_calls
+    from ..runner.local import planned_turns
     from ..calibration.triage import marker, mismatch, review_rows
     from ..runner.resume import ResumeConflict, mark_kept, plan_resume, superseded_path
     from ..schema import GradeOptions
@@ -336,9 +336,10 @@ def grade(
     except ValidationError as exc:  # an option the shared models refuse, named as the model names it
         fail(first_problem(exc, "option"))
     todo = plan.turns
-    calls = planned_calls(grader, plan.work)
+    planned = planned_turns(grader, plan.work)
+    calls = sum(p.calls for p in planned)
     estimate = getattr(the_judge, "estimate", None)
-    est_text = estimate(the_rubric, the_items, calls, params.n) if estimate else "no tokens, no cost (runs locally)"
+    est_text = estimate(the_rubric, planned, params.n) if estimate else "no tokens, no cost (runs locally)"
     kept = f", {plan.kept} already graded in {out_path}" if plan.kept else ""
     err.print(f"{len(the_items)} items, {todo} turn(s) to grade{kept}, about {calls} judge call(s): {est_text}",
               highlight=False)

@@ -67,7 +67,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     from ..leaderboard.plan import battle_options
     from ..rubrics import RubricError, get_rubric
     from ..runner.judges import Judges, JudgesFileError
-    from ..runner.local import planned_calls
+    from ..runner.local import planned_turns
     from ..runner.resume import ResumeConflict, plan_resume, superseded_path
     from ..schema import GradeOptions
     from .batch_run import Decoding, Words, run_graded
@@ -99,9 +99,10 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
         fail(str(exc))
     except ValidationError as exc:
         fail(first_problem(exc, "option"))
-    todo, calls = resume.turns, planned_calls(grader, resume.work)
+    planned = planned_turns(grader, resume.work)
+    todo, calls = resume.turns, sum(p.calls for p in planned)
     estimate = getattr(the_judge, "estimate", None)
-    est_text = estimate(the_rubric, items, calls, params.n) if estimate else "no tokens, no cost (runs locally)"
+    est_text = estimate(the_rubric, planned, params.n) if estimate else "no tokens, no cost (runs locally)"
     kept = f", {plan.size - todo} already graded in {battles}" if plan.size - todo else ""
     err.print(f"{plan.size} battle(s) of {len(plan.pairs)} pair(s) of models, {todo} to grade{kept}, about {calls} "
               f"judge call(s): {est_text}", highlight=False)

@@ -26,6 +26,17 @@ class JudgeRequest:
     sampled: list[Any] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class PlannedTurn:
+    """One turn a run will grade: its judge calls, and how many of them send the turn's frames
+    (none without a video, or where the judge does not look; never the blind control's call)."""
+
+    item: Item
+    turn: int
+    calls: int
+    with_frames: int
+
+
 @dataclass
 class JudgeResult:
     judgement: Judgement

@@ -23,17 +23,19 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
 from ..runner.endpoint import EndpointBusy, Gate, UnlimitedGate
 from ..schema import Item, Judgement, JudgeErrorKind, Usage
-from .base import JudgeFailure, JudgeRequest, JudgeResult
+from .base import JudgeFailure, JudgeRequest, JudgeResult, PlannedTurn
 from .confidence import LabelProbs, field_options, label_probabilities, steps_from_logprobs
 from .reask import InvalidReply, json_text, parse_judgement, problems, reask_messages
 
 TOP_LOGPROBS = 5
+ESTIMATE_SAMPLE = 200  # planned turns whose prompts are rendered for a cost estimate
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 OVERLOAD_STATUS = {408, 429, 503, 529}  # the server is over capacity, or did not answer in time
 
@@ -369,15 +371,20 @@ class LiteLLMJudge:
             return JudgeFailure(JudgeErrorKind.refused, str(cause)[:1000], raw, usage)
         return JudgeFailure(JudgeErrorKind.backend_error, f"{type(cause).__name__}: {cause}"[:1000], raw, usage)
 
-    def estimate(self, rubric: Rubric, items: list[Item], calls: int, frames_per_call: int) -> str:
-        """Rough tokens and cost before spending, from the first item's rendered prompt."""
+    def estimate(self, rubric: Rubric, planned: Sequence[PlannedTurn], frames_per_call: int) -> str:
+        """Rough tokens and cost before spending: each call's text (the rendered prompts of up to
+        ESTIMATE_SAMPLE of the planned turns, spread over them) and the frames of the calls that
+        send frames, only those (a text-only item's calls send none)."""
         import litellm
 
-        if not items or not calls:
+        calls = sum(p.calls for p in planned)
+        if not calls:
             return "nothing to do"
-        rendered = render_prompt(rubric, items[0], [])
-        per_call = rendered.estimated_tokens + (frames_per_call * IMAGE_TOKENS if self.sees_images else 10 * frames_per_call)
-        tokens = per_call * calls
+        sample = [p for p in planned[::max(1, len(planned) // ESTIMATE_SAMPLE)] if p.calls]
+        text = sum(render_prompt(rubric, p.item, [], p.turn).estimated_tokens * p.calls for p in sample)
+        per_frame = IMAGE_TOKENS if self.sees_images else 10  # a text-only model reads timestamps
+        tokens = round(text / sum(p.calls for p in sample) * calls +
+                       sum(p.with_frames for p in planned) * frames_per_call * per_frame)
         price = litellm.model_cost.get(self.model) or litellm.model_cost.get(self.model.split("/", 1)[-1])
         if self.price is not None:
             cost = tokens * self.price[0] + calls * 200 * self.price[1]

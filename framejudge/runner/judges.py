@@ -53,6 +53,15 @@ def load_judges_file(path: str | os.PathLike[str]) -> list[JudgeConfig]:
                             "a judges file is a mapping with a 'judges' list", check=entries_apart).judges
 
 
+def judge_endpoint(spec: str, bases: dict[str, str | None], default_base: str | None) -> str:
+    """Where a judge's calls go, as a process configures it: a litellm judge's entry's api_base,
+    else the default (FRAMEJUDGE_API_BASE, --api-base), else '' (the provider's own endpoint);
+    '' for a judge that calls no endpoint (the reference judge, a local model)."""
+    if not spec.startswith("litellm:"):
+        return ""
+    return bases.get(spec) or default_base or ""
+
+
 class Judges:
     """Judge configurations by spec, and one adaptive Endpoint per model endpoint."""
 
@@ -101,6 +110,16 @@ class Judges:
         except ValidationError as exc:
             raise JudgeSpecError(first_problem(exc, "concurrency").replace("max_concurrency", "--max-concurrency")
                                  .replace("concurrency:", "--concurrency:")) from None
+
+    def described(self) -> dict[str, object]:
+        """What decides where this process's judges send their calls (no keys, no limits): the
+        judges file's endpoints by spec and the default one. judge_endpoint reads it back."""
+        return {"api_base": self.api_base, "judges": {spec: c.api_base for spec, c in self.configs.items()}}
+
+    def endpoint_of(self, spec: str) -> str:
+        """Where this process's judge for `spec` sends its calls (judge_endpoint): a job records the
+        server's, and a worker grades it only where its own is the same."""
+        return judge_endpoint(spec, {s: c.api_base for s, c in self.configs.items()}, self.api_base)
 
     def endpoint(self, config: JudgeConfig) -> Endpoint:
         key = (config.spec, config.api_base or self.api_base)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..judge.base import JudgeStopped
+from ..judge.base import JudgeStopped, PlannedTurn, wants_frames
 from ..judge.batch import GradeSummary, read_records, summarize
 from ..judge.pipeline import Grader, Record
 from ..schema import Item, JudgeError
@@ -37,19 +37,26 @@ class RunProgress:
     errors: int = 0
 
 
-def planned_calls(grader: Grader, work: list[tuple[Item, set[int]]]) -> int:
-    """The judge calls grading `work` takes: none for a turn the error-string rules decide; per
-    other turn its samples, a swapped call where it has a response B, a blind one where frames
-    are shown."""
+def planned_turns(grader: Grader, work: list[tuple[Item, set[int]]]) -> list[PlannedTurn]:
+    """The turns grading `work` asks the judge about, each with its calls: none for a turn the
+    error-string rules decide; per other turn its samples, a swapped call where it has a response
+    B, a blind one where frames are shown. Frames go with the sampled and swapped calls of turns
+    that have them (a text-only item's calls carry none)."""
     o = grader.effective_options
-    calls = 0
+    planned = []
     for item, skip in work:
-        frames = grader.judge.needs_frames and bool(item.video)
         for t, turn in enumerate(item.turns):
             if t in skip or grader.decided_by_rules(item, t):
                 continue
-            calls += o.samples + (1 if o.swap and turn.response_b is not None else 0) + (1 if o.blind and frames else 0)
-    return calls
+            framed = wants_frames(grader.judge, item, t)
+            seen = o.samples + (1 if o.swap and turn.response_b is not None else 0)
+            planned.append(PlannedTurn(item, t, seen + (1 if o.blind and framed else 0), seen if framed else 0))
+    return planned
+
+
+def planned_calls(grader: Grader, work: list[tuple[Item, set[int]]]) -> int:
+    """The judge calls grading `work` takes (planned_turns)."""
+    return sum(p.calls for p in planned_turns(grader, work))
 
 
 def window(grader: Grader, concurrency: int, prefetch: int) -> Callable[[], int]:

@@ -23,11 +23,12 @@ compared with clock drift).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import (DateTime, Float, Index, Integer, Select, String, Text, UniqueConstraint, and_, func, insert,
-                        or_, select, update)
+from sqlalchemy import (DateTime, Float, Index, Integer, Select, String, Text, UniqueConstraint, and_, delete, func,
+                        insert, or_, select, update)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
@@ -43,14 +44,19 @@ class Job(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
     request_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)  # what was submitted under it
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    kind: Mapped[str | None] = mapped_column(String(16), nullable=True)  # grade (None: from before) or align
     judge: Mapped[str] = mapped_column(String(500))
+    # where the server's judge sends its calls (judges.judge_endpoint; '' the provider's own or
+    # none): a worker takes the job only where its judge is the same (None: from before, any worker)
+    judge_endpoint: Mapped[str | None] = mapped_column(Text, nullable=True)
     rubric: Mapped[str] = mapped_column(String(200))
     sampler_json: Mapped[str] = mapped_column(Text)  # the sampler alone (what older versions stored)
     options_json: Mapped[str | None] = mapped_column(Text, nullable=True)  # GradeOptions
     cancelled: Mapped[int] = mapped_column(Integer, default=0)
     priority: Mapped[int] = mapped_column(Integer, default=0)
     active: Mapped[int] = mapped_column(Integer, default=1, index=True)  # may have pending items
-    __table_args__ = (UniqueConstraint("key_id", "idempotency_key"),)
+    __table_args__ = (UniqueConstraint("key_id", "idempotency_key"),
+                      Index("ix_jobs_key_created", "key_id", "created_at"))  # a key's jobs, newest first
 
     def options(self) -> GradeOptions:
         if self.options_json:
@@ -63,7 +69,7 @@ class JobItem(Base):
 
     job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
-    item_json: Mapped[str] = mapped_column(Text)  # with the video resolved to a server path
+    item_json: Mapped[str] = mapped_column(Text)  # with the video resolved to a server path; an align job's task
     video_ref: Mapped[str | None] = mapped_column(Text, nullable=True)  # the client's reference, shown in records
     status: Mapped[str] = mapped_column(String(16), index=True)  # pending, running, done, cancelled
     lease_owner: Mapped[str | None] = mapped_column(String(80), nullable=True, index=True)
@@ -83,6 +89,21 @@ class JobRecord(Base):
     turn: Mapped[int] = mapped_column(Integer, primary_key=True)
     kind: Mapped[str] = mapped_column(String(16))  # verdict or judge_error
     record_json: Mapped[str] = mapped_column(Text)
+
+
+class WorkerRow(Base):
+    """A live worker and what decides where its judges' calls go (Judges.described): the job
+    status tells from these when no live worker can take a job's items."""
+
+    __tablename__ = "queue_workers"
+
+    name: Mapped[str] = mapped_column(String(80), primary_key=True)
+    judges_json: Mapped[str] = mapped_column(Text)
+    lease_s: Mapped[float] = mapped_column(Float)
+    seen: Mapped[float] = mapped_column(Float)  # its last heartbeat
+
+
+WORKERS_FORGOTTEN_S = 3600.0  # a worker unseen this long past its lease is no longer listed
 
 
 class KeyTurn(Base):
@@ -106,18 +127,32 @@ class Claimed:
     position: int
     item_json: str
     video_ref: str | None
+    kind: str = "grade"  # or align: item_json is the alignment's task
 
 
 CANDIDATE_JOBS = 16  # active jobs looked at per claim; a job found empty is marked inactive
 
 
-def claim(engine: Engine, worker: str, want: int, lease_s: float) -> list[Claimed]:
-    """Lease up to `want` pending items of one job (the fair share's next) to `worker`."""
+def claim(engine: Engine, worker: str, want: int, lease_s: float,
+          endpoint: Callable[[str], str] | None = None) -> list[Claimed]:
+    """Lease up to `want` pending items of one job (the fair share's next) to `worker`. With
+    `endpoint` (the worker's Judges.endpoint_of), only jobs whose judge the worker makes exactly as
+    the server did: the same spec, calling the same endpoint; the others wait for a worker that
+    can (a job from before endpoints were recorded goes to any worker)."""
     now = time.time()
     with Session(engine) as s, s.begin():
+        takes = Job.active == 1
+        if endpoint is not None:
+            pairs = s.execute(select(Job.judge, Job.judge_endpoint).where(Job.active == 1, Job.cancelled == 0)
+                              .distinct()).all()  # few: the active jobs' judges
+            able = [(judge, at) for judge, at in pairs if at is None or endpoint(judge) == at]
+            if not able:
+                return []
+            takes = and_(takes, or_(*(and_(Job.judge == judge, Job.judge_endpoint.is_(None) if at is None
+                                           else Job.judge_endpoint == at) for judge, at in able)))
         jobs = s.execute(
             select(Job).outerjoin(KeyTurn, KeyTurn.key_id == Job.key_id)
-            .where(Job.active == 1, Job.cancelled == 0)
+            .where(takes, Job.cancelled == 0)
             .order_by(func.coalesce(KeyTurn.served, 0), Job.priority.desc(), Job.created_at, Job.id)
             .limit(CANDIDATE_JOBS)).scalars().all()
         for job in jobs:
@@ -138,8 +173,8 @@ def claim(engine: Engine, worker: str, want: int, lease_s: float) -> list[Claime
                 continue
             _served(s, job.key_id)
             options = job.options()
-            return [Claimed(job.id, job.key_id, job.judge, job.rubric, options, position, item_json, ref)
-                    for position, item_json, ref in sorted(taken)]
+            return [Claimed(job.id, job.key_id, job.judge, job.rubric, options, position, item_json, ref,
+                            job.kind or "grade") for position, item_json, ref in sorted(taken)]
     return []
 
 
@@ -154,6 +189,20 @@ def _served(s: Session, key_id: str) -> None:
     latest = s.scalar(select(func.max(KeyTurn.served))) or 0
     if s.execute(update(KeyTurn).where(KeyTurn.key_id == key_id).values(served=latest + 1)).rowcount == 0:
         s.add(KeyTurn(key_id=key_id, served=latest + 1))
+
+
+def announce(engine: Engine, worker: str, judges_json: str, lease_s: float) -> None:
+    """`worker` is alive (at its start and each heartbeat), with its judges' endpoints."""
+    now = time.time()
+    with Session(engine) as s, s.begin():
+        if not s.execute(update(WorkerRow).where(WorkerRow.name == worker)
+                         .values(seen=now, judges_json=judges_json, lease_s=lease_s)).rowcount:
+            s.add(WorkerRow(name=worker, judges_json=judges_json, lease_s=lease_s, seen=now))
+
+
+def live_workers(s: Session) -> list[WorkerRow]:
+    """The workers whose last heartbeat is within their lease."""
+    return list(s.scalars(select(WorkerRow).where(WorkerRow.seen + WorkerRow.lease_s >= time.time())))
 
 
 def heartbeat(engine: Engine, worker: str, lease_s: float) -> int:
@@ -174,12 +223,14 @@ def reclaim_expired(engine: Engine) -> int:
                          .returning(JobItem.job_id)).scalars().all()
         for job_id in set(back):
             s.execute(update(Job).where(Job.id == job_id).values(active=1))
+        s.execute(delete(WorkerRow).where(WorkerRow.seen + WorkerRow.lease_s < now - WORKERS_FORGOTTEN_S))
         return len(back)
 
 
 def release(engine: Engine, worker: str) -> int:
     """A worker stopping cleanly hands back the items it has not finished, at once."""
     with Session(engine) as s, s.begin():
+        s.execute(delete(WorkerRow).where(WorkerRow.name == worker))
         back = s.execute(update(JobItem).where(JobItem.lease_owner == worker, JobItem.status == "running")
                          .values(status="pending", lease_owner=None, lease_expires=None)
                          .returning(JobItem.job_id)).scalars().all()
@@ -193,6 +244,7 @@ class Finished:
     job_id: str
     position: int
     records: list  # Verdict | JudgeError
+    rows: list = field(default_factory=list)  # other rows the item's result is (an alignment), written with them
 
 
 def finish(engine: Engine, worker: str, done: list[Finished]) -> list[Finished]:
@@ -216,6 +268,7 @@ def finish(engine: Engine, worker: str, done: list[Finished]) -> list[Finished]:
                 for f in done if (f.job_id, f.position) in held for r in f.records]
         if rows:  # an item is finished once, under its lease: its records are new
             s.execute(insert(JobRecord), rows)
+        s.add_all(row for f in done if (f.job_id, f.position) in held for row in f.rows)
     return [f for f in done if (f.job_id, f.position) not in held]
 
 

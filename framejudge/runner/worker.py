@@ -8,10 +8,12 @@ The same worker runs inside `framejudge serve` (beside the API, in its event loo
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import secrets
 import socket
+import threading
 import time
 from collections.abc import Callable
 
@@ -25,6 +27,22 @@ from . import queue
 from .graders import GraderCache
 
 log = logging.getLogger("framejudge.worker")
+MIN_HEARTBEAT_S = 1.0  # a heartbeat is a database write: not more often than this
+MIN_LEASE_BEATS = 3  # heartbeats a lease lasts, at least
+MIN_LEASE_S = MIN_HEARTBEAT_S * MIN_LEASE_BEATS
+
+
+def heartbeat_s(lease_s: float) -> float:
+    """Seconds between a worker's heartbeats: a third of its lease, never under MIN_HEARTBEAT_S."""
+    return max(MIN_HEARTBEAT_S, lease_s / MIN_LEASE_BEATS)
+
+
+def lease_problem(lease_s: float) -> str | None:
+    """Why a lease is too short to keep alive (None when it is long enough)."""
+    if lease_s < MIN_LEASE_S:
+        return (f"a lease of {lease_s:g} s is shorter than {MIN_LEASE_BEATS} heartbeats ({MIN_HEARTBEAT_S:g} s "
+                f"apart): a worker would lose items it is grading; give at least {MIN_LEASE_S:g}")
+    return None
 
 
 def worker_name() -> str:
@@ -50,6 +68,9 @@ class QueueWorker:
                  grace_s: float = 30.0) -> None:
         """`local_concurrency`: items at once for judges without an endpoint (the reference judge,
         a local model); `prefetch`: items beyond the endpoints' limits, decoding while calls wait."""
+        problem = lease_problem(lease_s)
+        if problem:
+            raise ValueError(problem)
         self.engine = engine
         self.graders = graders
         self.name = name or worker_name()
@@ -60,6 +81,8 @@ class QueueWorker:
         self.on_records = on_records
         self.poll_s = poll_s
         self.grace_s = grace_s
+        # where its judges send their calls: it takes only jobs whose judge goes where the server's does
+        self._described = json.dumps(graders.judges.described())
         self.graded = 0  # items this worker finished (records written)
         self.lost = 0  # items finished after their lease had gone to another worker (not written)
 
@@ -75,7 +98,10 @@ class QueueWorker:
         for problem in await asyncio.to_thread(self.graders.judges.warm):
             log.error("judge cannot be made: %s", problem)
         await self._db(queue.reclaim_expired, self.engine)
-        keeper = asyncio.create_task(self._keep_leases())
+        await self._db(queue.announce, self.engine, self.name, self._described, self.lease_s)
+        beating = threading.Event()
+        keeper = threading.Thread(target=self._keep_leases, args=(beating,), name=f"leases-{self.name}", daemon=True)
+        keeper.start()
         running: set[asyncio.Task[queue.Finished]] = set()
         finished: list[queue.Finished] = []
         writing: asyncio.Task[list[queue.Finished]] | None = None  # one write at a time, beside the grading
@@ -84,7 +110,8 @@ class QueueWorker:
             while not stop.is_set():
                 # in hand = claimed and not yet written: what a killed worker would cost again
                 room = self.capacity() - len(running) - len(finished) - being_written
-                claimed = await self._db(queue.claim, self.engine, self.name, room, self.lease_s) if room > 0 else []
+                claimed = await self._db(queue.claim, self.engine, self.name, room, self.lease_s,
+                                         self.graders.judges.endpoint_of) if room > 0 else []
                 for c in claimed or []:
                     running.add(asyncio.create_task(self._grade(c)))
                 if running:
@@ -116,7 +143,8 @@ class QueueWorker:
                     break
                 await asyncio.sleep(1.0)  # the database is away: keep the records until it is back
         finally:
-            keeper.cancel()
+            beating.set()
+            await asyncio.to_thread(keeper.join)
             await self._db(queue.release, self.engine, self.name)
 
     async def _finish(self, finished: list[queue.Finished]) -> list[queue.Finished]:
@@ -139,15 +167,21 @@ class QueueWorker:
                         "were not written", f.job_id, f.position)
         return True
 
-    async def _keep_leases(self) -> None:
-        """Until cancelled: also while a stopping worker finishes what it holds."""
+    def _keep_leases(self, stop: threading.Event) -> None:
+        """In a thread of its own, until `stop`: also while CPU work (a model load, OCR) holds the
+        event loop, and while a stopping worker finishes what it holds. A lease lasts at least
+        MIN_LEASE_BEATS heartbeats, so a late one or two cost no item."""
         beats = 0
-        while True:
-            await asyncio.sleep(self.lease_s / 3)
-            await self._db(queue.heartbeat, self.engine, self.name, self.lease_s)
+        while not stop.wait(heartbeat_s(self.lease_s)):
+            for fn, args in ((queue.heartbeat, (self.engine, self.name, self.lease_s)),
+                             (queue.announce, (self.engine, self.name, self._described, self.lease_s)),
+                             *(((queue.reclaim_expired, (self.engine,)),) if beats % 2 else ())):
+                try:  # other workers' expired leases, every other beat
+                    fn(*args)
+                except Exception as exc:  # noqa: BLE001 - the worker outlives a database restart
+                    log.warning("queue: %s failed (%s: %s); will retry", fn.__name__, type(exc).__name__,
+                                str(exc)[:200])
             beats += 1
-            if beats % 2 == 0:  # other workers' expired leases, about every 2/3 of a lease
-                await self._db(queue.reclaim_expired, self.engine)
 
     async def _db(self, fn, *args):  # type: ignore[no-untyped-def]
         """A queue call in a thread; a database that is away is logged and answered with None."""
@@ -160,13 +194,20 @@ class QueueWorker:
 
     async def _grade(self, c: queue.Claimed) -> queue.Finished:
         """The item's records. A judge that cannot be made, or a failure the pipeline did not turn
-        into a record, becomes a backend_error per turn: the worker goes on with the next item."""
+        into a record, becomes a backend_error per turn: the worker goes on with the next item.
+        An align job's item is its calibration's alignment (framejudge.service.review)."""
+        if c.kind == "align":
+            from ..service.review.alignments import align_job
+
+            records, rows = await asyncio.to_thread(align_job, self.engine, self.graders, c.job_id, c.key_id,
+                                                    c.item_json)
+            return queue.Finished(c.job_id, c.position, records, rows)
         item = Item.model_validate_json(c.item_json)
         thresholds = c.options.triage  # marks the verdicts; the grading does not depend on it
         options = c.options.model_copy(update={"triage": None}) if thresholds is not None else c.options
         try:
-            # in a thread: a judge made on first use (an import, a model load) must not stall the
-            # event loop, whose heartbeats keep this worker's leases alive
+            # in a thread: a judge made on first use (an import, a model load) must not hold up
+            # the other items in flight (the heartbeats have a thread of their own)
             grader = await asyncio.to_thread(self.graders.get, c.judge, get_rubric(c.rubric), options)
             records = await grader.grade(item)
             if thresholds is not None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Query, Request
 
 from ..frame_sampler import IsolatedSampler
 from ..judge import Grader, JudgeSpecError, judge_class
@@ -26,11 +27,27 @@ from .media import MediaResolver
 from .metrics import Metrics
 from .problems import ProblemError
 from .settings import Settings
-from .store import ApiKey, check_key, engine_for, generated_id
+from .store import ApiKey, check_key, engine_for, generated_id, holds
 from .uploads import Form, Upload, UploadStore, read_multipart
 
 MAX_BODY = 64 * 1024**2
 MAX_JOB_ITEMS = 100_000
+MAX_LISTED = 10_000_000  # an offset into one key's objects (a bound, so no number overflows the database)
+
+
+@dataclass(frozen=True)
+class Paging:
+    offset: int
+    limit: int
+
+
+def paging(offset: int = Query(0, ge=0, le=MAX_LISTED, description="how many of the newest to pass over"),
+           limit: int = Query(50, ge=1, le=500, description="how many to list")) -> Paging:
+    """A page of one key's stored objects (jobs, videos, calibrations, leaderboards), newest first."""
+    return Paging(offset, limit)
+
+
+PageDep = Annotated[Paging, Depends(paging)]
 
 
 class Service:
@@ -81,7 +98,7 @@ class Service:
         key = check_key(self.engine, authorization.split(" ", 1)[1].strip())
         if key is None:
             raise ProblemError(401, "Unauthorized", "unknown or revoked API key", {"WWW-Authenticate": "Bearer"})
-        if scope not in key.scopes.split(",") and "admin" not in key.scopes.split(","):
+        if not holds(key, scope):
             raise ProblemError(403, "Forbidden", f"this API key lacks the '{scope}' scope")
         wait = self.limiter.take(key.id)
         if wait is not None:
@@ -156,8 +173,17 @@ class Service:
     def own_job(self, job_id: str, key: ApiKey) -> JobStatus:
         """The job's status, for its owner (or an admin key); 404 for anyone else."""
         status = job_status(self.engine, job_id) if generated_id(job_id) else None
-        if status is None or (job_owner(self.engine, job_id) != key.id and "admin" not in key.scopes.split(",")):
+        if status is None or (job_owner(self.engine, job_id) != key.id and not holds(key, "admin")):
             raise ProblemError(404, "No such job", f"no job with id {job_id!r}")
+        return status
+
+    def graded_job(self, job_id: str, key: ApiKey) -> JobStatus:
+        """own_job, for a job that graded items (what calibrations, reviews and leaderboards read);
+        422 for another kind (an alignment)."""
+        status = self.own_job(job_id, key)
+        if status.kind != "grade":
+            raise ProblemError(422, "Not a grading job", f"job {job_id} is an {status.kind} job; give a job that "
+                                                         "graded items")
         return status
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -18,8 +19,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..files import utf8_text
-from ..runner.queue import Job, JobItem, JobRecord, throughput
+from ..runner.judges import judge_endpoint
+from ..runner.queue import Job, JobItem, JobRecord, live_workers, throughput
 from ..schema import GradeOptions, Item
+from .store import owned_page
 
 
 class IdempotencyMismatch(ValueError):
@@ -52,14 +55,17 @@ def idempotent_job(engine: Engine, key_id: str, idempotency_key: str | None,
     return found.id
 
 
-def create_job(engine: Engine, key_id: str, items: list[Item], judge: str, rubric: str, options: GradeOptions,
-               idempotency_key: str | None, video_refs: list[str | None] | None = None,
-               priority: int = 0, fingerprint: str | None = None) -> tuple[str, bool]:
+def create_job(engine: Engine, key_id: str, items: Sequence[BaseModel], judge: str, rubric: str,
+               options: GradeOptions, idempotency_key: str | None, video_refs: list[str | None] | None = None,
+               priority: int = 0, fingerprint: str | None = None, judge_endpoint: str | None = None,
+               kind: str = "grade") -> tuple[str, bool]:
     """(job id, created). A repeated Idempotency-Key from the same API key returns the same job
     when the request is the same (`fingerprint`, from request_hash) and raises
     IdempotencyMismatch when it is not, also when two such submissions race (the database's
     unique constraint decides). `video_refs` are the client's references for items whose video
-    was resolved to a server path."""
+    was resolved to a server path. `judge_endpoint`: where the server's judge sends its calls
+    (Judges.endpoint_of): workers take the job only where theirs is the same. `kind`: grade (the
+    items are Items) or align (one item: the alignment's task)."""
     idempotency_key = idempotency_key or None
     existing = idempotent_job(engine, key_id, idempotency_key, fingerprint)
     if existing is not None:
@@ -69,7 +75,8 @@ def create_job(engine: Engine, key_id: str, items: list[Item], judge: str, rubri
     try:
         with Session(engine) as s, s.begin():
             s.add(Job(id=job_id, key_id=key_id, idempotency_key=idempotency_key, request_hash=fingerprint,
-                      created_at=datetime.now(timezone.utc), judge=judge, rubric=rubric,
+                      created_at=datetime.now(timezone.utc), kind=kind, judge=judge,
+                      judge_endpoint=judge_endpoint, rubric=rubric,
                       sampler_json=options.sampler.model_dump_json(), options_json=options.model_dump_json(),
                       cancelled=0, priority=priority, active=1))
             s.flush()  # the unique (key, Idempotency-Key) check, before the items are written
@@ -85,6 +92,8 @@ def create_job(engine: Engine, key_id: str, items: list[Item], judge: str, rubri
 
 class JobStatus(BaseModel):
     id: str
+    kind: str = Field("grade", description="grade: items graded; align: a calibration's alignment "
+                                           "(GET /v1/calibrate/{id}/alignments lists it under this id when done)")
     state: str  # queued, running, done, cancelled
     items: int
     done: int
@@ -99,6 +108,9 @@ class JobStatus(BaseModel):
     created_at: datetime
     items_per_second: float | None = Field(description="over the last minute; null until items finish")
     eta_s: float | None = Field(description="seconds until the unfinished items are done, at that rate")
+    waiting: str | None = Field(None, description="why no live worker can take the pending items (none runs, or "
+                                                  "none makes this judge calling the server's endpoint); null "
+                                                  "when one can")
 
 
 def job_status(engine: Engine, job_id: str) -> JobStatus | None:
@@ -122,11 +134,34 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
             state = "queued"
         rate = throughput(s, job_id) if state == "running" else None
         left = counts.get("pending", 0) + counts.get("running", 0)
-        return JobStatus(id=job.id, state=state, items=total, done=done, pending=counts.get("pending", 0),
-                         running=counts.get("running", 0), cancelled_items=counts.get("cancelled", 0),
+        waiting = untaken(s, job) if counts.get("pending", 0) and not job.cancelled else None
+        return JobStatus(id=job.id, kind=job.kind or "grade", state=state, items=total, done=done,
+                         pending=counts.get("pending", 0), running=counts.get("running", 0), cancelled_items=counts.get("cancelled", 0),
                          judge_errors=errors, judge=job.judge, rubric=job.rubric, options=job.options(),
                          priority=job.priority or 0, created_at=aware(job.created_at), items_per_second=rate,
-                         eta_s=left / rate if rate else None)
+                         eta_s=left / rate if rate else None, waiting=waiting)
+
+
+def untaken(s: Session, job: Job) -> str | None:
+    """Why no live worker can take this job's items (None: one can)."""
+    live = live_workers(s)
+    if not live:
+        return "no worker is running: start `framejudge serve` with its worker, or `framejudge worker`"
+    if job.judge_endpoint is None:  # from before endpoints were recorded: any worker takes it
+        return None
+    for worker in live:
+        described = json.loads(worker.judges_json)
+        if judge_endpoint(job.judge, described.get("judges", {}), described.get("api_base")) == job.judge_endpoint:
+            return None
+    where = job.judge_endpoint or "the provider's own endpoint"
+    return (f"none of the {len(live)} live worker(s) makes judge {job.judge} calling {where}, as the server "
+            "does: start a worker with the server's judges file (FRAMEJUDGE_JUDGES_FILE) and FRAMEJUDGE_API_BASE")
+
+
+def list_jobs(engine: Engine, key_id: str, offset: int, limit: int) -> list[JobStatus]:
+    """A page of this key's jobs, newest first (an admin key's own too: listing is per key)."""
+    jobs = owned_page(engine, Job, key_id, offset, limit)
+    return [status for status in (job_status(engine, job.id) for job in jobs) if status is not None]
 
 
 def aware(moment: datetime) -> datetime:

@@ -3,6 +3,8 @@ Verdict, JudgeError, HumanLabel, VideoInfo, AuditResult); none of those is copie
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..calibration.audit import AuditResult
@@ -115,16 +117,53 @@ class RubricSummary(BaseModel):
     title: str
 
 
-class UploadedVideo(BaseModel):
-    """A stored upload. Refer to it as `id` wherever a video is expected (items, frames)."""
-
+class VideoFile(BaseModel):
     id: str = Field(description="'upload:<hex>'")
     filename: str = Field(description="the client's file name, for display only")
     bytes: int
     sha256: str
     container: str
+
+
+class UploadedVideo(VideoFile):
+    """A stored upload. Refer to it as `id` wherever a video is expected (items, frames)."""
+
     video: VideoInfo
 
 
 class UploadResponse(BaseModel):
     videos: list[UploadedVideo]
+
+
+class StoredVideo(VideoFile):
+    created_at: datetime
+
+
+class VideoPage(BaseModel):
+    offset: int
+    limit: int
+    videos: list[StoredVideo] = Field(description="this key's uploaded and fetched videos, newest first")
+
+
+class CalibrationSummary(BaseModel):
+    id: str
+    created_at: datetime
+    reviewers: list[str] = Field(description="the other keys that may review it")
+
+
+class CalibrationPage(BaseModel):
+    offset: int
+    limit: int
+    calibrations: list[CalibrationSummary] = Field(description="this key's calibrations, newest first")
+
+
+class LeaderboardSummary(BaseModel):
+    id: str
+    job_id: str
+    created_at: datetime
+
+
+class LeaderboardPage(BaseModel):
+    offset: int
+    limit: int
+    leaderboards: list[LeaderboardSummary] = Field(description="this key's leaderboards, newest first")

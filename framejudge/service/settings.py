@@ -62,8 +62,8 @@ class Settings(BaseModel):
                                                        "concurrency, rate limits, timeout, price")
     api_base: str | None = Field(None, description="OpenAI-compatible server for litellm judges without an entry "
                                                    "(http:// or https://)")
-    lease_s: float = Field(60.0, ge=1, le=3600, allow_inf_nan=False, description="how long a worker's claim on an item lasts without "
-                                                           "a heartbeat (a dead worker's items wait this long)")
+    lease_s: float = Field(60.0, le=3600, allow_inf_nan=False, description="how long a worker's claim on an item lasts "
+                           "without a heartbeat (a dead worker's items wait this long); at least 3 heartbeats of 1 s")
     review_session_minutes: float = Field(480.0, gt=0, le=60 * 24 * 30, allow_inf_nan=False,
                                           description="how long a signed-in review page stays signed in")
     worker_max_in_flight: int = Field(256, ge=1, le=10_000, description="items one worker grades at once, at most")
@@ -73,6 +73,16 @@ class Settings(BaseModel):
     trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1", "::1"],
                                        description="addresses or networks of the reverse proxies whose "
                                                    "X-Forwarded-For and X-Forwarded-Proto are believed")
+
+    @field_validator("lease_s")
+    @classmethod
+    def _lease(cls, value: float) -> float:
+        from ..runner.worker import lease_problem
+
+        problem = lease_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("upload_dir")
     @classmethod

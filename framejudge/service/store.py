@@ -38,6 +38,22 @@ class CalibrationRun(Base):
     reviewers: Mapped[str | None] = mapped_column(Text, nullable=True)  # comma-separated key ids
 
 
+def holds(key: ApiKey, scope: str) -> bool:
+    """Whether the key has `scope` (an admin key has every scope)."""
+    scopes = key.scopes.split(",")
+    return scope in scopes or "admin" in scopes
+
+
+def owned_page(engine: Engine, table: type, key_id: str, offset: int, limit: int) -> list:
+    """A page of the rows of `table` (a stored object with key_id, created_at and id) that belong to
+    this key, newest first; detached from the session."""
+    with Session(engine) as s:
+        rows = list(s.scalars(select(table).where(table.key_id == key_id)
+                              .order_by(table.created_at.desc(), table.id.desc()).offset(offset).limit(limit)))
+        s.expunge_all()
+        return rows
+
+
 def generated_id(value: str) -> bool:
     """Whether `value` could be an id this server generated (lowercase hex). Anything else is not
     looked up at all: PostgreSQL refuses some strings outright (a NUL), and the answer is 404 anyway."""

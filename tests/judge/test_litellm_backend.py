@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -198,10 +199,14 @@ def test_retry_after_parsing():
 
 
 def test_estimate_before_spending():
+    from framejudge.judge.base import PlannedTurn
+
     judge = LiteLLMJudge("gpt-4o-mini")
-    text = judge.estimate(RUBRIC, [ITEM], calls=10, frames_per_call=8)
+    text = judge.estimate(RUBRIC, [PlannedTurn(ITEM, 0, calls=10, with_frames=10)], frames_per_call=8)
     assert "prompt tokens" in text and ("$" in text or "unknown" in text)
-    assert LiteLLMJudge("openai/unknown-model-xyz").estimate(RUBRIC, [ITEM], 1, 8).endswith("unknown)")
+    planned = [PlannedTurn(ITEM, 0, 1, 1)]
+    assert LiteLLMJudge("openai/unknown-model-xyz").estimate(RUBRIC, planned, 8).endswith("unknown)")
+    assert judge.estimate(RUBRIC, [], 8) == "nothing to do"
 
 
 def test_readiness_says_why_a_judge_cannot_be_called(monkeypatch):
@@ -319,3 +324,39 @@ def test_k_samples_reach_the_server_at_a_temperature_with_a_seed_each():
     assert v.confidence.methods["samples"]["category_b"] == pytest.approx(2 / 3, abs=1e-6)
     assert v.confidence.fields["category_a"] == 1.0
     assert "3 samples at temperature 0.7, seeds 0 to 2" in v.provenance.notes
+
+
+def test_the_estimate_counts_frames_only_for_calls_that_send_them(tmp_path):
+    """`framejudge grade`'s estimate before spending: 50 text-only pairs send no frames, so their
+    tokens are their prompts' alone; with a video, the frames of the seen calls (not the blind's)."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from framejudge.examples.clips import countdown
+    from framejudge.examples.synth import cfr_times, write_video
+    from framejudge.rubrics.prompt import IMAGE_TOKENS, render_prompt
+
+    root = Path(__file__).parents[2]
+    pairs = [Item(id=f"p{k}", turns=[{"question": f"What is {k} plus {k}?", "golden": f"{2 * k}.",
+                                      "response_a": f"It is {2 * k}.", "response_b": f"Perhaps {k}."}])
+             for k in range(50)]
+    write_video(tmp_path / "c.mp4", countdown, cfr_times(1, 10), gop=10)
+
+    def estimate(items: list[Item], *options: str) -> int:
+        path = tmp_path / "items.jsonl"
+        path.write_text("".join(it.model_dump_json(exclude_none=True) + "\n" for it in items))
+        proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(path), "--out",
+                               str(tmp_path / "v.jsonl"), "--judge", "litellm:openai/gpt-4o-mini", "--api-base",
+                               "http://127.0.0.1:9/v1", "--no-cache", "-n", "4", *options],
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "400"})
+        assert proc.returncode == 2 and "pass --yes" in proc.stderr, proc.stderr  # nothing was spent
+        return int(re.search(r"about ([\d,]+) prompt tokens", proc.stderr)[1].replace(",", ""))
+
+    text = sum(render_prompt(RUBRIC, it, [], 0).estimated_tokens for it in pairs)
+    assert estimate(pairs) == 2 * text  # swapped: twice the calls, still no frames
+    seen = [it.model_copy(update={"video": "c.mp4"}) for it in pairs[:10]] + pairs[10:]
+    assert estimate(seen, "--no-swap", "--blind") == text + sum(
+        render_prompt(RUBRIC, it, [], 0).estimated_tokens for it in seen[:10]) + 10 * 4 * IMAGE_TOKENS

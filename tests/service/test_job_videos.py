@@ -135,3 +135,20 @@ def create_app_without_worker(settings):
     from framejudge.service.app import create_app
 
     return create_app(settings.model_copy(update={"run_worker": False}))
+
+
+def test_a_key_lists_its_own_videos_newest_first(tmp_path, media):
+    app, settings, key, other = make(tmp_path, run_worker=False)
+    with TestClient(app) as client:
+        ids = [client.post("/v1/videos", files=[video_part(media / "clip.mp4", name=f"v{k}.mp4", field="file")],
+                           headers=auth(key)).json()["videos"][0]["id"] for k in range(3)]
+        listed = client.get("/v1/videos?limit=2", headers=auth(key))
+        assert listed.status_code == 200, listed.text
+        assert [v["id"] for v in listed.json()["videos"]] == ids[::-1][:2]
+        last = client.get("/v1/videos?offset=2", headers=auth(key)).json()["videos"]
+        assert [(v["id"], v["filename"], v["container"]) for v in last] == [(ids[0], "v0.mp4", "mp4/mov")]
+        assert client.get("/v1/videos", headers=auth(other)).json()["videos"] == []
+        assert client.delete(f"/v1/videos/{ids[1]}", headers=auth(key)).status_code == 204
+        assert [v["id"] for v in client.get("/v1/videos", headers=auth(key)).json()["videos"]] == [ids[2], ids[0]]
+        r = client.get("/v1/videos?limit=501", headers=auth(key))
+        assert r.status_code == 422 and r.json()["detail"].startswith("query.limit:"), r.text

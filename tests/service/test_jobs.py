@@ -234,3 +234,24 @@ def test_paging_numbers_out_of_range_are_422(db, query):
         assert r.json()["detail"].startswith(f"query.{query.split('=')[0]}:")
         last = client.get(f"/v1/jobs/{job}/verdicts?offset=1", headers=auth(key)).json()
         assert [rec["item_id"] for rec in last["records"]] == ["i1"]
+
+
+def test_a_key_lists_its_own_jobs_newest_first_a_page_at_a_time(db):
+    settings, key, other, engine = db
+    with TestClient(create_app(settings(run_worker=False))) as client:
+        mine = [client.post("/v1/jobs", json=items(k + 1), headers=auth(key)).json()["id"] for k in range(5)]
+        theirs = client.post("/v1/jobs", json=items(1), headers=auth(other)).json()["id"]
+        first = client.get("/v1/jobs?limit=2", headers=auth(key))
+        assert first.status_code == 200, first.text
+        assert [j["id"] for j in first.json()["jobs"]] == mine[::-1][:2]
+        rest = client.get("/v1/jobs?offset=2&limit=10", headers=auth(key)).json()["jobs"]
+        assert [j["id"] for j in rest] == mine[::-1][2:] and [j["items"] for j in rest] == [3, 2, 1]
+        assert all(j["state"] == "queued" for j in rest)
+        assert [j["id"] for j in client.get("/v1/jobs", headers=auth(other)).json()["jobs"]] == [theirs]
+        client.delete(f"/v1/jobs/{mine[0]}", headers=auth(key))  # cancelled: still listed, as cancelled
+        assert client.get("/v1/jobs?offset=4", headers=auth(key)).json()["jobs"][0]["state"] == "cancelled"
+        assert client.get("/v1/jobs?offset=5", headers=auth(key)).json()["jobs"] == []
+        assert client.get("/v1/jobs", headers=auth(create_key(engine, ["review"]))).status_code == 403
+        for query in ("limit=0", "limit=501", "offset=-1"):
+            r = client.get(f"/v1/jobs?{query}", headers=auth(key))
+            assert r.status_code == 422 and r.json()["detail"].startswith(f"query.{query.split('=')[0]}:"), r.text

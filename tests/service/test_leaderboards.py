@@ -58,6 +58,9 @@ def test_a_battle_jobs_leaderboard(bundled_examples, tmp_path):
         assert "default-src 'none'" in page.headers["content-security-policy"] and "<script" not in page.text
         stranger = {"Authorization": f"Bearer {other}"}
         assert client.get(f"/v1/leaderboards/{board_id}", headers=stranger).status_code == 404
+        [listed] = client.get("/v1/leaderboards", headers=auth).json()["leaderboards"]
+        assert (listed["id"], listed["job_id"]) == (board_id, job_id)
+        assert client.get("/v1/leaderboards", headers=stranger).json()["leaderboards"] == []
         assert client.post("/v1/leaderboards", json={"job_id": job_id}, headers=stranger).status_code == 404
         plain = client.post("/v1/jobs", json=[{"id": "x", "turns": [{"question": "q?", "response_a": "a",
                                                                       "response_b": "b"}]}], headers=auth).json()["id"]

@@ -128,6 +128,17 @@ def env(tmp_path):
         yield e
 
 
+def test_a_key_lists_its_own_calibrations(env):
+    client, engine = env["client"], env["engine"]
+    listed = client.get("/v1/calibrate", headers={"Authorization": f"Bearer {env['owner']}"})
+    assert listed.status_code == 200, listed.text
+    [mine] = listed.json()["calibrations"]
+    assert mine["id"] == env["id"] and mine["reviewers"] == [env["second"].split("_")[1]]
+    other = create_key(engine, ["calibrate"])
+    assert client.get("/v1/calibrate", headers={"Authorization": f"Bearer {other}"}).json()["calibrations"] == []
+    assert client.get("/v1/calibrate", headers={"Authorization": f"Bearer {env['second']}"}).status_code == 403
+
+
 def test_a_grade_key_cannot_review(env):
     client = env["client"]
     refused = sign_in(client, env["grader"])
@@ -341,40 +352,61 @@ def test_bad_page_parameters_get_a_page_that_says_why(env):
     assert missing.status_code == 404 and "no labelled turn 0 of item &#39;nobody&#39;" in missing.text
 
 
-def test_aligning_from_the_queue_measures_on_items_held_apart(env):
+def wait_job(client: TestClient, auth: dict[str, str], job_id: str, timeout: float = 120) -> dict[str, Any]:
+    import time
+
+    deadline = time.time() + timeout
+    while (status := client.get(f"/v1/jobs/{job_id}", headers=auth).json())["state"] not in ("done", "cancelled"):
+        assert time.time() < deadline, f"job {job_id} did not finish: {status}"
+        time.sleep(0.05)
+    return status
+
+
+def test_aligning_from_the_queue_measures_on_items_held_apart(tmp_path):
     import yaml
 
     from framejudge.rubrics.model import Rubric
 
-    client = env["client"]
-    auth = {"Authorization": f"Bearer {env['owner']}"}
-    made = []
-    for seed in range(12):  # seeds whose example half holds one of the judge's mistakes can align
-        got = client.post(f"/v1/calibrate/{env['id']}/alignments", json={"seed": seed, "replicates": 50}, headers=auth)
-        assert got.status_code in (201, 422), got.text
-        if got.status_code == 422:
-            assert "no mistake to correct" in got.json()["detail"]
-        else:
-            made.append(got.json())
-    assert made, "no seed put a mistake among the examples"
-    for a in made:
-        r = a["result"]
-        corrected = {u["item_id"] for u in r["corrections"]}
-        assert corrected and corrected.isdisjoint(r["held_apart_items"])  # never measured on its own examples
-        assert {u["item_id"] for u in r["held_apart_units"]} <= set(r["held_apart_items"])
-        assert r["judge"] == "reference" and r["rubric_version"] == "1.2.0"
-        assert "split" not in {u["item_id"] for u in r["example_units"] + r["held_apart_units"]}  # unresolved: no gold
-    listed = client.get(f"/v1/calibrate/{env['id']}/alignments", headers=auth).json()
-    assert [a["id"] for a in listed] == [a["id"] for a in reversed(made)]
-    text = client.get(f"/v1/calibrate/{env['id']}/alignments/{made[-1]['id']}/rubric", headers=auth).text
-    rubric = Rubric.model_validate(yaml.safe_load(text))
-    assert rubric.content_hash == made[-1]["result"]["rubric_hash"] and rubric.corrections
-    sign_in(client, env["owner"])
-    page = client.get(f"/review/{env['id']}").text
-    assert 'id="alignment"' in page and f'/alignments/{made[-1]["id"]}/rubric.yaml' in page
-    assert f'<span id="held-apart">{len(made[-1]["result"]["held_apart_units"])}</span>' in page
-    refused = client.post(f"/v1/calibrate/{env['id']}/alignments", json={"judge": "litellm:gpt-x"}, headers=auth)
-    assert refused.status_code == 400 and "allows: reference" in refused.json()["detail"]
+    with review_app(tmp_path, run_worker=True) as env:
+        env.update(calibration(env))
+        client = env["client"]
+        auth = {"Authorization": f"Bearer {env['owner']}"}
+        made = []
+        for seed in range(12):  # seeds whose example half holds one of the judge's mistakes can align
+            got = client.post(f"/v1/calibrate/{env['id']}/alignments", json={"seed": seed, "replicates": 50},
+                              headers=auth)
+            assert got.status_code == 202 and got.json()["kind"] == "align", got.text
+            status = wait_job(client, auth, got.json()["id"])
+            assert status["state"] == "done" and status["items"] == 1, status
+            if status["judge_errors"]:
+                [error] = client.get(f"/v1/jobs/{status['id']}/verdicts", headers=auth).json()["records"]
+                assert "no mistake to correct" in error["message"] and error["message"].startswith("not aligned: ")
+            else:
+                made.append(status["id"])
+        assert made, "no seed put a mistake among the examples"
+        listed = client.get(f"/v1/calibrate/{env['id']}/alignments", headers=auth).json()
+        assert [a["id"] for a in listed] == list(reversed(made))  # the alignment is its job's id
+        for a in listed:
+            r = a["result"]
+            corrected = {u["item_id"] for u in r["corrections"]}
+            assert corrected and corrected.isdisjoint(r["held_apart_items"])  # never measured on its own examples
+            assert {u["item_id"] for u in r["held_apart_units"]} <= set(r["held_apart_items"])
+            assert r["judge"] == "reference" and r["rubric_version"] == "1.2.0"
+            assert "split" not in {u["item_id"] for u in r["example_units"] + r["held_apart_units"]}  # no gold
+        text = client.get(f"/v1/calibrate/{env['id']}/alignments/{made[-1]}/rubric", headers=auth).text
+        rubric = Rubric.model_validate(yaml.safe_load(text))
+        assert rubric.content_hash == listed[0]["result"]["rubric_hash"] and rubric.corrections
+        sign_in(client, env["owner"])
+        page = client.get(f"/review/{env['id']}").text
+        assert 'id="alignment"' in page and f'/alignments/{made[-1]}/rubric.yaml' in page
+        assert f'<span id="held-apart">{len(listed[0]["result"]["held_apart_units"])}</span>' in page
+        refused = client.post(f"/v1/calibrate/{env['id']}/alignments", json={"judge": "litellm:gpt-x"}, headers=auth)
+        assert refused.status_code == 400 and "allows: reference" in refused.json()["detail"]
+        # an alignment job is no grading job: what reads a job's verdicts and items refuses it
+        for path, body in (("/v1/reviews", {"job_id": made[-1]}), ("/v1/calibrate", {"job_id": made[-1], "labels": env["labels"]}),
+                           ("/v1/leaderboards", {"job_id": made[-1]})):
+            r = client.post(path, json=body, headers=auth)
+            assert r.status_code == 422 and r.json()["title"] == "Not a grading job", (path, r.text)
 
 
 def test_a_jobs_calibration_is_reviewed_with_the_jobs_items_and_kept_across_a_restart(tmp_path, database_url):
@@ -449,3 +481,81 @@ def test_the_turns_a_triage_sent_to_review_become_a_queue(tmp_path):
         assert len(by) == 5 and by[("disputed", 0)].metadata["standing"] == "adjudicated"
         assert by[("disputed", 0)].category_a.value == "Successful" and by[("agreed", 0)].metadata["standing"] == "adjudicated"
         assert by[("talk", 1)].metadata["standing"] == "unresolved" and by[("talk", 1)].category_a is None
+
+
+def test_aligning_needs_the_grade_scope_and_runs_as_a_cancellable_job(tmp_path, database_url):
+    """A review-only key named as a calibration's reviewer cannot align (the API and the page's
+    form alike): aligning grades items with the judge, 80 paid calls on a large queue. A grade key's
+    alignment is a job of its own: queued, listed, visible in job status and cancellable (then it
+    makes no more model calls), graded by a worker; the model server on loopback counts the calls."""
+    import time
+
+    from bench.model_server import ModelServer
+    from framejudge.runner.decode import SharedDecodes
+    from framejudge.runner.graders import GraderCache
+    from framejudge.runner.judges import Judges, load_judges_file
+    from framejudge.runner.worker import QueueWorker
+    from tests.runner.test_worker import running, wait_until
+
+    pytest.importorskip("litellm")
+    judge = "litellm:openai/bench"
+    with ModelServer(latency=0.3) as model:
+        judges_file = tmp_path / "judges.yaml"
+        judges_file.write_text(f"judges:\n  - spec: {judge}\n    api_base: {model.base_url}\n    price: {{}}\n")
+        with review_app(tmp_path, database_url, judges_file=judges_file, requests_per_minute=10_000) as env:
+            env.update(calibration(env))
+            client, run = env["client"], env["id"]
+            owner, reviewer = ({"Authorization": f"Bearer {env[k]}"} for k in ("owner", "second"))
+            r = client.post(f"/v1/calibrate/{run}/alignments", json={"judge": judge}, headers=reviewer)
+            assert r.status_code == 403 and "lacks the 'grade' scope" in r.json()["detail"], r.text
+            sign_in(client, env["second"])
+            page = client.get(f"/review/{run}")
+            assert 'id="align-needs-grade"' in page.text and 'action="/review/' + run + '/align"' not in page.text
+            r = client.post(f"/review/{run}/align", data={"csrf": csrf_of(page.text), "judge": judge})
+            assert r.status_code == 403 and "grade" in r.text
+            assert client.get("/v1/jobs", headers=reviewer).status_code == 403
+            assert model.stats()["requests"] == 0  # nothing was spent
+
+            def align(seed: int) -> dict[str, Any]:
+                got = client.post(f"/v1/calibrate/{run}/alignments", json={"judge": judge, "seed": seed,
+                                                                            "replicates": 20}, headers=owner)
+                assert got.status_code == 202, got.text
+                return got.json()
+
+            first = align(0)
+            assert first["kind"] == "align" and first["state"] == "queued" and first["judge"] == judge
+            assert first["waiting"].startswith("no worker is running")
+            assert [j["id"] for j in client.get("/v1/jobs", headers=owner).json()["jobs"]] == [first["id"]]
+            assert client.delete(f"/v1/jobs/{first['id']}", headers=owner).json()["state"] == "cancelled"
+            graders = GraderCache(SharedDecodes(sample_frames), Judges(load_judges_file(judges_file)))
+            worker = QueueWorker(env["engine"], graders, lease_s=3.0, poll_s=0.05, max_in_flight=1)
+            made, stopped = [], None
+            with running(worker):
+                for seed in range(1, 12):  # one at a time: the first that calls the model is cancelled as it runs
+                    job = align(seed)["id"]
+                    wait_until(lambda job=job: model.stats()["in_flight"] > 0 or
+                               client.get(f"/v1/jobs/{job}", headers=owner).json()["state"] == "done")
+                    if stopped is None and model.stats()["in_flight"] > 0:
+                        client.delete(f"/v1/jobs/{job}", headers=owner)
+                        wait_until(lambda job=job: client.get(f"/v1/jobs/{job}", headers=owner).json()["running"] == 0)
+                        calls, stopped = model.stats()["requests"], job
+                        time.sleep(1.5)
+                        assert model.stats()["requests"] == calls  # its calls stopped
+                        [error] = client.get(f"/v1/jobs/{job}/verdicts", headers=owner).json()["records"]
+                        assert "cancelled before it finished" in error["message"], error
+                        continue
+                    status = wait_job(client, owner, job)
+                    assert status["state"] == "done", status
+                    if not status["judge_errors"]:
+                        made.append(job)
+                assert stopped is not None and made and model.stats()["requests"] > calls
+                listed = {a["id"] for a in client.get(f"/v1/calibrate/{run}/alignments", headers=owner).json()}
+                assert listed == set(made)  # neither cancelled one aligned anything
+                sign_in(client, env["owner"])  # the page's form queues a job too, and the page says where it is
+                page = client.get(f"/review/{run}")
+                posted = client.post(f"/review/{run}/align", data={"csrf": csrf_of(page.text), "judge": judge},
+                                     follow_redirects=False)
+                assert posted.status_code == 303 and "aligning=" in posted.headers["location"], posted.text
+                assert 'id="aligning"' in client.get(posted.headers["location"]).text
+                by_form = posted.headers["location"].split("aligning=")[1].split("#")[0]
+                assert wait_job(client, owner, by_form)["kind"] == "align"

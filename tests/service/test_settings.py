@@ -27,7 +27,9 @@ def test_variables_become_settings(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("var, value, words", [
-    ("FRAMEJUDGE_LEASE_SECONDS", "abc", "valid number"), ("FRAMEJUDGE_LEASE_SECONDS", "0.1", "greater than or equal to 1"),
+    ("FRAMEJUDGE_LEASE_SECONDS", "abc", "valid number"), ("FRAMEJUDGE_LEASE_SECONDS", "0.1", "shorter than 3 heartbeats"),
+    ("FRAMEJUDGE_LEASE_SECONDS", "2", "a lease of 2 s is shorter than 3 heartbeats"),
+    ("FRAMEJUDGE_LEASE_SECONDS", "-5", "shorter than 3 heartbeats"),
     ("FRAMEJUDGE_SERVICE_WORKER", "maybe", "valid boolean"), ("FRAMEJUDGE_MAX_UPLOAD_MB", "lots", "megabytes"),
     ("FRAMEJUDGE_RATE_LIMIT", "0", "greater than or equal to 1"), ("FRAMEJUDGE_URL_DEADLINE", "0", "greater than 0"),
     ("FRAMEJUDGE_URL_DEADLINE", "inf", "finite number"),

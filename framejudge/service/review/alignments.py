@@ -5,8 +5,9 @@ each result (and the rubric it wrote) is kept with the calibration."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 import tempfile
+import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,21 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 from ...calibration.adjudication import label_rows_jsonl
 from ...db import Base
 from ...judge import JudgeSpecError
+from ...judge.base import JudgeStopped
 from ...rubrics import RubricError, get_rubric
 from ...rubrics.align import AlignError, AlignResult, align, rubric_yaml
-from ...runner.decode import SharedDecodes
-from ...schema import Verdict
+from ...runner.queue import Job
+from ...schema import (
+    GradeOptions,
+    HumanLabel,
+    Item,
+    JudgeError,
+    JudgeErrorKind,
+    Verdict,
+)
+from ..jobs import JobStatus, create_job, job_status
 from ..problems import ProblemError
+from ..store import ApiKey
 
 MAX_ALIGN_UNITS = 5000  # labelled units one request may align on (each held-apart one is graded twice)
 
@@ -82,8 +93,24 @@ def calibration_judge(records: list[Any]) -> str | None:
     return None
 
 
-async def run_alignment(svc: Any, queue: Any, key_id: str, request: AlignRequest) -> Alignment:
-    """Align on the queue's labels as they stand; 4xx problems for what cannot be aligned."""
+class AlignTask(BaseModel):
+    """An alignment job's one item: what it aligns on, fixed when it was asked for (the labels as
+    they stood then, the items with their videos as server paths)."""
+
+    calibration_id: str
+    judge: str
+    rubric_id: str
+    request: AlignRequest
+    options: GradeOptions | None
+    items: list[Item]
+    gold: list[HumanLabel]
+    verdicts: list[Verdict]
+
+
+async def submit_alignment(svc: Any, queue: Any, key: ApiKey, request: AlignRequest) -> JobStatus:
+    """Queue the alignment of the queue's labels as they stand as a job of `key` (which holds the
+    grade scope: aligning grades the held-apart items twice with the judge); 4xx problems for what
+    cannot be aligned, before anything is queued."""
     inputs = queue.inputs
     verdicts = [r for r in inputs.records if isinstance(r, Verdict)]
     if not verdicts:
@@ -92,43 +119,81 @@ async def run_alignment(svc: Any, queue: Any, key_id: str, request: AlignRequest
         raise ProblemError(422, "Alignment too large", f"{len(queue.units)} labelled units; this server aligns at most "
                            f"{MAX_ALIGN_UNITS} per request: export the labels and run framejudge align")
     spec = request.judge or calibration_judge(verdicts)
-    if spec is None or spec not in svc.allowed_judges:
-        raise ProblemError(400, "Judge not allowed", (f"judge {spec!r} is not offered here; " if spec else
-                                                      "name the judge to align; ") + f"this server allows: "
+    if spec is None:
+        raise ProblemError(400, "Judge not allowed", f"name the judge to align; this server allows: "
                            f"{', '.join(svc.allowed_judges)}")
     first = verdicts[0].provenance
-    try:
-        base = get_rubric(first.rubric_id)
-    except RubricError as exc:
-        raise ProblemError(400, "Unknown rubric", f"the verdicts were graded with rubric {first.rubric_id!r}, which "
-                           f"this server does not have: {exc}") from None
+    base = svc.judge_and_rubric(spec, first.rubric_id)  # a judge this server allows, as for grading
     items = list(inputs.items)
     if not items:
         raise ProblemError(422, "Nothing to align", "the calibration was not given its items (send `items` with "
                            "`verdicts`, or calibrate a job)")
     if not inputs.resolved:  # a client's references, resolved for the calibration's own key
-        owner = queue.run.key_id or key_id
+        owner = queue.run.key_id or key.id
         items = [it.model_copy(update={"video": str(await svc.media.resolve(it.video, owner))}) if it.video else it
                  for it in items]
+    task = AlignTask(calibration_id=queue.run.id, judge=spec, rubric_id=base.id, request=request,
+                     options=first.options, items=items, gold=queue.gold(), verdicts=verdicts)
+    job_id, _ = await asyncio.to_thread(create_job, svc.engine, key.id, [task], spec, base.id,
+                                        first.options or GradeOptions(), None, kind="align",
+                                        judge_endpoint=svc.judges.endpoint_of(spec))
+    return job_status(svc.engine, job_id)
+
+
+class _StopWhenCancelled:
+    """The judge, refusing calls once its job is cancelled (asked at most once a second): a
+    cancelled alignment spends nothing more."""
+
+    def __init__(self, judge: Any, cancelled: Callable[[], bool]) -> None:
+        self._judge, self._cancelled, self._asked, self._answer = judge, cancelled, 0.0, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._judge, name)
+
+    def stopped(self) -> bool:
+        if not self._answer and time.monotonic() - self._asked >= 1.0:
+            self._asked, self._answer = time.monotonic(), self._cancelled()
+        return self._answer
+
+    async def judge(self, request: Any) -> Any:
+        if self.stopped():
+            raise JudgeStopped("the alignment job was cancelled")
+        return await self._judge.judge(request)
+
+
+def align_job(engine: Engine, graders: Any, job_id: str, key_id: str, task_json: str) -> tuple[list[Any], list[Any]]:
+    """Run an alignment job's task (in a worker, in a thread): its records (none, or one judge
+    error saying why nothing was aligned) and the alignment's row, whose id is the job's."""
+    task = AlignTask.model_validate_json(task_json)
+    where = f"calibration {task.calibration_id}"
+
+    def failed(why: str) -> tuple[list[Any], list[Any]]:
+        return [JudgeError(item_id=task.calibration_id, kind=JudgeErrorKind.backend_error,
+                           message=f"not aligned: {why}"[:2000])], []
+
+    def cancelled() -> bool:
+        with Session(engine) as s:
+            return bool(s.scalar(select(Job.cancelled).where(Job.id == job_id)))
+
     try:
-        judge = await asyncio.to_thread(svc.judges.make, spec)
-    except (JudgeSpecError, ValueError, OSError) as exc:
-        raise ProblemError(400, "Judge not available", str(exc)) from None
-    gold = queue.gold()
-    with tempfile.TemporaryDirectory(prefix="framejudge-align-") as folder:
-        labels_path = Path(folder) / f"calibration-{queue.run.id}-gold.jsonl"
-        labels_path.write_text(label_rows_jsonl(gold), encoding="utf-8")
-        try:
-            aligned = await asyncio.to_thread(
-                align, base, labels_path, gold, items, judge, spec, items_where=f"calibration {queue.run.id}",
-                verdicts=verdicts, verdicts_where=f"calibration {queue.run.id}", options=first.options,
-                holdout=request.holdout, seed=request.seed, budget_tokens=request.budget_tokens,
-                replicates=request.replicates, sample=SharedDecodes(svc.decoder.sample))
-        except AlignError as exc:
-            raise ProblemError(422, "Cannot align", str(exc)) from None
-    done = Alignment(id=secrets.token_hex(8), created_at=datetime.now(timezone.utc), key_id=key_id,
-                     result=aligned.result, warnings=aligned.warnings)
-    with Session(svc.engine) as s, s.begin():
-        s.add(AlignmentRow(id=done.id, calibration_id=queue.run.id, key_id=key_id, created_at=done.created_at,
-                           alignment_json=done.model_dump_json(), rubric_yaml=rubric_yaml(aligned.rubric)))
-    return done
+        base = get_rubric(task.rubric_id)
+        judge = _StopWhenCancelled(graders.judges.make(task.judge), cancelled)
+        with tempfile.TemporaryDirectory(prefix="framejudge-align-") as folder:
+            labels_path = Path(folder) / f"calibration-{task.calibration_id}-gold.jsonl"
+            labels_path.write_text(label_rows_jsonl(task.gold), encoding="utf-8")
+            r = task.request
+            aligned = align(base, labels_path, task.gold, task.items, judge, task.judge, items_where=where,
+                            verdicts=task.verdicts, verdicts_where=where, options=task.options, holdout=r.holdout,
+                            seed=r.seed, budget_tokens=r.budget_tokens, replicates=r.replicates,
+                            sample=graders.sample)
+    except JudgeStopped:
+        return failed("the job was cancelled before it finished (no rubric written)")
+    except (AlignError, RubricError, JudgeSpecError) as exc:
+        return failed(str(exc))
+    if judge.stopped():
+        return failed("the job was cancelled before it finished (no rubric written)")
+    done = Alignment(id=job_id, created_at=datetime.now(timezone.utc), key_id=key_id, result=aligned.result,
+                     warnings=aligned.warnings)
+    return [], [AlignmentRow(id=done.id, calibration_id=task.calibration_id, key_id=key_id,
+                             created_at=done.created_at, alignment_json=done.model_dump_json(),
+                             rubric_yaml=rubric_yaml(aligned.rubric))]

@@ -27,9 +27,9 @@ from ..context import ServiceDep, authorized
 from ..forwarded import client_address
 from ..headers import PAGE_HEADERS
 from ..problems import ProblemError
-from ..jobs import job_items, job_records
-from ..store import ApiKey, CalibrationRun, check_key, save_calibration
-from .alignments import AlignRequest, Alignment, aligned_rubric_file, alignments, calibration_judge, run_alignment
+from ..jobs import JobStatus, job_items, job_records
+from ..store import ApiKey, CalibrationRun, check_key, holds, save_calibration
+from .alignments import AlignRequest, Alignment, aligned_rubric_file, alignments, calibration_judge, submit_alignment
 from .decide import DecisionError, DecisionRequest, from_form, make_decision, rated_fields
 from .frames import unit_frames
 from .queue import REASONS, STATES, Filters, Unit, build_units, neighbours, slices, state_of
@@ -45,6 +45,8 @@ templates = Jinja2Templates(directory=str(HERE / "templates"))
 pages = APIRouter(include_in_schema=False)
 api = APIRouter(tags=["review"])
 ReviewerDep = Annotated[Reviewer, Depends(reviewer)]
+ALIGN_NEEDS_GRADE = ("this API key lacks the 'grade' scope: aligning grades the items held apart again with the "
+                     "judge")
 FIGURE_REPLICATES = 200  # the page's before/after intervals; framejudge calibrate --gold for more
 HEADERS = PAGE_HEADERS
 FIELD_CHOICES: dict[str, list[str]] = {
@@ -209,7 +211,8 @@ def review_index(request: Request, svc: ServiceDep, who: ReviewerDep) -> HTMLRes
 
 
 @pages.get(PATH + "/{run_id}")
-async def queue_page(request: Request, run_id: str, svc: ServiceDep, who: ReviewerDep, filters: FilterDep) -> HTMLResponse:
+async def queue_page(request: Request, run_id: str, svc: ServiceDep, who: ReviewerDep, filters: FilterDep,
+                     aligning: str | None = None) -> HTMLResponse:
     queue = load_queue(svc, run_id, who.key)
     states = queue.states(who.key.id)
     shown = [u for u in queue.units if filters.keeps(u, states[u.key])]
@@ -222,7 +225,18 @@ async def queue_page(request: Request, run_id: str, svc: ServiceDep, who: Review
                  start=unit_url(run_id, shown[0], filters) if shown else None,
                  unit_url=lambda u: unit_url(run_id, u, filters), export=f"{PATH}/{run_id}/labels",
                  alignments=alignments(svc.engine, run_id), judges=svc.allowed_judges,
-                 judge=calibration_judge(queue.inputs.records), align_error=None)
+                 judge=calibration_judge(queue.inputs.records), align_error=None,
+                 may_align=holds(who.key, "grade"), aligning=_aligning(svc, aligning, who.key))
+
+
+def _aligning(svc: Any, job_id: str | None, key: ApiKey) -> JobStatus | None:
+    """The alignment job the page's form just queued (its owner's), to say where it stands."""
+    if not job_id:
+        return None
+    try:
+        return svc.own_job(job_id, key)
+    except ProblemError:
+        return None
 
 
 @pages.get(PATH + "/{run_id}/unit")
@@ -299,8 +313,10 @@ async def align_form(request: Request, run_id: str, svc: ServiceDep, who: Review
         wanted = AlignRequest.model_validate({k: v for k, v in form.items() if k in AlignRequest.model_fields and v})
     except ValidationError as exc:
         raise ProblemError(422, "Invalid alignment", first_problem(exc)) from None
-    await run_alignment(svc, queue, who.key.id, wanted)
-    return RedirectResponse(f"{PATH}/{run_id}#alignments", status_code=303)
+    if not holds(who.key, "grade"):
+        raise ProblemError(403, "Forbidden", ALIGN_NEEDS_GRADE)
+    job = await submit_alignment(svc, queue, who.key, wanted)
+    return RedirectResponse(f"{PATH}/{run_id}?aligning={job.id}#alignments", status_code=303)
 
 
 @pages.get(PATH + "/{run_id}/alignments/{alignment_id}/rubric.yaml")
@@ -380,12 +396,16 @@ async def decide_api(run_id: str, body: DecisionRequest, svc: ServiceDep,
     return decision
 
 
-@api.post("/v1/calibrate/{run_id}/alignments", response_model=Alignment, status_code=201)
-async def align_api(run_id: str, body: AlignRequest, svc: ServiceDep, key: ReviewKey) -> Alignment:
+@api.post("/v1/calibrate/{run_id}/alignments", response_model=JobStatus, status_code=202)
+async def align_api(run_id: str, body: AlignRequest, svc: ServiceDep,
+                    key: Annotated[ApiKey, Depends(authorized("grade"))]) -> JobStatus:
     """Align the judge from this calibration's corrections: a new rubric version carrying the judge's
     corrected mistakes on a seeded share of the items, measured against the labels as they stand on
-    the items held apart (framejudge align, on the server)."""
-    return await run_alignment(svc, load_queue(svc, run_id, key), key.id, body)
+    the items held apart (framejudge align, on the server). It grades the held-apart items twice with
+    the judge, so it needs the grade scope (and a key that may review the calibration), with a judge
+    this server allows; it runs as a job of this key (GET /v1/jobs/{id}; DELETE cancels it), and
+    the alignment is listed under the job's id once it is done."""
+    return await submit_alignment(svc, load_queue(svc, run_id, key), key, body)
 
 
 @api.get("/v1/calibrate/{run_id}/alignments", response_model=list[Alignment])
@@ -436,7 +456,7 @@ async def review_queue_api(body: ReviewRequest, svc: ServiceDep, key: ReviewKey)
     """A review queue of the turns a triage sent to people: reviewers label them in /review, and
     the labels they decide are exported like a calibration's."""
     if body.job_id is not None:
-        svc.own_job(body.job_id, key)
+        svc.graded_job(body.job_id, key)
         records: list[Any] = [RECORD.validate_json(r) for r in job_records(svc.engine, body.job_id, 0, None)]
         items, resolved = job_items(svc.engine, body.job_id), True
     else:

@@ -12,14 +12,14 @@ from pydantic import TypeAdapter
 from ...calibration.audit import AuditResult, audit
 from ...calibration.inputs import human_rows, judge_rows, swap_consistency, unjudged_turns, video_qa_fields
 from ...schema import JudgeError, RecordIn, Verdict
-from ..context import ServiceDep, authorized
+from ..context import PageDep, ServiceDep, authorized
 from ..headers import REPORT_HEADERS
-from ..jobs import job_items, job_records
-from ..models import CalibrateRequest, CalibrateResponse
+from ..jobs import aware, job_items, job_records
+from ..models import CalibrateRequest, CalibrateResponse, CalibrationPage, CalibrationSummary
 from ..problems import ProblemError
 from ..review.sessions import reviewers_problem
 from ..review.store import ReviewInputs
-from ..store import ApiKey, load_calibration, save_calibration
+from ..store import ApiKey, CalibrationRun, load_calibration, owned_page, save_calibration
 
 router = APIRouter()
 CalibrateKey = Annotated[ApiKey, Depends(authorized("calibrate"))]
@@ -29,7 +29,7 @@ RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(RecordIn)
 @router.post("/v1/calibrate", tags=["calibration"], response_model=CalibrateResponse)
 async def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) -> CalibrateResponse:
     if body.job_id is not None:
-        status = svc.own_job(body.job_id, key)
+        status = svc.graded_job(body.job_id, key)
         if status.done == 0:
             raise ProblemError(422, "Job has no verdicts yet", f"job {body.job_id} has graded no item so far")
         records: list[Verdict | JudgeError] = [RECORD.validate_json(r)
@@ -65,6 +65,15 @@ async def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) 
     run_id = await asyncio.to_thread(save_calibration, svc.engine, key.id, result.model_dump_json(),
                                      inputs.model_dump_json(), body.reviewers)
     return CalibrateResponse(id=run_id, result=result)
+
+
+@router.get("/v1/calibrate", tags=["calibration"], response_model=CalibrationPage)
+def list_calibrations(svc: ServiceDep, key: CalibrateKey, page: PageDep) -> CalibrationPage:
+    """This key's calibrations (and review queues), newest first, a page at a time."""
+    rows = owned_page(svc.engine, CalibrationRun, key.id, page.offset, page.limit)
+    return CalibrationPage(offset=page.offset, limit=page.limit, calibrations=[
+        CalibrationSummary(id=r.id, created_at=aware(r.created_at), reviewers=(r.reviewers or "").split(",")
+                           if r.reviewers else []) for r in rows])
 
 
 @router.get("/v1/calibrate/{run_id}/report", tags=["calibration"], response_class=HTMLResponse)

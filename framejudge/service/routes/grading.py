@@ -10,12 +10,14 @@ from fastapi import APIRouter, Depends, Request
 from ...frame_sampler import (FrameSamplerError, NotARegularFile, SampleResult, VideoNotFound, contact_sheet,
                               to_data_url)
 from ...runner.worker import show_video_ref
-from ..context import ServiceDep, authorized
+from ..context import PageDep, ServiceDep, authorized
+from ..jobs import aware
 from ..limits import check_frame_pixels, check_frames_response, too_large
-from ..models import (FramePayload, FramesRequest, FramesResponse, GradeRequest, GradeResponse, UploadedVideo,
+from ..models import (FramePayload, FramesRequest, FramesResponse, GradeRequest, GradeResponse, StoredVideo,
+                      UploadedVideo, VideoPage,
                       UploadResponse)
 from ..problems import ProblemError
-from ..store import ApiKey
+from ..store import ApiKey, owned_page
 from ..uploads import UPLOAD_PREFIX, Upload
 
 router = APIRouter()
@@ -86,6 +88,15 @@ def _encode(result: SampleResult, body: FramesRequest, max_mb: float) -> tuple[s
         if total > limit:
             raise ProblemError(422, "Response too large", too_large(f"over {max_mb:g} MiB", body.quality, max_mb))
     return None, payloads
+
+
+@router.get("/v1/videos", tags=["videos"], response_model=VideoPage)
+def list_videos(svc: ServiceDep, key: GradeKey, page: PageDep) -> VideoPage:
+    """This key's stored videos (uploaded, or fetched from URLs), newest first, a page at a time."""
+    rows = owned_page(svc.engine, Upload, key.id, page.offset, page.limit)
+    return VideoPage(offset=page.offset, limit=page.limit, videos=[
+        StoredVideo(id=UPLOAD_PREFIX + u.id, filename=u.filename, bytes=u.bytes, sha256=u.sha256,
+                    container=u.container, created_at=aware(u.created_at)) for u in rows])
 
 
 @router.post("/v1/videos", tags=["videos"], status_code=201, response_model=UploadResponse,

@@ -7,15 +7,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from ...files import first_problem, not_utf8, text_line
 from ...judge.batch import checked_items
 from ...leaderboard.plan import check_battle_job
 from ...schema import MAX_TURNS, GradeOptions, Item
-from ..context import MAX_BODY, MAX_JOB_ITEMS, Service, ServiceDep, authorized
+from ..context import MAX_BODY, MAX_JOB_ITEMS, PageDep, Service, ServiceDep, authorized
 from ..jobs import (IdempotencyMismatch, JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status,
-                    parse_items_body, remove_job, request_hash)
+                    list_jobs, parse_items_body, remove_job, request_hash)
 from ..limits import capped_stream, check_frame_pixels
 from ..problems import ProblemError, not_json
 from ..store import ApiKey
@@ -107,7 +107,8 @@ async def submit_job(
             if existing is None:
                 resolved, refs = await svc.resolved(items, key, fetched)
                 job_id, created = create_job(svc.engine, key.id, resolved, judge, rubric, grade_options,
-                                             idempotency_key, refs, priority=job_priority, fingerprint=fingerprint)
+                                             idempotency_key, refs, priority=job_priority, fingerprint=fingerprint,
+                                             judge_endpoint=svc.judges.endpoint_of(judge))
         except IdempotencyMismatch as exc:
             raise ProblemError(422, "Idempotency-Key reused", str(exc)) from None
     except BaseException:
@@ -194,6 +195,18 @@ def _options(found: list[Any], n: int | None, lookback: float | None) -> GradeOp
         return GradeOptions.model_validate(data)
     except ValidationError as exc:
         raise ProblemError(422, "Invalid options", first_problem(exc, "options")) from None
+
+
+class JobPage(BaseModel):
+    offset: int
+    limit: int
+    jobs: list[JobStatus] = Field(description="newest first")
+
+
+@router.get("/v1/jobs", tags=["jobs"], response_model=JobPage)
+def get_jobs(svc: ServiceDep, key: GradeKey, page: PageDep) -> Any:
+    """This key's jobs, newest first, a page at a time (`offset`, `limit`); a deleted job is not listed."""
+    return JobPage(offset=page.offset, limit=page.limit, jobs=list_jobs(svc.engine, key.id, page.offset, page.limit))
 
 
 @router.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus)

@@ -19,11 +19,12 @@ from ...leaderboard.board import Board
 from ...rubrics import RubricError, get_rubric
 from ...rubrics.model import Rubric
 from ...schema import JudgeError, RecordIn, Verdict
-from ..context import ServiceDep, authorized
+from ..context import PageDep, ServiceDep, authorized
 from ..headers import REPORT_HEADERS
-from ..jobs import job_items, job_records
+from ..jobs import aware, job_items, job_records
+from ..models import LeaderboardPage, LeaderboardSummary
 from ..problems import ProblemError
-from ..store import ApiKey, generated_id
+from ..store import ApiKey, generated_id, owned_page
 
 router = APIRouter()
 GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
@@ -64,7 +65,7 @@ async def build(body: LeaderboardRequest, svc: ServiceDep, key: GradeKey) -> Lea
     from ...leaderboard.plan import PlanError, battles_from_items, outcomes
     from ...leaderboard.stats import build_board
 
-    status = svc.own_job(body.job_id, key)
+    status = svc.graded_job(body.job_id, key)
     if status.done == 0:
         raise ProblemError(422, "Job has no verdicts yet", f"job {body.job_id} has graded no item so far")
     try:
@@ -101,6 +102,14 @@ def _own(svc: object, board_id: str, key: ApiKey) -> LeaderboardRow:
             raise ProblemError(404, "No such leaderboard", f"no leaderboard with id {board_id!r}")
         s.expunge(row)
         return row
+
+
+@router.get("/v1/leaderboards", tags=["leaderboards"], response_model=LeaderboardPage)
+def list_boards(svc: ServiceDep, key: GradeKey, page: PageDep) -> LeaderboardPage:
+    """This key's leaderboards (without their boards: GET /v1/leaderboards/{id}), newest first."""
+    rows = owned_page(svc.engine, LeaderboardRow, key.id, page.offset, page.limit)
+    return LeaderboardPage(offset=page.offset, limit=page.limit, leaderboards=[
+        LeaderboardSummary(id=r.id, job_id=r.job_id, created_at=aware(r.created_at)) for r in rows])
 
 
 @router.get("/v1/leaderboards/{board_id}", tags=["leaderboards"], response_model=LeaderboardResponse)
