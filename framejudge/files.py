@@ -77,11 +77,17 @@ def _finite(text: str) -> float:
     return value
 
 
+def strict_loads(text: str | bytes) -> Any:
+    """json.loads, but a key given twice, NaN, Infinity and numbers too large to hold are NotJSON
+    (a syntax error stays a json.JSONDecodeError, with its place)."""
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite)
+
+
 def strict_json(text: str | bytes) -> Any:
     """JSON as the standard has it: a key given twice, NaN, Infinity and numbers too large to hold
     are errors (NotJSON), where Python's reader keeps the last key and reads NaN and 1e999 as floats."""
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite)
+        return strict_loads(text)
     except json.JSONDecodeError as exc:
         raise NotJSON(f"not JSON ({exc.msg})") from None
     except RecursionError:

@@ -114,6 +114,8 @@ def _blank_to_none(row: dict[str, Any]) -> dict[str, Any]:
                 continue
             if v.lower() in ("true", "false") and k in ("integrity_a", "integrity_b", "transcription_error", "multiturn"):
                 v = v.lower() == "true"
+            if k == "turn" and v.isascii() and v.isdigit():  # a cell is text; a label's turn is a number
+                v = int(v)
         out[k] = v
     return out
 

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..files import not_utf8, text_line
 from ..schema import RECORD_KINDS
+from .bodies import json_type
 from .context import MAX_BODY, Service
 from .limits import BodyLimit
 from .problems import ProblemError, document_problems, problem
@@ -31,7 +32,12 @@ REVIEW_PAGES = "/review"
 
 def known_query(request: Request) -> None:
     """A query parameter the operation does not take is an error (as an unknown option is for the
-    CLI), not silently the default: the operation's parameters are those its OpenAPI schema lists."""
+    CLI), not silently the default: the operation's parameters are those its OpenAPI schema lists.
+    So is one given twice (no parameter takes a list)."""
+    names = [name for name, _ in request.query_params.multi_items()]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:  # no parameter is a list, here or on the review pages: the last would silently win
+        raise ProblemError(422, "Invalid request", f"query.{twice}: given {names.count(twice)} times; give it once")
     route = request.scope.get("route")
     path = getattr(route, "path", None)
     operation = request.app.openapi().get("paths", {}).get(path, {}).get(request.method.lower())
@@ -42,12 +48,6 @@ def known_query(request: Request) -> None:
     if unknown:
         takes = f"takes {', '.join(known)}" if known else "takes no query parameters"
         raise ProblemError(422, "Invalid request", f"query.{unknown[0]}: unknown parameter (this operation {takes})")
-
-
-def json_type(request: Request) -> bool:
-    """Whether the request says its body is JSON (application/json or a +json type)."""
-    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
 
 
 def validation_detail(errors: Sequence[Any]) -> str:

@@ -23,6 +23,7 @@ from ...calibration.adjudication import label_rows_csv, label_rows_jsonl, standi
 from ...calibration.audit import AuditResult, gold_shift
 from ...calibration.inputs import human_rows, judge_rows, video_qa_fields
 from ...schema import LABEL_FIELDS, Category, Cause, Item, JudgeError, Preference, RecordIn, ReviewDecision, Verdict
+from ..bodies import StrictJsonRoute
 from ..context import ServiceDep, authorized
 from ..problems import ProblemError
 from ..jobs import job_items, job_records
@@ -39,8 +40,8 @@ from .store import ReviewInputs, add_decision, close_session, decisions, review_
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
-pages = APIRouter(include_in_schema=False)
-api = APIRouter(tags=["review"])
+pages = APIRouter(include_in_schema=False, route_class=StrictJsonRoute)
+api = APIRouter(tags=["review"], route_class=StrictJsonRoute)
 ReviewerDep = Annotated[Reviewer, Depends(reviewer)]
 FIGURE_REPLICATES = 200  # the page's before/after intervals; framejudge calibrate --gold for more
 HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",

@@ -13,12 +13,13 @@ from ...judge import JudgeSpecError
 from ...runner.endpoint import Endpoint
 from ...rubrics import all_rubrics
 from ...rubrics.model import Rubric
+from ..bodies import StrictJsonRoute
 from ..context import ServiceDep, authorized
 from ..models import RubricSummary
 from ..problems import ProblemError, problem
 from ..store import ApiKey, ping
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 
 
 @router.get("/healthz", tags=["health"])

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from ...files import first_problem, not_utf8, text_line
 from ...judge.batch import checked_items
 from ...schema import MAX_TURNS, GradeOptions, Item
+from ..bodies import StrictJsonRoute, strict_body
 from ..context import MAX_BODY, MAX_JOB_ITEMS, Service, ServiceDep, authorized
 from ..jobs import (IdempotencyMismatch, JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status,
                     parse_items_body, remove_job, request_hash)
@@ -20,7 +21,7 @@ from ..problems import ProblemError, not_json
 from ..store import ApiKey
 from ..uploads import UPLOAD_PREFIX, Form, Upload
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
 MAX_RECORDS = MAX_JOB_ITEMS * MAX_TURNS  # the most records a job holds
 
@@ -170,11 +171,9 @@ def _with_uploads(items: list[Item], form: Form) -> list[Item]:
 
 def _json_option(text: str) -> Any:
     try:
-        return json.loads(text)
+        return strict_body(text, "options")
     except json.JSONDecodeError as exc:
         raise ProblemError(422, "Invalid options", f"options are JSON: {exc.msg}") from None
-    except RecursionError:
-        raise ProblemError(422, "Invalid options", "options are nested too deeply to read") from None
 
 
 def _options(found: list[Any], n: int | None, lookback: float | None) -> GradeOptions:
@@ -190,8 +189,9 @@ def _options(found: list[Any], n: int | None, lookback: float | None) -> GradeOp
     data = found[0] if found else {"sampler": {"n": 8, **shorthand}}
     try:
         return GradeOptions.model_validate(data)
-    except ValidationError as exc:
-        raise ProblemError(422, "Invalid options", first_problem(exc, "options")) from None
+    except ValidationError as exc:  # named from the request's top, as /v1/grade names them
+        problem = first_problem(exc, "options")
+        raise ProblemError(422, "Invalid options", f"options.{problem}" if exc.errors()[0]["loc"] else problem) from None
 
 
 @router.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus)
