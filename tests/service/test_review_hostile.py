@@ -20,7 +20,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from framejudge.service.review.routes import templates
-from framejudge.service.store import ApiKey, create_key, revoke_key, save_calibration
+from framejudge.service.store import ApiKey, CalibrationRun, create_key, revoke_key, save_calibration
 from tests.service.test_review import ITEMS, _turn, calibration, csrf_of, decide, review_app, sign_in
 
 SCRIPT = "<script>alert(1)</script>"
@@ -123,6 +123,20 @@ def test_reviewers_must_be_keys_that_may_review(env):
     revoke_key(env["engine"], key_id(env["second"]))
     put = client.put(f"/v1/calibrate/{env['id']}/reviewers", json={"reviewers": [key_id(env["second"])]}, headers=owner)
     assert put.status_code == 422 and "no valid API key" in put.json()["detail"]
+
+
+def test_a_reviewer_named_twice_is_refused_by_every_door(env):
+    client, owner, second = env["client"], bearer(env["owner"]), key_id(env["second"])
+    said = f"reviewers.1: key id '{second}' is already named (reviewers.0); name each reviewer once"
+    put = client.put(f"/v1/calibrate/{env['id']}/reviewers", json={"reviewers": [second, second]}, headers=owner)
+    assert put.status_code == 422 and put.json()["detail"] == said
+    body = {"labels": env["labels"], "verdicts": env["records"], "replicates": 10, "reviewers": [second, second]}
+    made = client.post("/v1/calibrate", json=body, headers=owner)
+    assert made.status_code == 422 and made.json()["detail"] == said
+    once = client.put(f"/v1/calibrate/{env['id']}/reviewers", json={"reviewers": [second]}, headers=owner)
+    assert once.status_code == 200 and once.json() == {"reviewers": [second]}
+    with Session(env["engine"]) as s:
+        assert s.get(CalibrationRun, env["id"]).reviewers == second
 
 
 def test_the_templates_escape_and_the_pages_say_so(env):
