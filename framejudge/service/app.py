@@ -13,7 +13,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from ..files import not_utf8, text_line
 from ..schema import RECORD_KINDS
@@ -48,6 +50,20 @@ def known_query(request: Request) -> None:
     if unknown:
         takes = f"takes {', '.join(known)}" if known else "takes no query parameters"
         raise ProblemError(422, "Invalid request", f"query.{unknown[0]}: unknown parameter (this operation {takes})")
+
+
+def route_of(app: FastAPI, scope: dict[str, Any]) -> str:
+    """The route a request is for, as /metrics labels it: its path template, whether its answer
+    came from the route, a mount (the review pages' and the docs' static files, /openapi.json) or
+    a refusal before routing (a body over its limit); "unmatched" only for a path no route has."""
+    partial = None
+    for context in iter_route_contexts(app.routes):  # the routes of included routers too
+        match, _ = context.route.matches(scope)
+        if match is Match.FULL:
+            return getattr(context.route, "path", "unmatched")
+        if match is Match.PARTIAL and partial is None:  # the path, but not the method (405)
+            partial = getattr(context.route, "path", None)
+    return partial or "unmatched"
 
 
 def validation_detail(errors: Sequence[Any]) -> str:
@@ -130,9 +146,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.middleware("http")
     async def _measure(request: Request, call_next):  # type: ignore[no-untyped-def]
         start = time.perf_counter()
+        path = route_of(app, request.scope)  # before routing changes the scope
         response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
         service.metrics.requests.labels(method=request.method, route=path, status=str(response.status_code)).inc()
         service.metrics.latency.labels(route=path).observe(time.perf_counter() - start)
         return response

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from framejudge.service.store import create_key, engine_for
 from tests.service.test_validation import ITEM, TURN, api_client
 
 
@@ -77,3 +78,19 @@ def test_a_query_parameter_given_twice_is_refused_not_the_last_one_taken(api):
     r = api.post("/v1/jobs?judge=reference&judge=reference", json=[ITEM])
     assert problem(r) == "query.judge: given 2 times; give it once"
     assert api.post("/v1/jobs?judge=reference", json=[ITEM]).status_code == 202
+
+
+def test_metrics_name_the_route_of_static_files_the_schema_and_bodies_refused_before_routing(tmp_path):
+    with api_client(tmp_path) as client:
+        scraper = create_key(engine_for(f"sqlite:///{tmp_path / 'db.sqlite'}"), ["metrics"])
+        assert client.get("/review/static/review.css").status_code == 200
+        assert client.get("/openapi.json").status_code == 200
+        too_large = client.post("/v1/grade", content=b" " * (65 * 1024**2), headers={"Content-Type": "application/json"})
+        assert too_large.status_code == 413
+        assert client.delete("/healthz").status_code == 405
+        assert client.get("/no/such/path").status_code == 404
+        text = client.get("/metrics", headers={"Authorization": f"Bearer {scraper}"}).text
+    for route, method, status in (("/review/static", "GET", 200), ("/openapi.json", "GET", 200),
+                                  ("/v1/grade", "POST", 413), ("/healthz", "DELETE", 405), ("unmatched", "GET", 404)):
+        assert f'framejudge_http_requests_total{{method="{method}",route="{route}",status="{status}"}} 1.0' in text
+    assert 'route="unmatched",status="200"' not in text
