@@ -22,6 +22,7 @@ from ..store import ApiKey
 from ..uploads import UPLOAD_PREFIX, Form, Upload
 
 router = APIRouter(route_class=StrictJsonRoute)
+PAGE_DEFAULT, PAGE_MAX = 100, 1000  # records in a JSON page of a job's verdicts
 GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
 MAX_RECORDS = MAX_JOB_ITEMS * MAX_TURNS  # the most records a job holds
 
@@ -201,15 +202,20 @@ def get_job(job_id: str, svc: ServiceDep, key: GradeKey) -> Any:
 
 @router.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"])
 def get_job_verdicts(job_id: str, svc: ServiceDep, key: GradeKey, request: Request,
-                     offset: int = Query(0, ge=0, le=MAX_RECORDS), limit: int = Query(100, ge=1, le=1000)) -> Any:
-    """Verdicts and judge errors in item order: a page of JSON, or all of it as JSONL
-    with `Accept: application/x-ndjson`."""
+                     offset: int = Query(0, ge=0, le=MAX_RECORDS, description="records to skip"),
+                     limit: int | None = Query(None, ge=1, le=MAX_RECORDS,
+                                               description=f"records at most: a JSON page holds 1 to {PAGE_MAX} "
+                                                           f"(default {PAGE_DEFAULT}); JSONL, all by default")) -> Any:
+    """Verdicts and judge errors in item order: a page of JSON, or as JSONL with
+    `Accept: application/x-ndjson` (from `offset`, `limit` records at most; all by default)."""
     svc.own_job(job_id, key)
     if "ndjson" in request.headers.get("accept", ""):
+        end = offset + limit if limit is not None else None
+
         def lines():  # type: ignore[no-untyped-def]
-            start = 0
-            while True:
-                page = job_records(svc.engine, job_id, start, 500)
+            start = offset
+            while end is None or start < end:
+                page = job_records(svc.engine, job_id, start, 500 if end is None else min(500, end - start))
                 if not page:
                     return
                 for line in page:
@@ -217,6 +223,10 @@ def get_job_verdicts(job_id: str, svc: ServiceDep, key: GradeKey, request: Reque
                 start += len(page)
 
         return StreamingResponse(lines(), media_type="application/x-ndjson")
+    if limit is not None and limit > PAGE_MAX:
+        raise ProblemError(422, "Invalid request", f"query.limit: a JSON page holds at most {PAGE_MAX} records; "
+                                                   "ask for more with Accept: application/x-ndjson")
+    limit = limit or PAGE_DEFAULT
     page = job_records(svc.engine, job_id, offset, limit)
     return {"offset": offset, "limit": limit, "records": [json.loads(r) for r in page]}
 
