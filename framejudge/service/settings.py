@@ -8,6 +8,8 @@ from pathlib import Path
 import platformdirs
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from ..env import cache_off
+
 MAX_DECODE_WORKERS = 256  # decoding processes: each holds a decoder and its imports
 MAX_DECODE_MEMORY_MB = 1024 * 1024  # 1 TiB per process: far above it the address-space limit overflows
 
@@ -119,6 +121,10 @@ class Settings(BaseModel):
                 data["max_upload_bytes"] = int(float(env["FRAMEJUDGE_MAX_UPLOAD_MB"]) * 1024**2)
             except (ValueError, OverflowError):  # nan, inf
                 raise SettingsError("FRAMEJUDGE_MAX_UPLOAD_MB: not a number of megabytes") from None
+        try:  # the decoding processes read it: a value that is neither on nor off is refused here
+            cache_off()
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
         root = env.get("FRAMEJUDGE_MEDIA_ROOT")
         if root and not Path(root).is_dir():  # a server started on it would refuse every path
             why = f"{root} is not a folder" if Path(root).exists() else f"{root}: no such folder"
