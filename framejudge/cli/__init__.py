@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.table import Table
 from rich.text import Text
 
@@ -41,8 +41,27 @@ def _environment() -> None:
         fail(str(exc))
 
 
+class WholeCells(Console):
+    """A console that prints every table cell whole when it writes to a pipe or a file: Rich
+    would fit tables to 80 columns there, cutting cells (`categ…`) and wrapping messages mid-word.
+    A terminal's width, or COLUMNS when set, is kept."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self._width is None and not self.is_terminal:
+            return ConsoleDimensions(PIPE_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+PIPE_WIDTH = 100_000  # columns: wider than any table the CLI prints, so none is cut
+
 # no console markup: file names, ids and messages are printed as they are ("clip[1].mp4", "a[/]b")
-out = Console(markup=False)
+out = WholeCells(markup=False)
 err = Console(stderr=True, markup=False)
 
 
