@@ -84,10 +84,11 @@ def test_a_threshold_outside_0_to_1_is_refused_by_the_api_and_the_cli(db, bundle
         for value, why in ((-0.5, "greater than or equal to 0"), (1.5, "less than or equal to 1"),
                            ("0.5", "a valid number")):
             bad = {**good, "fields": {field: {**good["fields"][field], "threshold": value}}}
-            for path, body in (("/v1/jobs", {"items": items(2)}), ("/v1/grade", {"item": items(1)[0]})):
+            for path, body, named in (("/v1/jobs", {"items": items(2)}, ""), ("/v1/grade", {"item": items(1)[0]},
+                                                                                "options.")):
                 r = client.post(path, json={**body, "options": {"triage": bad}}, headers=auth(key))
                 assert r.status_code == 422, r.text
-                assert r.json()["detail"].startswith(f"options.triage.fields.{field}.threshold: Input should be "
+                assert r.json()["detail"].startswith(f"{named}triage.fields.{field}.threshold: Input should be "
                                                      f"{why}"), r.text
     for bad, said in (({**good, "fields": {field: {**good["fields"][field], "threshold": -0.5}}},
                        f"fields.{field}.threshold: Input should be greater than or equal to 0"),

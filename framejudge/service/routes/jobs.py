@@ -190,9 +190,8 @@ def _options(found: list[Any], n: int | None, lookback: float | None) -> GradeOp
     data = found[0] if found else {"sampler": {"n": 8, **shorthand}}
     try:
         return GradeOptions.model_validate(data)
-    except ValidationError as exc:  # named from the request's top, as /v1/grade names them
-        problem = first_problem(exc, "options")
-        raise ProblemError(422, "Invalid options", f"options.{problem}" if exc.errors()[0]["loc"] else problem) from None
+    except ValidationError as exc:
+        raise ProblemError(422, "Invalid options", first_problem(exc, "options")) from None
 
 
 @router.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus)
