@@ -21,7 +21,7 @@ from ..files import not_utf8, text_line
 from ..schema import RECORD_KINDS
 from .bodies import json_type
 from .context import MAX_BODY, Service
-from .limits import BodyLimit
+from .limits import BodyLimit, BodyTimedOut, BodyTimeout
 from .problems import ProblemError, document_problems, problem
 from .review.routes import install as install_review  # before the database opens: its tables
 from .routes import calibration, grading, info, jobs, leaderboards
@@ -138,6 +138,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.openapi = openapi  # type: ignore[method-assign]
     serve_docs(app)
     app.add_middleware(BodyLimit, limit=MAX_BODY, own_limits=("/v1/videos", "/v1/jobs"))
+    app.add_middleware(BodyTimeout, seconds=service.settings.body_timeout_s)  # around BodyLimit: it reads bodies too
     if service.settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=service.settings.cors_origins,
                            allow_methods=["GET", "POST", "DELETE"],
@@ -169,6 +170,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's "error parsing the body"
             bad = exc.__cause__  # named by line and column, as /v1/jobs and the CLI's files name it
             return problem(422, "Invalid request", f"line {text_line(bad.object, bad.start)}: {not_utf8(bad)}")
+        if isinstance(exc.__cause__, BodyTimedOut):  # FastAPI's "error parsing the body", for a body that stalled
+            return await _problem(request, exc.__cause__)
         if isinstance(exc.__cause__, RecursionError):
             return problem(422, "Invalid request", "body: nested too deeply to read")
         titles = {404: "Not found", 405: "Method not allowed"}

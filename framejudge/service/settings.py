@@ -67,6 +67,9 @@ class Settings(BaseModel):
     review_session_minutes: float = Field(480.0, gt=0, le=60 * 24 * 30, allow_inf_nan=False,
                                           description="how long a signed-in review page stays signed in")
     worker_max_in_flight: int = Field(256, ge=1, le=10_000, description="items one worker grades at once, at most")
+    body_timeout_s: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False,
+                                  description="the longest a request body may stop arriving (between two of its "
+                                              "parts) before the request is answered 408")
 
     @field_validator("upload_dir")
     @classmethod
@@ -156,6 +159,6 @@ ENV = {
     "FRAMEJUDGE_URL_DEADLINE": "url_deadline_s", "FRAMEJUDGE_MAX_FRAME_MEGAPIXELS": "max_frame_megapixels",
     "FRAMEJUDGE_MAX_FRAMES_RESPONSE_MB": "max_frames_response_mb",
     "FRAMEJUDGE_MAX_CALIBRATION_DRAWS": "max_calibration_draws",
-    "FRAMEJUDGE_REVIEW_SESSION_MINUTES": "review_session_minutes",
+    "FRAMEJUDGE_REVIEW_SESSION_MINUTES": "review_session_minutes", "FRAMEJUDGE_BODY_TIMEOUT": "body_timeout_s",
 }
 LISTS = {"judges", "cors_origins", "url_hosts"}  # comma-separated
