@@ -37,6 +37,17 @@ def strict_body(raw: str | bytes, where: str = "body") -> Any:
                                                    f"{sys.get_int_max_str_digits()} digits") from None
 
 
+async def form_fields(request: Request) -> dict[str, str]:
+    """A form's fields, each given once: a field given twice is a 422 naming it (as a query
+    parameter given twice is), never the last value silently."""
+    form = await request.form()
+    names = [name for name, _ in form.multi_items()]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
+        raise ProblemError(422, "Invalid request", f"form.{twice[:100]}: given {names.count(twice)} times; give it once")
+    return {name: str(value) for name, value in form.items()}
+
+
 class StrictJsonRoute(APIRoute):
     """A route whose JSON body is read by `strict_body` before FastAPI reads it (FastAPI's reader
     is Python's json.loads, which keeps the last of two keys and reads NaN)."""

@@ -14,7 +14,7 @@ import json
 import re
 import tracemalloc
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from fastapi.testclient import TestClient
@@ -289,6 +289,20 @@ def test_a_form_button_naming_a_source_for_the_judge_is_refused(env):
     sign_in(client, env["owner"])
     bad = decide(client, env["id"], "disputed", action="adopt_judge:h1")
     assert bad.status_code == 422 and "source: only adopt_annotator" in bad.text
+
+
+def test_a_form_field_or_query_parameter_given_twice_gets_a_page_not_the_last_value(env):
+    client = env["client"]
+    sign_in(client, env["owner"])
+    csrf = csrf_of(client.get("/review").text)
+    twice = [("csrf", csrf), ("item", "disputed"), ("turn", "0"), ("action", "skip"), ("action", "adopt_judge")]
+    bad = client.post(f"/review/{env['id']}/decide", content=urlencode(twice),
+                      headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert bad.status_code == 422 and bad.headers["content-type"].startswith("text/html")
+    assert "form.action: given 2 times; give it once" in html.unescape(bad.text)
+    assert client.get(f"/v1/calibrate/{env['id']}/decisions", headers=bearer(env["owner"])).json() == []
+    page = client.get(f"/review/{env['id']}/unit?item=disputed&item=agreed")
+    assert page.status_code == 422 and "query.item: given 2 times" in html.unescape(page.text)
 
 
 def test_a_calibration_stored_before_review_says_so(env):
