@@ -42,9 +42,9 @@ def _environment() -> None:
 
 
 class WholeCells(Console):
-    """A console that prints every table cell whole when it writes to a pipe or a file: Rich
-    would fit tables to 80 columns there, cutting cells (`categ…`) and wrapping messages mid-word.
-    A terminal's width, or COLUMNS when set, is kept."""
+    """A console that prints every table cell and message line whole when it writes to a pipe or
+    a file: Rich would fit them to 80 columns there, cutting cells (`categ…`) and wrapping
+    messages mid-word. A terminal's width, or COLUMNS when set, is kept."""
 
     @property
     def size(self) -> ConsoleDimensions:
@@ -62,7 +62,7 @@ PIPE_WIDTH = 100_000  # columns: wider than any table the CLI prints, so none is
 
 # no console markup: file names, ids and messages are printed as they are ("clip[1].mp4", "a[/]b")
 out = WholeCells(markup=False)
-err = Console(stderr=True, markup=False)
+err = WholeCells(stderr=True, markup=False)
 
 
 def flagged(word: str, style: str, message: str) -> Text:
