@@ -277,6 +277,8 @@ def test_a_form_whose_turn_is_not_a_number_gets_a_page(env, turn):
     ({"item_id": "disputed", "action": "adopt_annotator"}, "no annotator None"),
     ({"item_id": "", "action": "skip"}, "item_id"),
     ({"item_id": "disputed", "action": "skip", "note": "x" * 20_001}, "note"),
+    ({"item_id": "disputed", "turn": "0", "action": "skip"}, "turn: Input should be a valid integer"),
+    ({"item_id": "disputed", "action": "skip", "flag_rubric": "yes"}, "flag_rubric: Input should be a valid boolean"),
 ])
 def test_api_decisions_that_would_drop_or_misread_something_are_refused(env, body, words):
     got = env["client"].post(f"/v1/calibrate/{env['id']}/decisions", json=body, headers=bearer(env["owner"]))
