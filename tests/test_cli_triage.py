@@ -70,6 +70,29 @@ def test_triage_of_a_judge_without_informative_confidence_says_so(tmp_path):
     assert f.threshold is None and f.calibration.coverage == 0 and f.test.coverage == 0
 
 
+def test_triage_says_why_a_field_has_no_threshold_and_counts_no_unscored_unit_below_it(tmp_path):
+    _, labels, verdicts = simulate(100, 0, informative=False)
+    human, judge = write_files(tmp_path, labels, verdicts)
+    proc = cli("triage", "--human", human, "--judge", judge, "--out", tmp_path / "t.json", "--report",
+               tmp_path / "t.html")
+    assert proc.returncode == 0, proc.stderr
+    why = "category_a: no threshold: no verdict has an informative confidence for this field"
+    assert why in proc.stdout and "every verdict goes to review for it" in proc.stdout
+    assert why in (tmp_path / "t.html").read_text()
+    f = Thresholds.model_validate_json((tmp_path / "t.json").read_text()).fields["category_a"]
+    for part in (f.calibration, f.test):  # no confidence: neither above nor below a threshold
+        assert part.no_confidence == part.units > 0
+        assert (part.scored_above, part.scored_below, part.agreement_below) == (0, 0, None)
+    assert "– / –" in proc.stdout  # agreement above / below (test): neither part has a unit
+
+    _, labels, verdicts = simulate(20, 0)  # informative, but too few units to test a threshold
+    human, judge = write_files(tmp_path / "few", labels, verdicts)
+    proc = cli("triage", "--human", human, "--judge", judge, "--out", tmp_path / "few.json")
+    assert proc.returncode == 0, proc.stderr
+    assert "calibration unit(s) have both a confidence and a human majority; a threshold is tested with at least " \
+           "30 (--min-units)" in proc.stdout.replace("\n", " ")
+
+
 def reference_thresholds(path: Path, model_id: str = REFERENCE_VERSION, threshold: float = 1.0) -> Thresholds:
     """Thresholds for the reference judge; at 1.0 no verdict reaches them (its confidence never claims 1.0)."""
     rubric = get_rubric("video-qa")

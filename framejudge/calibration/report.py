@@ -232,7 +232,15 @@ Items split by seed {t.seed}: {t.split:.0%} to choose the thresholds, the rest t
                      f"<td class=num>{pct(test.agreement_above if test else None)}</td>"
                      f"<td class=num>{pct(test.agreement_below if test else None)}</td>"
                      f"<td class=num>{pct(f.human_agreement)}</td></tr>")
-    parts.append("</tbody></table><h2>Coverage against agreement</h2><div class=grid>")
+    parts.append("</tbody></table>")
+    from .triage import no_threshold_reason
+
+    for name, f in t.fields.items():
+        reason = no_threshold_reason(f, t)
+        if reason is not None:
+            parts.append(f'<p class="no-threshold">{e(name)}: no threshold: {e(reason)}; every verdict goes to '
+                         "review for it.</p>")
+    parts.append("<h2>Coverage against agreement</h2><div class=grid>")
     for c in result.curves:
         parts.append(f'<img class="coverage-plot" alt="coverage against agreement {e(c.field)}" '
                      f'src="{coverage_plot(c, result)}">')

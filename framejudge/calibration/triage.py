@@ -92,10 +92,12 @@ def choose_threshold(confidence: Sequence[float], right: Sequence[bool], target:
 
 def figures(units: Sequence[Scored], threshold: float | None) -> TriageFigures:
     """What `threshold` does on these units: coverage (units at or above it, of all the judge
-    labelled) and agreement with the majority above and below it."""
-    above = [u for u in units if threshold is not None and u.confidence is not None and u.confidence >= threshold]
-    below = [u for u in units if not (threshold is not None and u.confidence is not None
-                                      and u.confidence >= threshold)]
+    labelled) and agreement with the majority above and below it (every unit with a confidence is
+    below when there is no threshold). Units with no informative confidence are in neither part
+    (they always go to review; `no_confidence` counts them)."""
+    scored = [u for u in units if u.confidence is not None]
+    above = [u for u in scored if threshold is not None and u.confidence >= threshold]  # type: ignore[operator]
+    below = [u for u in scored if not (threshold is not None and u.confidence >= threshold)]  # type: ignore[operator]
 
     def agreement(part: list[Scored]) -> tuple[int, float | None]:
         scored = [u.correct for u in part if u.correct is not None]
@@ -107,6 +109,24 @@ def figures(units: Sequence[Scored], threshold: float | None) -> TriageFigures:
                          scored_above=n_above, scored_below=n_below, agreement_above=agree_above,
                          agreement_below=agree_below, no_majority=sum(u.correct is None for u in units),
                          no_confidence=sum(u.confidence is None for u in units))
+
+
+def no_threshold_reason(field: FieldThreshold, thresholds: Thresholds) -> str | None:
+    """Why a field got no threshold, in words (None when it has one), from its calibration figures."""
+    if field.threshold is not None:
+        return None
+    cal = field.calibration
+    if cal.units == 0:
+        return "no calibration unit has this field from the judge"
+    if cal.no_confidence == cal.units:
+        return ("no verdict has an informative confidence for this field (the judge's confidence says nothing), "
+                "so no threshold can be tested")
+    scored = cal.scored_above + cal.scored_below
+    if scored < thresholds.min_units:
+        return (f"only {scored} calibration unit(s) have both a confidence and a human majority; a threshold is "
+                f"tested with at least {thresholds.min_units} (--min-units)")
+    return (f"even at the strictest threshold tested, the agreement's lower bound (at delta {thresholds.delta:g}) "
+            f"is below the target {thresholds.target:.0%}")
 
 
 def curve(units: Sequence[Scored]) -> list[CurvePoint]:

@@ -676,7 +676,8 @@ def uploads_prune(
     older_than_days: Annotated[float, typer.Option(min=0, max=36500, help="delete uploads older than this many days "
                                                                           "(at most 36500, a hundred years)")] = 7.0,
 ) -> None:
-    """Delete old uploads that no unfinished job names (run it from cron)."""
+    """Delete old uploads that no unfinished job and no stored calibration or review queue names
+    (run it from cron)."""
     from datetime import timedelta
 
     from ..service.maintenance import prune_uploads
@@ -684,8 +685,12 @@ def uploads_prune(
     settings = service_settings()
     assert settings.upload_dir is not None
     engine = service_database(settings.database_url)
-    deleted = prune_uploads(engine, settings.upload_dir, timedelta(days=older_than_days))
+    pruned = prune_uploads(engine, settings.upload_dir, timedelta(days=older_than_days))
+    deleted = pruned.deleted
     print(f"deleted {len(deleted)} upload(s), {sum(u.bytes for u in deleted) / 1024**2:.1f} MiB")
+    if pruned.kept:
+        print(f"kept {len(pruned.kept)} old upload(s) that an unfinished job or a stored calibration (a review "
+              "queue's unit pages show its videos) still names")
 
 
 @app.command()
@@ -715,7 +720,8 @@ def serve(
         sock = socket.create_server((host, port), family=family)
     except OSError as exc:
         fail(f"--host/--port: cannot listen on {host} port {port}: {exc.strerror or exc}")
-    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    # forwarded headers are believed only from FRAMEJUDGE_TRUSTED_PROXIES, by the app itself
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", proxy_headers=False)).run(sockets=[sock])
 
 
 @app.command()

@@ -38,7 +38,7 @@ def triage(
     majority with probability 1 - --delta (fixed-sequence testing), on a calibration part of the
     labelled items; report coverage and agreement on the rest."""
     from ..calibration.inputs import LabelsError, human_rows, judge_rows, load_human_labels, video_qa_fields
-    from ..calibration.triage import calibrate_triage
+    from ..calibration.triage import calibrate_triage, no_threshold_reason
     from ..files import OutputError
     from ..judge import ItemsError, read_records
 
@@ -89,6 +89,11 @@ def triage(
                       "–" if test is None else f"{percent(test.agreement_above)} / {percent(test.agreement_below)}",
                       percent(f.human_agreement))
     out.print(table)
+    for name, f in thresholds.fields.items():
+        reason = no_threshold_reason(f, thresholds)
+        if reason is not None:
+            out.print(f"{name}: no threshold: {reason}; every verdict goes to review for it", highlight=False,
+                      soft_wrap=True)
     out.print(f"thresholds written to {out_path}", highlight=False, soft_wrap=True)
     report_problems(problems)
 

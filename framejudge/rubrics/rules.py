@@ -76,6 +76,73 @@ def _tie_problem(rubric: Rubric, pref: Preference, ca: Category, cb: Category) -
             + (f" ({words})" if words else "") + "; otherwise give A or B and the criterion that separates them")
 
 
+def _pair_problems(ca: Category, cb: Category, pref: Preference | None) -> list[str]:
+    """The rules between two responses' categories and the preference (None: not given)."""
+    problems = []
+    succ = Category.successful
+    if ca == succ and cb != succ and pref != Preference.A:
+        problems.append(
+            f"response A is Successful and B is {cb.value}: a Successful response always wins, "
+            "so the preference must be A"
+        )
+    if cb == succ and ca != succ and pref != Preference.B:
+        problems.append(
+            f"response B is Successful and A is {ca.value}: a Successful response always wins, "
+            "so the preference must be B"
+        )
+    if pref == Preference.both and ca != cb:
+        problems.append(
+            f"Both is only allowed when the two responses share a category (A is {ca.value}, "
+            f"B is {cb.value})"
+        )
+    return problems
+
+
+def _error_message_problems(categories: dict[str, Category | None], rubric: Rubric | None,
+                            responses: dict[str, str | None]) -> list[str]:
+    """The rubric's error-string rule for each response whose category and text are known."""
+    problems: list[str] = []
+    if rubric is None:
+        return problems
+    for side, category in categories.items():
+        text = responses.get(side)
+        if category is None or text is None:
+            continue
+        match = error_message_match(text, rubric)
+        label = side.upper()
+        if match and category != Category.error_message:
+            problems.append(
+                f"response {label} is the fixed error string {match!r}, so its category must be "
+                "Error message"
+            )
+        if not match and category == Category.error_message:
+            problems.append(
+                f"response {label} is not one of the fixed error strings, so it cannot be Error "
+                "message (a refusal that shows understanding is Missing)"
+            )
+    return problems
+
+
+def check_labels(values: Any, rubric: Rubric | None, responses: dict[str, str | None]) -> list[str]:
+    """Every way a set of labels (a LabelValues; a field left empty is not rated) breaks the rubric's
+    rules for verdicts, as `check_judgement` words them: an error string and its category, a
+    Successful response that must win, Both across categories, the tie convention, and labels for
+    a response B the turn does not have. A rule whose fields are not all rated is not checked."""
+    problems: list[str] = []
+    ca, cb, pref = values.category_a, values.category_b, values.preference
+    if "b" in responses and responses["b"] is None:
+        given = [f for f in ("category_b", "preference", "integrity_b") if getattr(values, f) is not None]
+        if given:
+            problems.append(f"there is only one response, so give no {', '.join(given)}")
+    if ca is not None and cb is not None and pref is not None:
+        problems += _pair_problems(ca, cb, pref)
+        tie = _tie_problem(rubric, pref, ca, cb) if rubric is not None else None
+        if tie:
+            problems.append(tie)
+    problems += _error_message_problems({"a": ca, "b": cb}, rubric, responses)
+    return problems
+
+
 def check_judgement(j: Judgement, context: dict[str, Any]) -> list[str]:
     problems: list[str] = []
     a, b = j.response_a, j.response_b
@@ -85,23 +152,7 @@ def check_judgement(j: Judgement, context: dict[str, Any]) -> list[str]:
     else:
         if j.preference is None:
             problems.append("two responses were graded, so a preference (A, B, Both or Neither) is required")
-        ca, cb = a.category, b.category
-        succ = Category.successful
-        if ca == succ and cb != succ and j.preference != Preference.A:
-            problems.append(
-                f"response A is Successful and B is {cb.value}: a Successful response always wins, "
-                "so the preference must be A"
-            )
-        if cb == succ and ca != succ and j.preference != Preference.B:
-            problems.append(
-                f"response B is Successful and A is {ca.value}: a Successful response always wins, "
-                "so the preference must be B"
-            )
-        if j.preference == Preference.both and ca != cb:
-            problems.append(
-                f"Both is only allowed when the two responses share a category (A is {ca.value}, "
-                f"B is {cb.value})"
-            )
+        problems += _pair_problems(a.category, b.category, j.preference)
         if j.preference in (Preference.A, Preference.B) and not j.deciding_criterion:
             problems.append("say which criterion decided the preference (a criterion id, or 'category')")
     rubric = context.get("rubric")
@@ -116,21 +167,6 @@ def check_judgement(j: Judgement, context: dict[str, Any]) -> list[str]:
                 f"unknown deciding criterion {j.deciding_criterion!r}; use one of {sorted(ids)}"
             )
     responses = context.get("responses") or {}
-    if rubric is not None:
-        for side, grade in (("a", a), ("b", b)):
-            text = responses.get(side)
-            if grade is None or text is None:
-                continue
-            match = error_message_match(text, rubric)
-            label = side.upper()
-            if match and grade.category != Category.error_message:
-                problems.append(
-                    f"response {label} is the fixed error string {match!r}, so its category must be "
-                    "Error message"
-                )
-            if not match and grade.category == Category.error_message:
-                problems.append(
-                    f"response {label} is not one of the fixed error strings, so it cannot be Error "
-                    "message (a refusal that shows understanding is Missing)"
-                )
+    problems += _error_message_problems({"a": a.category, "b": b.category if b is not None else None}, rubric,
+                                        responses)
     return problems

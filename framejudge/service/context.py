@@ -19,8 +19,9 @@ from ..runner.graders import GraderCache
 from ..runner.judges import Judges, load_judges_file
 from ..runner.worker import QueueWorker
 from ..schema import GradeOptions, Item
+from .forwarded import networks
 from .jobs import JobStatus, job_owner, job_status
-from .limits import RateLimiter, capped_stream
+from .limits import RateLimiter, SignInThrottle, capped_stream
 from .media import MediaResolver
 from .metrics import Metrics
 from .problems import ProblemError
@@ -37,6 +38,8 @@ class Service:
         self.settings = settings
         self.engine = engine_for(settings.database_url)
         self.limiter = RateLimiter(settings.requests_per_minute)
+        self.sign_ins = SignInThrottle()
+        self.trusted_proxies = networks(settings.trusted_proxies)
         self.metrics = Metrics()
         # every decode of a client's video runs in killable, memory-capped processes
         self.decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,

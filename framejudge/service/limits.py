@@ -22,6 +22,9 @@ JPEG_BYTES_PER_PIXEL = (0.05, 0.12, 0.2, 0.33, 0.65)
 DATA_URL_OVERHEAD = 4 / 3  # base64
 
 
+MAX_BUCKETS = 100_000
+
+
 class RateLimiter:
     """A token bucket per API key: `per_minute` requests, refilled continuously."""
 
@@ -31,17 +34,43 @@ class RateLimiter:
         self.buckets: dict[str, tuple[float, float]] = {}
         self.lock = threading.Lock()
 
-    def take(self, key: str) -> float | None:
-        """None if allowed, else seconds until a request would be."""
+    def take(self, key: str, spend: bool = True) -> float | None:
+        """None if allowed, else seconds until a request would be; `spend` false only looks."""
         now = time.monotonic()
         with self.lock:
+            if key not in self.buckets and len(self.buckets) >= MAX_BUCKETS:  # many clients (or made-up
+                self.buckets = {k: (t, at) for k, (t, at) in self.buckets.items()  # keys): forget the full ones
+                                if t + (now - at) * self.rate < self.capacity}
             tokens, last = self.buckets.get(key, (self.capacity, now))
             tokens = min(self.capacity, tokens + (now - last) * self.rate)
             if tokens >= 1:
-                self.buckets[key] = (tokens - 1, now)
+                self.buckets[key] = (tokens - 1 if spend else tokens, now)
                 return None
             self.buckets[key] = (tokens, now)
             return (1 - tokens) / self.rate
+
+
+SIGN_IN_FAILURES_PER_KEY = 10  # a minute, from anywhere: someone guessing one key's secret
+SIGN_IN_FAILURES_PER_ADDRESS = 30  # a minute, from one client address
+
+
+class SignInThrottle:
+    """Failed sign-ins, counted per key id (from any address) and per client address. A key whose
+    failures ran out is refused before it is checked; a client address whose failures ran out gets
+    429 for wrong keys but still signs in with a right one, so one client behind a shared proxy
+    cannot lock everyone behind it out."""
+
+    def __init__(self) -> None:
+        self.by_key = RateLimiter(SIGN_IN_FAILURES_PER_KEY)
+        self.by_address = RateLimiter(SIGN_IN_FAILURES_PER_ADDRESS)
+
+    def key_blocked(self, key_id: str) -> float | None:
+        return self.by_key.take(key_id, spend=False)
+
+    def failed(self, key_id: str, address: str) -> float | None:
+        """Counts a failure; the seconds to wait when either count has run out (None: not yet)."""
+        waits = [self.by_key.take(key_id), self.by_address.take(address)]
+        return max((w for w in waits if w is not None), default=None)
 
 
 class BodyLimit:

@@ -213,6 +213,17 @@ class MediaResolver:
             return self.store.folder / upload.stored_as
         return inside_media_root(ref, self.settings.media_root, self.store.folder)
 
+    def name_of(self, path: Path) -> str:
+        """A resolved video path as clients name it, never the server's path: 'upload:<id>' in the
+        upload folder, the path inside the media root, else the file's name alone."""
+        folder, root = self.store.folder.resolve(), self.settings.media_root
+        full = path.resolve() if path.is_absolute() else path
+        if full.is_relative_to(folder) and full.suffix == ".video":
+            return UPLOAD_PREFIX + full.stem
+        if root is not None and full.is_relative_to(root.resolve()):
+            return str(full.relative_to(root.resolve()))
+        return path.name
+
     async def resolve_many(self, refs: list[str], key_id: str,
                            fetched: list[Upload] | None = None) -> dict[str, Path]:
         """Each distinct reference once (a job naming one URL a thousand times fetches it once), all

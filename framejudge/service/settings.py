@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
@@ -67,6 +68,12 @@ class Settings(BaseModel):
     review_session_minutes: float = Field(480.0, gt=0, le=60 * 24 * 30, allow_inf_nan=False,
                                           description="how long a signed-in review page stays signed in")
     worker_max_in_flight: int = Field(256, ge=1, le=10_000, description="items one worker grades at once, at most")
+    review_cookie_secure: Literal["auto", "on", "off"] = Field(
+        "auto", description="the review cookies' Secure flag: auto sets it for HTTPS requests (seen by this "
+                            "server, or told by a trusted proxy's X-Forwarded-Proto); on always; off never")
+    trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1", "::1"],
+                                       description="addresses or networks of the reverse proxies whose "
+                                                   "X-Forwarded-For and X-Forwarded-Proto are believed")
     body_timeout_s: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False,
                                   description="the longest a request body may stop arriving (between two of its "
                                               "parts) before the request is answered 408")
@@ -76,6 +83,21 @@ class Settings(BaseModel):
     def _upload_folder(cls, value: Path | None) -> Path | None:
         if value is not None and value.exists() and not value.is_dir():
             raise ValueError(f"{value} is not a folder")
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        if value == ["none"]:
+            return []
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network (give 10.0.0.5, 10.0.0.0/8, ::1, "
+                                 "or 'none')") from None
         return value
 
     @field_validator("judges")
@@ -160,5 +182,6 @@ ENV = {
     "FRAMEJUDGE_MAX_FRAMES_RESPONSE_MB": "max_frames_response_mb",
     "FRAMEJUDGE_MAX_CALIBRATION_DRAWS": "max_calibration_draws",
     "FRAMEJUDGE_REVIEW_SESSION_MINUTES": "review_session_minutes", "FRAMEJUDGE_BODY_TIMEOUT": "body_timeout_s",
+    "FRAMEJUDGE_REVIEW_COOKIE_SECURE": "review_cookie_secure", "FRAMEJUDGE_TRUSTED_PROXIES": "trusted_proxies",
 }
-LISTS = {"judges", "cors_origins", "url_hosts"}  # comma-separated
+LISTS = {"judges", "cors_origins", "url_hosts", "trusted_proxies"}  # comma-separated

@@ -54,6 +54,8 @@ def test_a_battle_jobs_leaderboard(bundled_examples, tmp_path):
         assert client.get(f"/v1/leaderboards/{board_id}", headers=auth).json()["board"] == board
         page = client.get(f"/v1/leaderboards/{board_id}/page", headers=auth)
         assert page.status_code == 200 and "<html" in page.text and "gamma" in page.text
+        assert page.headers["x-content-type-options"] == "nosniff" and page.headers["x-frame-options"] == "DENY"
+        assert "default-src 'none'" in page.headers["content-security-policy"] and "<script" not in page.text
         stranger = {"Authorization": f"Bearer {other}"}
         assert client.get(f"/v1/leaderboards/{board_id}", headers=stranger).status_code == 404
         assert client.post("/v1/leaderboards", json={"job_id": job_id}, headers=stranger).status_code == 404

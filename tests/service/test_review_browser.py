@@ -78,12 +78,15 @@ async def _walk(ws_url: str, srv: dict) -> dict:
                                          " labels: !!document.getElementById('labels'),"
                                          " adopt: !!document.getElementById('adopt-judge'),"
                                          " question: document.getElementById('question').textContent})")
+        seen["blind_text"] = await page.value("document.body.innerText")
         seen["frames"] = await page.value("document.querySelectorAll('img.thumb').length")
         await page.value("document.querySelector('img.thumb').click()")
         seen["enlarged"] = await page.value("!document.getElementById('enlarged').hidden && "
                                             "document.querySelector('#enlarged img').naturalWidth")
         await page.press("Escape")
         seen["closed"] = await page.value("document.getElementById('enlarged').hidden")
+        await page.go(f"{base}/review/{run}?blind=1")
+        seen["blind_queue"] = await page.value("document.getElementById('units').innerText")
         seen["export"] = await page.value(f"fetch('/review/{run}/labels?format=csv').then(r => r.text())")
         seen["cookie_visible"] = await page.value("document.cookie")
         with Session(srv["engine"]) as s, s.begin():
@@ -107,6 +110,10 @@ def test_review_in_headless_chromium(server):
     assert "adopt the judge" in seen["shortcuts"] and "skip" in seen["shortcuts"]
     blind = json.loads(seen["blind"])
     assert blind == {"judge": False, "labels": False, "adopt": False, "question": "And now?"}
+    told = ("judge disagrees", "annotators disagree", "judge and annotators agree")
+    for text in (seen["blind_text"], seen["blind_queue"]):  # nor why a unit is here, nor the fields in dispute
+        assert not any(t in text for t in told), text
+    assert "category_a" not in seen["blind_queue"] and "fields in dispute" not in seen["blind_queue"]
     assert seen["frames"] > 0 and seen["enlarged"] > 0 and seen["closed"] is True
     assert "adjudicated" in seen["export"] and seen["export"].startswith("item_id,turn,annotator")
     assert seen["cookie_visible"] == ""  # HttpOnly: the page's scripts cannot read the session

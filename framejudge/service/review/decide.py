@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ...calibration.adjudication import standing_labels
 from ...files import first_problem
+from ...rubrics.loader import all_rubrics
+from ...rubrics.rules import check_labels
 from ...schema import LABEL_FIELDS, MAX_TEXT, Cause, Flag, HumanLabel, LabelValues, ReviewDecision, Whole
 from .queue import Unit, values_of
 
@@ -49,12 +51,41 @@ def standing(unit: Unit, unit_decisions: Sequence[ReviewDecision], labels: Seque
     return values_of(rows[0]) if rows else unit.majority
 
 
+DEFAULT_RUBRIC = "video-qa"
+
+
+def rated_fields(unit: Unit) -> list[str]:
+    """The fields a person rated or disputed on this unit: those any annotator rated (every field
+    in dispute among them), or on a unit no annotator labelled, those its triage sent to review.
+    Only these may take the judge's labels as gold: the rest were seen by no one but the judge."""
+    if unit.humans:
+        return [f for f in LABEL_FIELDS if any(getattr(v, f) is not None for v in unit.humans.values())]
+    triage = unit.verdict.triage if unit.verdict is not None else None
+    return [f for f in LABEL_FIELDS if triage is not None and f in triage.below]
+
+
+def rule_problems(unit: Unit, values: LabelValues) -> list[str]:
+    """How these labels break the rules a verdict of this unit must keep (by the rubric its verdict
+    names, when this server has it, else the default one)."""
+    rubric_id = unit.verdict.provenance.rubric_id if unit.verdict is not None else DEFAULT_RUBRIC
+    rubric = all_rubrics().get(rubric_id)  # by id only: a verdict's text never names a file read here
+    responses: dict[str, str | None] = {}
+    if unit.item is not None:
+        turn = unit.item.turns[unit.turn]
+        responses = {"a": turn.response_a, "b": turn.response_b}
+    return check_labels(values, rubric, responses)
+
+
 def make_decision(unit: Unit, request: DecisionRequest, reviewer: str, unit_decisions: Sequence[ReviewDecision],
                   labels: Sequence[HumanLabel]) -> ReviewDecision:
     if request.action == "adopt_judge":
         if unit.judge is None:
             raise DecisionError("the judge has no verdict for this unit: set the labels by hand")
-        chosen = unit.judge
+        fields = rated_fields(unit)
+        if not fields:
+            raise DecisionError("no annotator rated this unit and its triage put no field in doubt, so nothing "
+                                "of the judge's can be adopted: set the labels by hand")
+        chosen = LabelValues(**{f: getattr(unit.judge, f) for f in fields})
     elif request.action == "adopt_annotator":
         if request.source not in unit.humans:
             raise DecisionError(f"no annotator {request.source!r} labelled this unit (it has: {', '.join(unit.humans)})")
@@ -65,6 +96,11 @@ def make_decision(unit: Unit, request: DecisionRequest, reviewer: str, unit_deci
             raise DecisionError("no label set: set at least one field, or skip the unit")
     else:
         chosen = LabelValues()
+    problems = rule_problems(unit, chosen) if request.action != "skip" else []
+    if problems:
+        whose = {"adopt_judge": "the judge's labels", "adopt_annotator": f"{request.source}'s labels",
+                 "manual": "these labels"}[request.action]
+        raise DecisionError(f"{whose} break the rubric's rules: " + "; ".join(problems))
     return ReviewDecision(item_id=unit.item_id, turn=unit.turn, reviewer=reviewer, decided_at=datetime.now(timezone.utc),
                           action=request.action, source=request.source if request.action == "adopt_annotator" else None,
                           labels=chosen, replaced=standing(unit, unit_decisions, labels), cause=request.cause,

@@ -45,13 +45,19 @@ async def unit_frames(service, unit: Unit, resolved: bool, owner: str | None) ->
     params, seen = unit_sampler(unit)
     assert params is not None
     fetched: list[Upload] = []  # a video URL is fetched for this page only: kept, every view would add a copy
+    path, name = None, item.video  # the page names the video as the client did, never by its server path
     try:
         path = Path(item.video) if resolved else await service.media.resolve(item.video, owner or "", fetched)
+        if resolved:
+            name = service.media.name_of(path)
         result = await asyncio.to_thread(service.decoder.sample, path, params)
     except ProblemError as exc:
         return UnitFrames(note=f"the video cannot be shown: {exc.detail}")
     except (FrameSamplerError, OSError) as exc:
-        return UnitFrames(note=f"the video cannot be shown: {exc}")
+        why = exc.message if isinstance(exc, FrameSamplerError) else (exc.strerror or type(exc).__name__)
+        if path is not None:
+            why = why.replace(str(path), name)
+        return UnitFrames(note=f"the video cannot be shown: {name}: {why}")
     finally:
         for upload in fetched:
             service.store.forget(upload)

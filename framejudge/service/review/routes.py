@@ -25,15 +25,18 @@ from ...calibration.inputs import human_rows, judge_rows, video_qa_fields
 from ...schema import LABEL_FIELDS, Category, Cause, Item, JudgeError, Preference, RecordIn, ReviewDecision, Verdict
 from ..bodies import StrictJsonRoute, form_fields
 from ..context import ServiceDep, authorized
+from ..forwarded import client_address
+from ..headers import PAGE_HEADERS
 from ..problems import ProblemError
 from ..jobs import job_items, job_records
 from ..store import ApiKey, CalibrationRun, check_key, save_calibration
 from .alignments import AlignRequest, Alignment, aligned_rubric_file, alignments, calibration_judge, run_alignment
-from .decide import DecisionError, DecisionRequest, from_form, make_decision
+from .decide import DecisionError, DecisionRequest, from_form, make_decision, rated_fields
 from .frames import unit_frames
 from .queue import REASONS, STATES, Filters, Unit, build_units, neighbours, slices, state_of
 from .sessions import (COOKIE, PATH, SIGN_IN_COOKIE, CsrfRefused, Reviewer, SignInNeeded, check_csrf, may_review,
-                       new_sign_in_token, reviewer, safe_next, set_sign_in_cookie, sign_in_url, start_session)
+                       new_sign_in_token, reviewer, safe_next, secure_cookies, set_sign_in_cookie, sign_in_url,
+                       start_session)
 from .decide import form_turn
 from .sessions import reviewers_problem
 from .store import ReviewInputs, add_decision, close_session, decisions, review_run, review_runs, set_reviewers
@@ -44,10 +47,7 @@ pages = APIRouter(include_in_schema=False, route_class=StrictJsonRoute)
 api = APIRouter(tags=["review"], route_class=StrictJsonRoute)
 ReviewerDep = Annotated[Reviewer, Depends(reviewer)]
 FIGURE_REPLICATES = 200  # the page's before/after intervals; framejudge calibrate --gold for more
-HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",
-           "X-Content-Type-Options": "nosniff",
-           "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; script-src 'self'; "
-                                      "style-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"}
+HEADERS = PAGE_HEADERS
 FIELD_CHOICES: dict[str, list[str]] = {
     "category_a": [c.value for c in Category], "category_b": [c.value for c in Category],
     "preference": [p.value for p in Preference], "integrity_a": ["true", "false"], "integrity_b": ["true", "false"],
@@ -169,14 +169,23 @@ async def sign_in(request: Request, svc: ServiceDep) -> Response:
     next_path = safe_next(str(form.get("next", "")))
     if not given or not expected or not secrets.compare_digest(given, expected):
         return _sign_in_form(request, next_path, "The sign-in form had expired; sign in again.", 403)
-    wait = svc.limiter.take(f"sign-in:{request.client.host if request.client else ''}")
-    if wait is not None:
-        return _sign_in_form(request, next_path, f"Too many attempts: wait {max(1, round(wait))} s.", 429)
-    key = check_key(svc.engine, str(form.get("api_key", "")).strip())
+    given_key = str(form.get("api_key", "")).strip()
+    key_id = given_key.split("_", 2)[1][:16] if given_key.count("_") >= 2 else ""
+    wait = svc.sign_ins.key_blocked(key_id) if key_id else None
+    if wait is not None:  # someone is guessing this key: it waits, from every address, and nobody else does
+        return _sign_in_form(request, next_path, f"Too many failed sign-ins with this key: wait "
+                                                 f"{max(1, round(wait))} s.", 429)
+    key = check_key(svc.engine, given_key)
     if key is None:
+        wait = svc.sign_ins.failed(key_id, client_address(request, svc.trusted_proxies))
+        if wait is not None:
+            return _sign_in_form(request, next_path, f"Too many failed sign-ins: wait {max(1, round(wait))} s.", 429)
         return _sign_in_form(request, next_path, "Unknown or revoked API key.", 401)
     if not may_review(key):
         return _sign_in_form(request, next_path, "This API key lacks the 'review' scope.", 403)
+    wait = svc.limiter.take(key.id)  # a right key signs in as often as it may make requests
+    if wait is not None:
+        return _sign_in_form(request, next_path, f"Too many sign-ins: wait {max(1, round(wait))} s.", 429)
     response = RedirectResponse(next_path, status_code=303, headers=HEADERS)
     start_session(request, response, key)
     return response
@@ -188,7 +197,7 @@ async def sign_out(request: Request, svc: ServiceDep, who: ReviewerDep) -> Respo
     check_csrf(who, str(form.get("csrf", "")))
     close_session(svc.engine, request.cookies.get(COOKIE, ""))
     response = RedirectResponse(f"{PATH}/sign-in", status_code=303, headers=HEADERS)
-    response.delete_cookie(COOKIE, path=PATH)
+    response.delete_cookie(COOKIE, path=PATH, secure=secure_cookies(request), httponly=True, samesite="strict")
     return response
 
 
@@ -249,7 +258,7 @@ async def _unit(request: Request, queue: Queue, unit: Unit, who: Reviewer, filte
                  previous=unit_url(run_id, previous, filters), next=unit_url(run_id, following, filters),
                  to_decide=unit_url(run_id, to_decide, filters), queue=queue_url(run_id, filters),
                  toggle_blind=unit_url(run_id, unit, replace(filters, blind=not filters.blind)),
-                 annotators=list(unit.humans))
+                 annotators=list(unit.humans), adoptable=rated_fields(unit))
 
 
 @pages.post(PATH + "/{run_id}/decide")

@@ -13,6 +13,7 @@ from urllib.parse import quote, unquote, urlsplit
 from fastapi import Request, Response
 from sqlalchemy.engine import Engine
 
+from ..forwarded import over_https
 from ..store import ApiKey, key_by_id
 from .store import SessionRow, close_session, find_session, open_session
 
@@ -85,15 +86,24 @@ def check_csrf(who: Reviewer, given: str | None) -> None:
         raise CsrfRefused()
 
 
+def secure_cookies(request: Request) -> bool:
+    """Whether the review cookies carry Secure (FRAMEJUDGE_REVIEW_COOKIE_SECURE: auto, on, off); auto:
+    for a request over HTTPS, as this server sees it or as a trusted proxy says."""
+    svc = request.app.state.service
+    setting = svc.settings.review_cookie_secure
+    return setting == "on" or (setting == "auto" and over_https(request, svc.trusted_proxies))
+
+
 def start_session(request: Request, response: Response, key: ApiKey) -> None:
     svc = request.app.state.service
     minutes = svc.settings.review_session_minutes
     if request.cookies.get(COOKIE):  # a new token on every sign-in, and the one the browser held ends
         close_session(svc.engine, request.cookies[COOKIE])
     token = open_session(svc.engine, key.id, timedelta(minutes=minutes))
+    secure = secure_cookies(request)
     response.set_cookie(COOKIE, token, max_age=int(minutes * 60), path=PATH, httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https")
-    response.delete_cookie(SIGN_IN_COOKIE, path=PATH)
+                        secure=secure)
+    response.delete_cookie(SIGN_IN_COOKIE, path=PATH, secure=secure, httponly=True, samesite="strict")
 
 
 def new_sign_in_token() -> str:
@@ -103,7 +113,7 @@ def new_sign_in_token() -> str:
 def set_sign_in_cookie(request: Request, response: Response, token: str) -> None:
     """The sign-in form's token is also set as a short-lived cookie the form's post must match."""
     response.set_cookie(SIGN_IN_COOKIE, token, max_age=3600, path=PATH, httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https")
+                        secure=secure_cookies(request))
 
 
 def sign_in_url(next_path: str, expired: bool) -> str:

@@ -14,6 +14,7 @@ from ...calibration.inputs import human_rows, judge_rows, swap_consistency, unju
 from ...schema import JudgeError, RecordIn, Verdict
 from ..bodies import StrictJsonRoute
 from ..context import ServiceDep, authorized
+from ..headers import REPORT_HEADERS
 from ..jobs import job_items, job_records
 from ..models import CalibrateRequest, CalibrateResponse
 from ..problems import ProblemError
@@ -74,4 +75,5 @@ def calibration_report(run_id: str, svc: ServiceDep, key: CalibrateKey) -> HTMLR
     stored = load_calibration(svc.engine, run_id, key)
     if stored is None:
         raise ProblemError(404, "No such calibration", f"no calibration with id {run_id!r}")
-    return HTMLResponse(render_html(AuditResult.model_validate_json(stored), title=f"framejudge calibration {run_id}"))
+    return HTMLResponse(render_html(AuditResult.model_validate_json(stored), title=f"framejudge calibration {run_id}"),
+                        headers=REPORT_HEADERS)

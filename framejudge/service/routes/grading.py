@@ -105,19 +105,24 @@ async def upload_videos(request: Request, svc: ServiceDep, key: GradeKey) -> Upl
 @router.delete("/v1/videos/{upload_id}", tags=["videos"], status_code=204)
 def delete_video(upload_id: str, svc: ServiceDep, key: GradeKey) -> None:
     """Delete one of this key's uploads; 409 while a job that names it has items still to grade
-    (cancel the job, or wait for it, first)."""
+    (cancel the job, or wait for it, first), or while a stored calibration (a review queue) names it."""
     from sqlalchemy.orm import Session
 
-    from ..maintenance import waiting_jobs
+    from ..maintenance import calibrations_naming, waiting_jobs
 
     ref = upload_id if upload_id.startswith(UPLOAD_PREFIX) else UPLOAD_PREFIX + upload_id
     upload = svc.store.find(ref, key.id)
     with Session(svc.engine) as s:
         jobs = waiting_jobs(s, upload)
+        calibrations = [] if jobs else calibrations_naming(s, upload)
     if jobs:
         more = f" (and {len(jobs) - 1} more)" if len(jobs) > 1 else ""
         raise ProblemError(409, "Upload in use", f"{ref} is needed by job {jobs[0]}{more}, which has not finished; "
                                                  "cancel the job (DELETE /v1/jobs/{id}) or wait for it")
+    if calibrations:
+        more = f" (and {len(calibrations) - 1} more)" if len(calibrations) > 1 else ""
+        raise ProblemError(409, "Upload in use", f"{ref} is shown by calibration {calibrations[0]}{more}, whose "
+                                                 "review pages show its frames: it is kept for them")
     svc.store.forget(upload)
 
 

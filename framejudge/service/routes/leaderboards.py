@@ -21,6 +21,7 @@ from ...rubrics.model import Rubric
 from ...schema import JudgeError, RecordIn, Verdict, Whole
 from ..bodies import StrictJsonRoute
 from ..context import ServiceDep, authorized
+from ..headers import REPORT_HEADERS
 from ..jobs import job_items, job_records
 from ..problems import ProblemError
 from ..store import ApiKey, generated_id
@@ -116,4 +117,4 @@ def page(board_id: str, svc: ServiceDep, key: GradeKey) -> HTMLResponse:
 
     row = _own(svc, board_id, key)
     return HTMLResponse(render_board_html(Board.model_validate_json(row.board_json),
-                                          title=f"framejudge leaderboard {row.id}"))
+                                          title=f"framejudge leaderboard {row.id}"), headers=REPORT_HEADERS)
