@@ -77,11 +77,17 @@ def _finite(text: str) -> float:
     return value
 
 
+def strict_loads(text: str | bytes) -> Any:
+    """json.loads, but a key given twice, NaN, Infinity and numbers too large to hold are NotJSON
+    (a syntax error stays a json.JSONDecodeError, with its place)."""
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite)
+
+
 def strict_json(text: str | bytes) -> Any:
     """JSON as the standard has it: a key given twice, NaN, Infinity and numbers too large to hold
     are errors (NotJSON), where Python's reader keeps the last key and reads NaN and 1e999 as floats."""
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite)
+        return strict_loads(text)
     except json.JSONDecodeError as exc:
         raise NotJSON(f"not JSON ({exc.msg})") from None
     except RecursionError:
@@ -90,6 +96,25 @@ def strict_json(text: str | bytes) -> Any:
         raise
     except ValueError:  # an integer of thousands of digits
         raise NotJSON(f"a number has more than {sys.get_int_max_str_digits()} digits") from None
+
+
+# CSV cells a spreadsheet would run as a formula start with one of these (OWASP, CSV injection);
+# written, such a cell gets a leading apostrophe, and so does one that would read back as such
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(text: str) -> str:
+    """`text` as a CSV cell a spreadsheet shows as text (`=HYPERLINK(...)` becomes `'=HYPERLINK(...)`);
+    `cell_text` reads it back unchanged."""
+    if text.startswith(FORMULA_STARTS) or (text.startswith("'") and text[1:].startswith((*FORMULA_STARTS, "'"))):
+        return "'" + text
+    return text
+
+
+def cell_text(cell: str) -> str:
+    """The text `csv_cell` wrote: one leading apostrophe dropped where it guards a formula (or
+    another such apostrophe); any other cell as it is."""
+    return cell[1:] if cell.startswith("'") and cell[1:].startswith((*FORMULA_STARTS, "'")) else cell
 
 
 def jsonl_objects(path: str | os.PathLike[str], text: str, error: type[ValueError]) -> list[tuple[int, dict[str, Any]]]:

@@ -11,8 +11,16 @@ from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Strict, Tag, ValidationInfo,
+                      field_validator, model_validator)
+
+# Numbers (and switches) as JSON has them: the string "3" is not read as 3, nor true as 1, in a
+# file, a request body or an options part (the CLI's own options are typed before they get here).
+Number = Annotated[float, Strict()]
+Whole = Annotated[int, Strict()]
+Flag = Annotated[bool, Strict()]
+Share = Annotated[float, Strict(), Field(ge=0, le=1)]  # a confidence, a coverage, an agreement
+Count = Annotated[int, Strict(), Field(ge=0)]
 
 
 class Strategy(str, Enum):
@@ -38,19 +46,19 @@ class SamplerParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     strategy: Strategy = Strategy.uniform
-    n: int = Field(16, description="frame budget: the most frames returned")
-    fps: float | None = Field(None, description="frames per second for the fps strategy")
-    start: float | None = Field(None, description="window start, seconds from the first frame")
-    end: float | None = Field(None, description="window end, seconds from the first frame")
-    end_at: float | None = Field(
+    n: Whole = Field(16, description="frame budget: the most frames returned")
+    fps: Number | None = Field(None, description="frames per second for the fps strategy")
+    start: Number | None = Field(None, description="window start, seconds from the first frame")
+    end: Number | None = Field(None, description="window end, seconds from the first frame")
+    end_at: Number | None = Field(
         None, description="time (s) the question was asked; the window ends here and looks back"
     )
-    lookback: float = Field(30.0, description="seconds before end_at that the window covers")
-    max_side: int = Field(768, description="longest side of returned images, in pixels")
-    stream: int | None = Field(
+    lookback: Number = Field(30.0, description="seconds before end_at that the window covers")
+    max_side: Whole = Field(768, description="longest side of returned images, in pixels")
+    stream: Whole | None = Field(
         None, description="index of the video stream among the file's video streams"
     )
-    scene_threshold: float = Field(
+    scene_threshold: Number = Field(
         0.12, description="mean absolute luma change (0-1) between frames that counts as a cut"
     )
 
@@ -184,7 +192,7 @@ class Turn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    time: float | None = Field(None, ge=0, description="seconds into the video the question was asked")
+    time: Number | None = Field(None, ge=0, description="seconds into the video the question was asked")
     question: str = Field(min_length=1, max_length=MAX_TEXT)
     golden: str | None = Field(None, max_length=MAX_TEXT)
     response_a: str = Field(max_length=MAX_TEXT)
@@ -250,7 +258,7 @@ class ModelTurn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    time: float | None = Field(None, ge=0, description="seconds into the video the question was asked")
+    time: Number | None = Field(None, ge=0, description="seconds into the video the question was asked")
     question: str = Field(min_length=1, max_length=MAX_TEXT)
     golden: str | None = Field(None, max_length=MAX_TEXT)
     responses: dict[ModelName, Annotated[str, Field(max_length=MAX_TEXT)] | None] = Field(
@@ -364,15 +372,15 @@ class TriageFigures(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    units: int = Field(description="labelled units the judge gave this field (the coverage's denominator)")
-    covered: int = Field(description="of those, the units whose confidence reaches the threshold (auto)")
-    coverage: float = Field(description="covered / units; 0 with no threshold or no units")
-    scored_above: int = Field(description="covered units with a human majority (agreement is measured on them)")
-    scored_below: int
-    agreement_above: float | None = Field(None, description="share of scored_above equal to the human majority")
-    agreement_below: float | None = None
-    no_majority: int = Field(0, description="units left out of agreement: the humans tie")
-    no_confidence: int = Field(0, description="units with no informative confidence for this field (never auto)")
+    units: Count = Field(description="labelled units the judge gave this field (the coverage's denominator)")
+    covered: Count = Field(description="of those, the units whose confidence reaches the threshold (auto)")
+    coverage: Share = Field(description="covered / units; 0 with no threshold or no units")
+    scored_above: Count = Field(description="covered units with a human majority (agreement is measured on them)")
+    scored_below: Count
+    agreement_above: Share | None = Field(None, description="share of scored_above equal to the human majority")
+    agreement_below: Share | None = None
+    no_majority: Count = Field(0, description="units left out of agreement: the humans tie")
+    no_confidence: Count = Field(0, description="units with no informative confidence for this field (never auto)")
 
 
 class FieldThreshold(BaseModel):
@@ -380,15 +388,15 @@ class FieldThreshold(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    threshold: float | None = Field(description="confidence at or above which the field stands; null: none "
+    threshold: Share | None = Field(description="confidence (0 to 1) at or above which the field stands; null: none "
                                                 "passed, the field always goes to review")
-    guaranteed: float | None = Field(None, description="the agreement with the human majority guaranteed above "
+    guaranteed: Share | None = Field(None, description="the agreement with the human majority guaranteed above "
                                                        "the threshold with probability 1 - delta (the target)")
-    lower_bound: float | None = Field(None, description="the exact one-sided binomial lower bound at level delta "
+    lower_bound: Share | None = Field(None, description="the exact one-sided binomial lower bound at level delta "
                                                         "of the agreement above the threshold, on the calibration "
                                                         "part")
-    tested: int = Field(0, description="thresholds tested before the first that failed")
-    human_agreement: float | None = Field(None, description="humans' pairwise agreement on this field: the "
+    tested: Count = Field(0, description="thresholds tested before the first that failed")
+    human_agreement: Share | None = Field(None, description="humans' pairwise agreement on this field: the "
                                                             "human-human ceiling")
     calibration: TriageFigures
     test: TriageFigures | None = Field(None, description="the same on the held-out test part (null: no test part)")
@@ -401,11 +409,11 @@ class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     record: Literal["triage_thresholds"] = "triage_thresholds"
-    target: float = Field(gt=0, lt=1, description="agreement with the human majority to guarantee")
-    delta: float = Field(gt=0, lt=1, description="the guarantee holds with probability at least 1 - delta")
-    seed: int = Field(0, ge=0, description="seed of the split of items into calibration and test parts")
-    split: float = Field(0.5, gt=0, le=1, description="share of the labelled items in the calibration part")
-    min_units: int = Field(30, ge=1, description="a threshold is tested only with at least this many scored "
+    target: Number = Field(gt=0, lt=1, description="agreement with the human majority to guarantee")
+    delta: Number = Field(gt=0, lt=1, description="the guarantee holds with probability at least 1 - delta")
+    seed: Whole = Field(0, ge=0, description="seed of the split of items into calibration and test parts")
+    split: Number = Field(0.5, gt=0, le=1, description="share of the labelled items in the calibration part")
+    min_units: Whole = Field(30, ge=1, description="a threshold is tested only with at least this many scored "
                                                  "calibration units at or above it")
     judge_backend: str
     model_id: str
@@ -430,15 +438,15 @@ class GradeOptions(BaseModel):
 
     sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8),
                                    description="which frames the judge sees (multi-turn windows end at each question)")
-    swap: bool | None = Field(None, description="also grade B/A; null: on for judges that are not deterministic")
-    samples: int = Field(1, ge=1, le=32, description="k samples with a majority vote")
-    sample_temperature: float = Field(
+    swap: Flag | None = Field(None, description="also grade B/A; null: on for judges that are not deterministic")
+    samples: Whole = Field(1, ge=1, le=32, description="k samples with a majority vote")
+    sample_temperature: Number = Field(
         0.7, gt=0, le=2, allow_inf_nan=False,
         description="the temperature of each of k > 1 samples, sample i drawn with seed i (one sample is "
                     "drawn at temperature 0)")
-    blind: bool = Field(False, description="blind control: grade again without frames")
-    cache: bool = Field(True, description="use the verdict cache of model judges")
-    jpeg_quality: int = Field(85, ge=1, le=100, description="quality of the frames sent to a model")
+    blind: Flag = Field(False, description="blind control: grade again without frames")
+    cache: Flag = Field(True, description="use the verdict cache of model judges")
+    jpeg_quality: Whole = Field(85, ge=1, le=100, description="quality of the frames sent to a model")
     triage: Thresholds | None = Field(None, description="a thresholds file (`framejudge triage`), or \"default\": the "
                                                         "thresholds shipped for the reference judge (refused for "
                                                         "other judges); every verdict is marked auto or to_review "
@@ -551,7 +559,7 @@ class Verdict(Judgement):
 
     record: Literal["verdict"] = "verdict"
     item_id: str
-    turn: int = Field(0, ge=0, description="index of the turn within the item")
+    turn: Whole = Field(0, ge=0, description="index of the turn within the item")
     task_type: TaskType | None = None
     decided_by: Literal["rules", "judge"] = "judge"
     swap: SwapCheck | None = None
@@ -584,7 +592,7 @@ class JudgeError(BaseModel):
 
     record: Literal["judge_error"] = "judge_error"
     item_id: str
-    turn: int = 0
+    turn: Whole = 0
     kind: JudgeErrorKind
     message: str
     raw_output: str | None = None
@@ -623,7 +631,7 @@ class HumanLabel(LabelValues):
     """One annotator's labels for one turn of one item."""
 
     item_id: str = Field(min_length=1, max_length=200)
-    turn: int = Field(0, ge=0)
+    turn: Whole = Field(0, ge=0)
     annotator: str = Field(min_length=1, max_length=200)
     metadata: Metadata = Field(default_factory=dict)
 
@@ -761,7 +769,7 @@ class ReviewDecision(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     item_id: str = Field(min_length=1, max_length=200)
-    turn: int = Field(0, ge=0)
+    turn: Whole = Field(0, ge=0)
     reviewer: str = Field(min_length=1, max_length=200, description="the reviewer's API key id")
     decided_at: datetime
     action: Literal["adopt_judge", "adopt_annotator", "manual", "skip"]

@@ -50,6 +50,16 @@ def test_items_that_strict_json_refuses(tmp_path, line, words):
     assert not out.exists()
 
 
+def test_numbers_written_as_strings_are_refused_in_items_and_labels(tmp_path, verdicts):
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"id": "a", "task_type": "multi_turn", "turns": [{"time": "3", "question": "What is shown?", '
+                     '"response_a": "A red circle."}]}\n')
+    refused(cli("grade", items, "--out", tmp_path / "v.jsonl"), f"{items}:1: turns.0.time: Input should be a valid number")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"item_id": "countdown-last", "turn": "0", "annotator": "h1", "category_a": "Successful"}\n')
+    refused(cli("calibrate", "--human", labels, "--judge", verdicts), f"{labels}:1: turn: Input should be a valid integer")
+
+
 def test_labels_and_predictions_with_a_key_given_twice(tmp_path, verdicts):
     labels = tmp_path / "labels.jsonl"
     labels.write_text('{"item_id": "countdown-last", "annotator": "h1", "category_a": "Successful", '

@@ -33,6 +33,23 @@ def files(tmp_path):
     return (write(tmp_path / "export.json", json.dumps(ls_export())), write(tmp_path / "map.yaml", LS_MAPPING))
 
 
+def test_tasks_nobody_annotated_are_counted_as_left_out(tmp_path):
+    tasks = ls_export()
+    tasks += [{"id": 40 + k, "data": {"item_id": f"clip-{4 + k}", "domain": "sports"}, "annotations": []}
+              for k in range(2)]
+    export, mapping = write(tmp_path / "export.json", json.dumps(tasks)), write(tmp_path / "map.yaml", LS_MAPPING)
+    labels = import_label_studio(export, mapping)
+    assert (len(labels.units), labels.cancelled, labels.empty, labels.unannotated) == (3, 1, 0, 2)
+    res = run(export, "--from", "label-studio", "--mapping", mapping, "--out", tmp_path / "labels.jsonl")
+    assert res.exit_code == 0, res.output
+    assert res.stdout.rstrip().endswith("1 cancelled or skipped annotation(s), 0 with none of the mapped options and "
+                                        "2 task(s) with no annotations left out"), res.stdout
+    none = write(tmp_path / "none.json", json.dumps([{**t, "annotations": []} for t in tasks]))
+    refused(run(none, "--from", "label-studio", "--mapping", mapping, "--out", tmp_path / "n.jsonl"),
+            "no labels to import (0 annotation(s) cancelled, 0 that chose none of the mapped options, 5 task(s) "
+            "with no annotations)")
+
+
 def test_label_studio_to_jsonl_and_csv_that_load_back_the_same(tmp_path, files):
     export, mapping = files
     imported = list(import_label_studio(export, mapping))
@@ -40,7 +57,8 @@ def test_label_studio_to_jsonl_and_csv_that_load_back_the_same(tmp_path, files):
         res = run(export, "--from", "label-studio", "--mapping", mapping, "--out", tmp_path / name)
         assert res.exit_code == 0, res.output
         assert res.stdout.startswith("6 label(s) by 2 annotator(s) on 3 unit(s) written to ")
-        assert "1 cancelled or skipped annotation(s) and 0 with none of the mapped options left out" in res.stdout
+        assert ("1 cancelled or skipped annotation(s), 0 with none of the mapped options and 0 task(s) with no "
+                "annotations left out") in res.stdout
         assert load_human_labels(tmp_path / name) == imported, name
     header = (tmp_path / "labels.csv").read_text().splitlines()[0]
     assert header == ("item_id,turn,annotator,category_a,category_b,preference,integrity_a,integrity_b,"

@@ -224,3 +224,31 @@ def test_a_dash_names_no_output_file(tmp_path, run):
     refused(cli("calibrate", "--human", run["labels"], "--judge", run["verdicts"], "--report", "-", cwd=tmp_path),
             "-: name a file for the report")
     assert not (tmp_path / "-").exists()
+
+
+def test_tables_written_to_a_pipe_keep_every_cell_whole(tmp_path):
+    """Not a terminal and no COLUMNS: Rich would fit tables to 80 columns, cutting cells
+    (`categ…`) and wrapping them mid-word; a pipe gets every cell whole."""
+    from framejudge.rubrics import get_rubric
+    from tests.calibration.simulated import simulate, write_files
+
+    _, labels, verdicts = simulate(60, 3)
+    human, judge = write_files(tmp_path, labels, verdicts)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["PYTHONPATH"] = str(Path(__file__).parents[1])
+    run = [sys.executable, "-m", "framejudge.cli"]
+    table = subprocess.run([*run, "calibrate", "--human", str(human), "--judge", str(judge), "--replicates", "20"],
+                           capture_output=True, text=True, timeout=300, env=env)
+    assert table.returncode == 0, table.stderr
+    assert "…" not in table.stdout
+    for words in ("category_a", "preference_decided", "human alpha (ceiling)"):
+        assert words in table.stdout, table.stdout
+    assert max(len(line) for line in table.stdout.splitlines()) > 80
+    rubrics = subprocess.run([*run, "rubrics", "list"], capture_output=True, text=True, timeout=120, env=env)
+    assert rubrics.returncode == 0 and "…" not in rubrics.stdout
+    rubric = get_rubric("video-qa")
+    assert rubric.content_hash in rubrics.stdout and rubric.title in rubrics.stdout
+    # COLUMNS, where given, is still the width
+    narrow = subprocess.run([*run, "rubrics", "list"], capture_output=True, text=True, timeout=120,
+                            env={**env, "COLUMNS": "60"})
+    assert max(len(line) for line in narrow.stdout.splitlines()) <= 60

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..files import csv_cell
 from ..schema import LABEL_FIELDS, HumanLabel, LabelValues, ReviewDecision, Standing
 from .audit import majority
 
@@ -138,7 +139,9 @@ def csv_text(value: Any) -> str:
 def label_rows_csv(rows: Sequence[HumanLabel]) -> str:
     """Label rows as CSV: item_id, turn, annotator, the labelled fields, the standing columns,
     then every other metadata key as a column (in order of first use). A field not rated, or a
-    metadata key a row does not have, is an empty cell. Metadata reads back as text."""
+    metadata key a row does not have, is an empty cell. Metadata reads back as text. A cell that
+    starts like a formula (=, +, -, @, a tab or a return) gets a leading apostrophe, which the
+    labels reader drops again (framejudge.files.csv_cell)."""
     reserved = set(HumanLabel.model_fields)
     extra: list[str] = []
     for row in rows:
@@ -149,10 +152,10 @@ def label_rows_csv(rows: Sequence[HumanLabel]) -> str:
             if key not in CSV_COLUMNS and key not in extra:
                 extra.append(key)
     buf = io.StringIO(newline="")
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([*CSV_COLUMNS, *extra])
+    writer = csv.writer(buf, lineterminator="\r\n")  # RFC 4180 (so a cell holding a lone CR is quoted too)
+    writer.writerow([csv_cell(c) for c in (*CSV_COLUMNS, *extra)])
     for row in rows:
         cells = [row.item_id, str(row.turn), row.annotator, *(csv_text(getattr(row, f)) for f in LABEL_FIELDS)]
         cells += [csv_text(row.metadata.get(k)) for k in (*STANDING_COLUMNS, *extra)]
-        writer.writerow(cells)
+        writer.writerow([csv_cell(c) for c in cells])  # no cell runs as a spreadsheet formula
     return buf.getvalue()

@@ -3,7 +3,7 @@ output), turned into framejudge label rows by a mapping file.
 
 Every record that cannot be read or mapped is an error naming the file and the record; nothing is
 returned when any is. Cancelled (skipped) annotations are left out and counted, as are annotations
-that chose none of the mapped options."""
+that chose none of the mapped options and tasks that nobody annotated."""
 
 from __future__ import annotations
 
@@ -28,10 +28,18 @@ MISSING = object()
 class ImportedLabels(list[HumanLabel]):
     """The labels of an export, with what was left out of it."""
 
-    def __init__(self, labels: Iterable[HumanLabel] = (), cancelled: int = 0, empty: int = 0) -> None:
+    def __init__(self, labels: Iterable[HumanLabel] = (), cancelled: int = 0, empty: int = 0,
+                 unannotated: int = 0) -> None:
         super().__init__(labels)
         self.cancelled = cancelled  # cancelled or skipped annotations
         self.empty = empty  # annotations that chose none of the mapped options
+        self.unannotated = unannotated  # tasks with no annotation at all
+
+    @property
+    def left_out(self) -> str:
+        """What the export held that gave no label, in words."""
+        return (f"{self.cancelled} cancelled or skipped annotation(s), {self.empty} with none of the mapped options "
+                f"and {self.unannotated} task(s) with no annotations")
 
     @property
     def annotators(self) -> list[str]:
@@ -198,7 +206,7 @@ def _control_word(kind: str) -> str:
 
 
 def _labels(records: Iterable[_Record], mapping: LabelMapping, kind: str, source: str, cancelled: int,
-            seen: set[str]) -> ImportedLabels:
+            seen: set[str], unannotated: int = 0) -> ImportedLabels:
     """The records' labels; `seen`: the controls the export has, to catch a control misnamed in the mapping."""
     pairs: list[tuple[str, HumanLabel]] = []
     empty = 0
@@ -213,10 +221,11 @@ def _labels(records: Iterable[_Record], mapping: LabelMapping, kind: str, source
         field, control = unused[0]
         raise LabelsError(f"{source}: {_control_word(kind)} {control!r} (mapped to {field}) is in no annotation; "
                           f"the annotations have: {', '.join(sorted(seen)) or 'none'}")
-    labels = ImportedLabels(unique_labels(pairs, LabelsError), cancelled=cancelled, empty=empty)
+    labels = ImportedLabels(unique_labels(pairs, LabelsError), cancelled=cancelled, empty=empty,
+                            unannotated=unannotated)
     if not labels:
         raise LabelsError(f"{source}: no labels to import ({cancelled} annotation(s) cancelled, {empty} that chose "
-                          "none of the mapped options)")
+                          f"none of the mapped options, {unannotated} task(s) with no annotations)")
     return labels
 
 
@@ -244,18 +253,19 @@ def import_label_studio(export_path: str | os.PathLike[str],
         raise LabelsError(f"{p}: a Label Studio export is a list of tasks (export as JSON or JSON-MIN)")
     seen: set[str] = set()
     records: list[_Record] = []
-    cancelled = 0
+    cancelled = unannotated = 0
     for n, task in enumerate(tasks, 1):
         where = f"{p}: task {n}" + (f" (id {task['id']})" if isinstance(task, dict) and _text(task.get("id")) else "")
         if not isinstance(task, dict):
             raise LabelsError(f"{where}: a task is a JSON object")
         if "annotations" in task:
             cancelled += _ls_task(task, where, the_mapping, records, seen)
+            unannotated += task["annotations"] == []  # in the export, but nobody labelled it
         elif "annotator" in task or "annotation_id" in task:
             records.append(_ls_min_record(task, where, the_mapping, seen))
         else:
             raise LabelsError(f"{where}: neither an annotations list (a JSON export) nor an annotator (JSON-MIN)")
-    return _labels(records, the_mapping, "choice", str(p), cancelled, seen)
+    return _labels(records, the_mapping, "choice", str(p), cancelled, seen, unannotated)
 
 
 def _ls_task(task: dict[str, Any], where: str, mapping: LabelMapping, records: list[_Record],

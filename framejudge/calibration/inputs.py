@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..files import first_problem, jsonl_objects, read_text
+from ..files import cell_text, first_problem, jsonl_objects, read_text
 from ..judge.batch import latest
 from ..judge.batch import swap_consistency as batch_swap_consistency
 from ..schema import Category, HumanLabel, JudgeError, Preference, Verdict
@@ -114,6 +114,8 @@ def _blank_to_none(row: dict[str, Any]) -> dict[str, Any]:
                 continue
             if v.lower() in ("true", "false") and k in ("integrity_a", "integrity_b", "transcription_error", "multiturn"):
                 v = v.lower() == "true"
+            if k == "turn" and v.isascii() and v.isdigit():  # a cell is text; a label's turn is a number
+                v = int(v)
         out[k] = v
     return out
 
@@ -128,6 +130,7 @@ def _csv_rows(p: Path, text: str) -> list[tuple[int, dict[str, str]]]:
         header = next(reader, None)
         if header is None:
             return rows
+        header = [cell_text(h) for h in header]  # as csv_cell wrote them (a guarded formula)
         named = [h for h in header if h.strip()]
         twice = next((h for h in named if named.count(h) > 1), None)
         if twice is not None:
@@ -138,7 +141,7 @@ def _csv_rows(p: Path, text: str) -> list[tuple[int, dict[str, str]]]:
             if len(r) != len(header):
                 raise LabelsError(f"{p}:{reader.line_num}: {len(r)} field(s), but the header (line 1) has "
                                   f"{len(header)}")
-            rows.append((reader.line_num, dict(zip(header, r))))
+            rows.append((reader.line_num, dict(zip(header, map(cell_text, r)))))
     except csv.Error as exc:
         raise LabelsError(f"{p}:{reader.line_num}: not CSV ({exc})") from None
     return rows

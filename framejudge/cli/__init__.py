@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.table import Table
 from rich.text import Text
 
+from ..env import cache_off
 from ..schema import Strategy
 
 app = typer.Typer(
@@ -32,9 +33,37 @@ app.add_typer(rubrics_app, name="rubrics")
 mcq_app = typer.Typer(help="Multiple-choice answer scoring.", no_args_is_help=True)
 app.add_typer(mcq_app, name="mcq")
 
+@app.callback()
+def _environment() -> None:
+    """LLM-as-judge grading for video question answering."""
+    try:  # a switch that is neither on nor off is an error before any command starts
+        cache_off()
+    except ValueError as exc:
+        fail(str(exc))
+
+
+class WholeCells(Console):
+    """A console that prints every table cell and message line whole when it writes to a pipe or
+    a file: Rich would fit them to 80 columns there, cutting cells (`categ…`) and wrapping
+    messages mid-word. A terminal's width, or COLUMNS when set, is kept."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self._width is None and not self.is_terminal:
+            return ConsoleDimensions(PIPE_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+PIPE_WIDTH = 100_000  # columns: wider than any table the CLI prints, so none is cut
+
 # no console markup: file names, ids and messages are printed as they are ("clip[1].mp4", "a[/]b")
-out = Console(markup=False)
-err = Console(stderr=True, markup=False)
+out = WholeCells(markup=False)
+err = WholeCells(stderr=True, markup=False)
 
 
 def flagged(word: str, style: str, message: str) -> Text:
@@ -97,7 +126,7 @@ def frames(
             check_image_name(contact_sheet)
     except OutputError as exc:
         fail(str(exc))
-    if not no_cache and not os.environ.get("FRAMEJUDGE_NO_CACHE"):
+    if not no_cache and not cache_off():
         check_cache_folder("pass --no-cache")
     writing = "frames"
     try:
@@ -316,7 +345,7 @@ def grade(
             raise ItemsError("--decode-workers must be at least 1")
         if decode_workers is not None and decode_workers > MAX_DECODE_WORKERS:
             raise ItemsError(f"--decode-workers {decode_workers}: at most {MAX_DECODE_WORKERS} decoding processes")
-        if the_judge.backend != "reference" and not (no_cache and os.environ.get("FRAMEJUDGE_NO_CACHE")):
+        if the_judge.backend != "reference" and not (no_cache and cache_off()):
             # the verdict cache (--no-cache: none), the frame cache of the decodes (FRAMEJUDGE_NO_CACHE: none)
             check_cache_folder("pass --no-cache and set FRAMEJUDGE_NO_CACHE=1 to use neither cache")
         grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent)

@@ -48,7 +48,5 @@ def labels_import(
         fail(str(exc))
     text = label_rows_csv(labels) if suffix == ".csv" else label_rows_jsonl(labels)
     report_problems([write_output(out_path, "labels", text)])
-    left = f"{labels.cancelled} cancelled or skipped annotation(s) and {labels.empty} with none of the mapped " \
-           "options left out"
     out.print(f"{len(labels)} label(s) by {len(labels.annotators)} annotator(s) on {len(labels.units)} unit(s) "
-              f"written to {out_path}; {left}", highlight=False, soft_wrap=True)
+              f"written to {out_path}; {labels.left_out} left out", highlight=False, soft_wrap=True)

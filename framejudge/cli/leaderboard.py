@@ -3,7 +3,6 @@ battles, each an ordinary pairwise grading (rules first, both orders, cache, res
 
 from __future__ import annotations
 
-import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -13,6 +12,7 @@ import typer
 from rich.table import Table
 
 from . import app, check_cache_folder, check_outputs, err, fail, flagged, out, report_problems, write_output
+from ..env import cache_off
 
 
 class Pairs(str, Enum):
@@ -86,7 +86,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
         params = make_params(n=frames)
         if media_root is not None and not media_root.is_dir():
             raise ItemsError(f"--media-root {media_root}: " + ("not a folder" if media_root.exists() else "no such folder"))
-        if the_judge.backend != "reference" and not (no_cache and os.environ.get("FRAMEJUDGE_NO_CACHE")):
+        if the_judge.backend != "reference" and not (no_cache and cache_off()):
             check_cache_folder("pass --no-cache and set FRAMEJUDGE_NO_CACHE=1 to use neither cache")
         grader = Grader(the_judge, the_rubric, battle_options(GradeOptions(sampler=params, swap=swap,
                                                                           cache=not no_cache)),

@@ -3,7 +3,6 @@ majority at a guaranteed level; and reading a thresholds file back for `grade --
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -104,7 +103,7 @@ def load_thresholds(path: Path) -> Any:
     not one is an error line and exit 2 (a file named `default` is given as ./default)."""
     from pydantic import ValidationError
 
-    from ..files import first_problem
+    from ..files import NotJSON, first_problem, strict_json
     from ..judge.rule_confidence import THRESHOLDS_FILE, shipped_thresholds
     from ..schema import Thresholds
 
@@ -116,9 +115,11 @@ def load_thresholds(path: Path) -> Any:
     if not path.is_file():
         fail(f"--triage {path}: " + ("not a regular file" if path.exists() else "no such thresholds file"))
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = strict_json(path.read_text(encoding="utf-8"))
         return Thresholds.model_validate(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         fail(f"--triage {path}: not JSON ({exc})")
+    except NotJSON as exc:  # a key given twice, NaN: as for every other file the CLI reads
+        fail(f"--triage {path}: {exc}")
     except ValidationError as exc:
         fail(f"--triage {path}: not a thresholds file from framejudge triage ({first_problem(exc)})")

@@ -28,6 +28,7 @@ from typing import Any
 
 import pebble
 
+from ..env import cache_off
 from ..schema import SamplerParams
 from .cache import FrameCache, default_cache_dir
 from .errors import DecodeTimedOut, DecoderDied, FrameSamplerError
@@ -133,7 +134,7 @@ class IsolatedSampler:
         self.timeout_s = timeout_s
         self.max_memory_mb = max_memory_mb
         if cache_dir == "default":  # FRAMEJUDGE_NO_CACHE turns it off, as for sample_frames
-            cache_dir = None if os.environ.get("FRAMEJUDGE_NO_CACHE") else default_cache_dir()
+            cache_dir = None if cache_off() else default_cache_dir()
         self.cache_dir = None if cache_dir is None else str(cache_dir)
         self.workers = workers
         self._pool: pebble.ProcessPool | None = None

@@ -14,6 +14,7 @@ import numpy as np
 from PIL import Image
 from pydantic import ValidationError
 
+from ..env import cache_off
 from ..schema import FrameInfo, SamplerParams, Strategy, VideoInfo
 from .cache import FrameCache, default_cache_dir
 from .decode import Converter, DecodeReport, Picked, decode_picks, scene_pass
@@ -63,7 +64,7 @@ _DEFAULT_CACHE: dict[str, FrameCache] = {}
 def _resolve_cache(cache: FrameCache | Literal["default"] | None) -> FrameCache | None:
     if cache != "default":
         return cache  # type: ignore[return-value]
-    if os.environ.get("FRAMEJUDGE_NO_CACHE"):
+    if cache_off():
         return None
     key = str(default_cache_dir())
     if key not in _DEFAULT_CACHE:

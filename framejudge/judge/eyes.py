@@ -11,7 +11,6 @@ again. Without the optional `eyes` dependencies `unavailable()` says why and not
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import threading
 import unicodedata
@@ -74,11 +73,12 @@ def _load() -> Any:
 
 def _store() -> Any:
     """The on-disk store of reads (diskcache), beside the frame cache; None with FRAMEJUDGE_NO_CACHE."""
-    if os.environ.get("FRAMEJUDGE_NO_CACHE"):
+    from ..env import cache_off
+    from ..frame_sampler.cache import default_cache_dir
+
+    if cache_off():
         return None
     import diskcache
-
-    from ..frame_sampler.cache import default_cache_dir
 
     folder = str(default_cache_dir().parent / "text")
     with _lock:

@@ -29,7 +29,7 @@ from typing import Any
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
 from ..runner.endpoint import EndpointBusy, Gate, UnlimitedGate
-from ..schema import Item, Judgement, JudgeErrorKind, Usage
+from ..schema import Judgement, JudgeErrorKind, Usage
 from .base import JudgeFailure, JudgeRequest, JudgeResult, PlannedTurn
 from .confidence import LabelProbs, field_options, label_probabilities, steps_from_logprobs
 from .reask import InvalidReply, json_text, parse_judgement, problems, reask_messages

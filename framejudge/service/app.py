@@ -13,12 +13,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from ..files import not_utf8, text_line
 from ..schema import RECORD_KINDS
+from .bodies import json_type
 from .context import MAX_BODY, Service
-from .limits import BodyLimit
+from .limits import BodyLimit, BodyTimedOut, BodyTimeout
 from .problems import ProblemError, document_problems, problem
 from .review.routes import install as install_review  # before the database opens: its tables
 from .routes import calibration, grading, info, jobs, leaderboards
@@ -31,7 +34,12 @@ REVIEW_PAGES = "/review"
 
 def known_query(request: Request) -> None:
     """A query parameter the operation does not take is an error (as an unknown option is for the
-    CLI), not silently the default: the operation's parameters are those its OpenAPI schema lists."""
+    CLI), not silently the default: the operation's parameters are those its OpenAPI schema lists.
+    So is one given twice (no parameter takes a list)."""
+    names = [name for name, _ in request.query_params.multi_items()]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:  # no parameter is a list, here or on the review pages: the last would silently win
+        raise ProblemError(422, "Invalid request", f"query.{twice}: given {names.count(twice)} times; give it once")
     route = request.scope.get("route")
     path = getattr(route, "path", None)
     operation = request.app.openapi().get("paths", {}).get(path, {}).get(request.method.lower())
@@ -44,10 +52,18 @@ def known_query(request: Request) -> None:
         raise ProblemError(422, "Invalid request", f"query.{unknown[0]}: unknown parameter (this operation {takes})")
 
 
-def json_type(request: Request) -> bool:
-    """Whether the request says its body is JSON (application/json or a +json type)."""
-    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
+def route_of(app: FastAPI, scope: dict[str, Any]) -> str:
+    """The route a request is for, as /metrics labels it: its path template, whether its answer
+    came from the route, a mount (the review pages' and the docs' static files, /openapi.json) or
+    a refusal before routing (a body over its limit); "unmatched" only for a path no route has."""
+    partial = None
+    for context in iter_route_contexts(app.routes):  # the routes of included routers too
+        match, _ = context.route.matches(scope)
+        if match is Match.FULL:
+            return getattr(context.route, "path", "unmatched")
+        if match is Match.PARTIAL and partial is None:  # the path, but not the method (405)
+            partial = getattr(context.route, "path", None)
+    return partial or "unmatched"
 
 
 def validation_detail(errors: Sequence[Any]) -> str:
@@ -122,6 +138,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.openapi = openapi  # type: ignore[method-assign]
     serve_docs(app)
     app.add_middleware(BodyLimit, limit=MAX_BODY, own_limits=("/v1/videos", "/v1/jobs"))
+    app.add_middleware(BodyTimeout, seconds=service.settings.body_timeout_s)  # around BodyLimit: it reads bodies too
     if service.settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=service.settings.cors_origins,
                            allow_methods=["GET", "POST", "DELETE"],
@@ -130,9 +147,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.middleware("http")
     async def _measure(request: Request, call_next):  # type: ignore[no-untyped-def]
         start = time.perf_counter()
+        path = route_of(app, request.scope)  # before routing changes the scope
         response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
         service.metrics.requests.labels(method=request.method, route=path, status=str(response.status_code)).inc()
         service.metrics.latency.labels(route=path).observe(time.perf_counter() - start)
         return response
@@ -154,6 +170,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's "error parsing the body"
             bad = exc.__cause__  # named by line and column, as /v1/jobs and the CLI's files name it
             return problem(422, "Invalid request", f"line {text_line(bad.object, bad.start)}: {not_utf8(bad)}")
+        if isinstance(exc.__cause__, BodyTimedOut):  # FastAPI's "error parsing the body", for a body that stalled
+            return await _problem(request, exc.__cause__)
         if isinstance(exc.__cause__, RecursionError):
             return problem(422, "Invalid request", "body: nested too deeply to read")
         titles = {404: "Not found", 405: "Method not allowed"}

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..files import utf8_text
+from ..files import NotJSON, strict_loads, utf8_text
 from ..runner.judges import judge_endpoint
 from ..runner.queue import Job, JobItem, JobRecord, live_workers, throughput
 from ..schema import GradeOptions, Item
@@ -214,11 +214,13 @@ def parse_items_body(raw: bytes, content_type: str) -> tuple[list[dict], dict]:
     if "ndjson" in content_type or "jsonl" in content_type:
         return _jsonl(text), {}
     try:
-        data = json.loads(text)
+        data = strict_loads(text)
     except json.JSONDecodeError:
         if "json" in content_type:
             raise
         return _jsonl(text), {}
+    except NotJSON as exc:
+        raise ValueError(f"body: {exc}") from None
     except RecursionError:
         raise ValueError("the body is nested too deeply to read") from None
     extra: dict = {}
@@ -241,9 +243,11 @@ def _jsonl(text: str) -> list[dict]:
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                rows.append(json.loads(line))
+                rows.append(strict_loads(line))
             except json.JSONDecodeError as exc:
                 raise ValueError(f"JSONL line {number}: {exc.msg}") from None
+            except NotJSON as exc:
+                raise ValueError(f"JSONL line {number}: {exc}") from None
             except RecursionError:
                 raise ValueError(f"JSONL line {number}: nested too deeply to read") from None
     return rows

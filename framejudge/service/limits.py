@@ -3,6 +3,7 @@ the pixels and bytes of frames a request may ask for, checked before anything is
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -111,6 +112,53 @@ class BodyLimit:
     async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
         response = problem(413, "Body too large", f"request bodies are limited to {self.limit // 1024**2} MiB")
         await response(scope, receive, send)
+
+
+class BodyTimedOut(ProblemError):
+    """A request body that stopped arriving."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(408, "Request timeout", f"the request body stopped arriving: nothing came for {seconds:g} s "
+                                                 "(FRAMEJUDGE_BODY_TIMEOUT)", {"Connection": "close"})
+
+
+class BodyTimeout:
+    """408 for a request whose body stops arriving: each part of it must come within `seconds`
+    of the one before, so a client that sends its headers and then stalls (or trickles) does not
+    hold the request open for ever. Reads after the body (waiting for a disconnect) are not timed."""
+
+    def __init__(self, app: Any, seconds: float) -> None:
+        self.app, self.seconds = app, seconds
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        finished = False
+        started = False
+
+        async def timed() -> dict:
+            nonlocal finished
+            if finished:
+                return await receive()
+            try:
+                async with asyncio.timeout(self.seconds):
+                    message = await receive()
+            except TimeoutError:
+                raise BodyTimedOut(self.seconds) from None
+            finished = message["type"] != "http.request" or not message.get("more_body", False)
+            return message
+
+        async def sending(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, timed, sending)
+        except BodyTimedOut as exc:  # raised where the body is read, outside the app's own handlers
+            if started:
+                raise
+            await problem(exc.status, exc.title, exc.detail, exc.headers)(scope, receive, send)
 
 
 async def capped_stream(request: Request, limit: int) -> AsyncIterator[bytes]:

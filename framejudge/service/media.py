@@ -114,12 +114,15 @@ async def checked_address(host: str, port: int, allow_private: bool) -> str:
     return addresses[0]
 
 
-async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: str) -> Upload:
+async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: str, deadline: float | None = None,
+                    shared: int = 1) -> Upload:
     """Download a video from an allow-listed URL into the upload store, all of it (every hop and
-    the body) within the fetch deadline."""
+    the body) within the fetch deadline: `deadline` (the event loop's clock) when the request's
+    `shared` URLs share one, else FRAMEJUDGE_URL_DEADLINE from now."""
     if not settings.url_hosts:
         raise ProblemError(400, "URL inputs disabled", "this server does not fetch video URLs; upload the video")
-    deadline = asyncio.get_running_loop().time() + settings.url_deadline_s
+    if deadline is None:
+        deadline = asyncio.get_running_loop().time() + settings.url_deadline_s
     current = url
     async with httpx.AsyncClient(timeout=httpx.Timeout(settings.url_timeout_s), follow_redirects=False,
                                  trust_env=False) as client:
@@ -170,8 +173,9 @@ async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: st
             except httpx.HTTPError as exc:
                 raise ProblemError(422, "Video URL failed", f"{target.host}: {type(exc).__name__} {exc}"[:300]) from None
             except TimeoutError:
+                together = f", for all {shared} video URLs of the request" if shared > 1 else ""
                 raise ProblemError(422, "Video URL too slow", f"{target.host}: the download did not finish within "
-                                   f"{settings.url_deadline_s:g} s (FRAMEJUDGE_URL_DEADLINE)") from None
+                                   f"{settings.url_deadline_s:g} s (FRAMEJUDGE_URL_DEADLINE{together})") from None
     raise ProblemError(422, "Video URL failed", f"more than {MAX_REDIRECTS} redirects")
 
 
@@ -194,14 +198,16 @@ class MediaResolver:
         self.settings = settings
         self.store = store
 
-    async def resolve(self, ref: str, key_id: str, fetched: list[Upload] | None = None) -> Path:
-        """The server path of `ref`; videos fetched from URLs are appended to `fetched`."""
+    async def resolve(self, ref: str, key_id: str, fetched: list[Upload] | None = None,
+                      deadline: float | None = None, shared: int = 1) -> Path:
+        """The server path of `ref`; videos fetched from URLs (by `deadline`, when the request's
+        `shared` URLs share one) are appended to `fetched`."""
         if "\x00" in ref:
             raise ProblemError(400, "Bad video reference", "a video reference cannot contain a NUL character")
         if ref.startswith(UPLOAD_PREFIX):
             return self.store.path_of(ref, key_id)
         if "://" in ref:
-            upload = await fetch_url(ref, self.settings, self.store, key_id)
+            upload = await fetch_url(ref, self.settings, self.store, key_id, deadline, shared)
             if fetched is not None:
                 fetched.append(upload)
             return self.store.folder / upload.stored_as
@@ -220,10 +226,13 @@ class MediaResolver:
 
     async def resolve_many(self, refs: list[str], key_id: str,
                            fetched: list[Upload] | None = None) -> dict[str, Path]:
-        """Each distinct reference once (a job naming one URL a thousand times fetches it once)."""
+        """Each distinct reference once (a job naming one URL a thousand times fetches it once), all
+        of its URLs within one FRAMEJUDGE_URL_DEADLINE: a request naming 100 slow URLs is held for
+        one deadline, not 100."""
         distinct = list(dict.fromkeys(refs))
         urls = [r for r in distinct if "://" in r]
         if len(urls) > self.settings.max_urls_per_request:
             raise ProblemError(422, "Too many URLs",
                                f"{len(urls)} distinct video URLs; at most {self.settings.max_urls_per_request} per request")
-        return {ref: await self.resolve(ref, key_id, fetched) for ref in distinct}
+        deadline = asyncio.get_running_loop().time() + self.settings.url_deadline_s
+        return {ref: await self.resolve(ref, key_id, fetched, deadline, len(urls)) for ref in distinct}

@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..calibration.audit import AuditResult
 from ..calibration.inputs import unique_labels
-from ..schema import (FrameInfo, GradeOptions, HumanLabel, Item, JudgeError, RecordIn, SamplerParams, Verdict,
-                      VideoInfo)
+from ..schema import (Flag, FrameInfo, GradeOptions, HumanLabel, Item, JudgeError, RecordIn, SamplerParams, Verdict,
+                      VideoInfo, Whole)
 
 
 class GradeRequest(BaseModel):
@@ -44,8 +44,8 @@ class FramesRequest(BaseModel):
 
     video: str = Field(max_length=4096, description="'upload:<id>', a path inside the media root, or an allowed URL")
     sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8))
-    contact_sheet: bool = Field(False, description="one grid image with timestamps instead of one image per frame")
-    quality: int = Field(85, ge=1, le=100)
+    contact_sheet: Flag = Field(False, description="one grid image with timestamps instead of one image per frame")
+    quality: Whole = Field(85, ge=1, le=100)
 
     @field_validator("video")
     @classmethod
@@ -82,8 +82,8 @@ class CalibrateRequest(BaseModel):
                                                  "frames); with job_id the job's own items are used")
     reviewers: list[str] = Field(default_factory=list, max_length=1000,
                                  description="ids of other API keys (with the review scope) that may review it")
-    replicates: int = Field(1000, ge=1, le=5000)
-    seed: int = Field(0, ge=0, le=2**32 - 1)
+    replicates: Whole = Field(1000, ge=1, le=5000)
+    seed: Whole = Field(0, ge=0, le=2**32 - 1)
 
     @field_validator("labels")
     @classmethod

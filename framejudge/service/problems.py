@@ -67,4 +67,6 @@ def document_problems(schema: dict[str, Any]) -> dict[str, Any]:
                     responses[code] = {"description": what, "content": body}
             elif path == "/readyz":
                 responses["503"] = {"description": "The database or a judge backend is not reachable", "content": body}
+                for code in ("401", "403", "429"):  # a key is optional: it shows the judges and their endpoints
+                    responses[code] = {"description": ERRORS[code], "content": body}
     return schema

@@ -9,6 +9,8 @@ from typing import Literal
 import platformdirs
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from ..env import cache_off
+
 MAX_DECODE_WORKERS = 256  # decoding processes: each holds a decoder and its imports
 MAX_DECODE_MEMORY_MB = 1024 * 1024  # 1 TiB per process: far above it the address-space limit overflows
 
@@ -73,6 +75,9 @@ class Settings(BaseModel):
     trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1", "::1"],
                                        description="addresses or networks of the reverse proxies whose "
                                                    "X-Forwarded-For and X-Forwarded-Proto are believed")
+    body_timeout_s: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False,
+                                  description="the longest a request body may stop arriving (between two of its "
+                                              "parts) before the request is answered 408")
 
     @field_validator("lease_s")
     @classmethod
@@ -159,6 +164,10 @@ class Settings(BaseModel):
                 data["max_upload_bytes"] = int(float(env["FRAMEJUDGE_MAX_UPLOAD_MB"]) * 1024**2)
             except (ValueError, OverflowError):  # nan, inf
                 raise SettingsError("FRAMEJUDGE_MAX_UPLOAD_MB: not a number of megabytes") from None
+        try:  # the decoding processes read it: a value that is neither on nor off is refused here
+            cache_off()
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
         root = env.get("FRAMEJUDGE_MEDIA_ROOT")
         if root and not Path(root).is_dir():  # a server started on it would refuse every path
             why = f"{root} is not a folder" if Path(root).exists() else f"{root}: no such folder"
@@ -190,7 +199,7 @@ ENV = {
     "FRAMEJUDGE_URL_DEADLINE": "url_deadline_s", "FRAMEJUDGE_MAX_FRAME_MEGAPIXELS": "max_frame_megapixels",
     "FRAMEJUDGE_MAX_FRAMES_RESPONSE_MB": "max_frames_response_mb",
     "FRAMEJUDGE_MAX_CALIBRATION_DRAWS": "max_calibration_draws",
-    "FRAMEJUDGE_REVIEW_SESSION_MINUTES": "review_session_minutes",
+    "FRAMEJUDGE_REVIEW_SESSION_MINUTES": "review_session_minutes", "FRAMEJUDGE_BODY_TIMEOUT": "body_timeout_s",
     "FRAMEJUDGE_REVIEW_COOKIE_SECURE": "review_cookie_secure", "FRAMEJUDGE_TRUSTED_PROXIES": "trusted_proxies",
 }
 LISTS = {"judges", "cors_origins", "url_hosts", "trusted_proxies"}  # comma-separated

@@ -3,6 +3,8 @@ measured against them (before and after), in the library and in `framejudge cali
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -171,6 +173,20 @@ def test_csv_round_trip(tmp_path):
     i3 = next(r for r in back if r.item_id == "i3")
     assert i3.metadata["conflict"] == "true" and json.loads(i3.metadata["reviewers"]) == ["key1", "key2"]
     assert load_gold_labels(path) == back
+
+
+@pytest.mark.parametrize("text", ["=1+2", "+1", "-2", "@SUM(A1)", "\tx", "\rx", "'=quoted", "''", "'plain", "plain",
+                                  "-", "'"])
+def test_a_csv_cell_never_starts_a_formula_and_reads_back_as_written(tmp_path, text):
+    row = label("=HYPERLINK(1)", "@annotator", metadata={"note": text, "+key": text})
+    written = label_rows_csv([row])
+    cells = [c for line in csv.reader(io.StringIO(written, newline="")) for c in line]
+    assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    path = tmp_path / "labels.csv"
+    path.write_text(written, encoding="utf-8")
+    [back] = load_human_labels(path)
+    assert (back.item_id, back.annotator) == ("=HYPERLINK(1)", "@annotator")
+    assert back.metadata["+key"].strip() == back.metadata["note"].strip() == text.strip()  # cells are stripped
 
 
 def test_csv_refuses_metadata_named_as_a_column():

@@ -289,7 +289,8 @@ def test_an_unmapped_potato_option_names_the_line(tmp_path):
      "control 'pref' (mapped to preference) is in no annotation; the annotations have: Pref, comment, flags, "
      "quality_a, quality_b"),
     (lambda t: [a.update(was_cancelled=True) for task in t for a in task["annotations"]],
-     "no labels to import (7 annotation(s) cancelled, 0 that chose none of the mapped options)"),
+     "no labels to import (7 annotation(s) cancelled, 0 that chose none of the mapped options, 0 task(s) with no "
+     "annotations)"),
 ])
 def test_bad_label_studio_records(ls_files, change, words):
     export, mapping = ls_files

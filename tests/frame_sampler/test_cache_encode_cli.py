@@ -70,6 +70,27 @@ def test_cache_shared_across_processes(clips, tmp_path):
     assert [r.stdout.strip() for r in runs] == ["False", "True"]
 
 
+@pytest.mark.parametrize("value, cached", [("0", True), ("false", True), ("off", True), ("", True), ("1", False),
+                                           ("true", False), ("YES", False)])
+def test_framejudge_no_cache_is_a_switch_that_0_leaves_on(clips, monkeypatch, tmp_path, value, cached):
+    monkeypatch.setenv("FRAMEJUDGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("FRAMEJUDGE_NO_CACHE", value)
+    sample_frames(clips["h264"], n=3)
+    assert sample_frames(clips["h264"], n=3).from_cache is cached
+    assert (tmp_path / "cache").exists() is cached
+
+
+def test_a_framejudge_no_cache_that_is_neither_on_nor_off_is_refused(clips, monkeypatch):
+    monkeypatch.setenv("FRAMEJUDGE_NO_CACHE", "maybe")
+    with pytest.raises(ValueError, match="FRAMEJUDGE_NO_CACHE='maybe': set it to 1"):
+        sample_frames(clips["h264"], n=3)
+    for args in (["frames", str(clips["h264"]), "-n", "2", "--json"], ["rubrics", "list"]):
+        proc = subprocess.run([sys.executable, "-m", "framejudge.cli", *args], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "FRAMEJUDGE_NO_CACHE": "maybe"})
+        assert proc.returncode == 2 and proc.stderr.startswith("error: FRAMEJUDGE_NO_CACHE='maybe'"), proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
 def test_cached_result_still_warns(clips, cache):
     with pytest.warns(SamplingWarning):
         sample_frames(clips["truncated"], n=2, cache=cache)

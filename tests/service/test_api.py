@@ -33,11 +33,15 @@ ITEM = {"id": "a", "video": "c.mp4", "turns": [{"question": "What number?", "gol
 
 
 def test_health_and_docs(env):
-    client, *_ = env
+    client, keys, *_ = env
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json() == {"status": "ready"}  # no judges, no endpoints without a key
+    scraper = create_key(engine_for(client.app.state.service.settings.database_url), ["metrics"])
+    ready = client.get("/readyz", headers=auth(scraper))
     assert ready.status_code == 200
     assert ready.json()["judges"] == [{"spec": "reference", "api_base": None, "endpoint": None}]
+    assert client.get("/readyz", headers=auth(keys["grade"])).status_code == 403
     schema = client.get("/openapi.json").json()
     assert "/v1/grade" in schema["paths"] and any(k.startswith("Verdict") for k in schema["components"]["schemas"])
     assert client.get("/docs").status_code == 200
@@ -51,10 +55,16 @@ def test_readiness_checks_each_allowed_judge(tmp_path, monkeypatch):
         dead = s.getsockname()[1]
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{dead}/v1")
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", judges=["reference", "litellm:openai/m"])
+    scraper = create_key(engine_for(settings.database_url), ["metrics"])
     with TestClient(create_app(settings)) as client:
-        r = client.get("/readyz")
+        anonymous = client.get("/readyz")
+        r = client.get("/readyz", headers=auth(scraper))
     assert r.status_code == 503 and r.headers["content-type"] == "application/problem+json"
     assert r.json()["detail"].startswith("litellm:openai/m: http://127.0.0.1:") and "does not answer" in r.json()["detail"]
+    # without a key: not ready, and how many judges, but neither which nor where their servers are
+    assert anonymous.status_code == 503 and anonymous.json()["detail"] == (
+        "1 of 2 judge(s) cannot be called (a key with the metrics scope sees which and why)")
+    assert str(dead) not in anonymous.text and "openai" not in anonymous.text
 
 
 def test_grade_returns_the_library_verdicts(env):

@@ -30,8 +30,10 @@ def test_a_judges_file_judge_grades_jobs_concurrently_and_is_reported(tmp_path):
         settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", upload_dir=tmp_path / "uploads",
                             judges_file=judges)
         key = create_key(engine_for(settings.database_url), ["grade"])
+        scraper = create_key(engine_for(settings.database_url), ["metrics"])
         with TestClient(create_app(settings)) as client:
-            ready = client.get("/readyz").json()
+            assert client.get("/readyz").json() == {"status": "ready"}  # the endpoint is not for anyone to see
+            ready = client.get("/readyz", headers=auth(scraper)).json()
             [ref, bench] = ready["judges"]
             assert ref["spec"] == "reference" and bench["spec"] == JUDGE and bench["api_base"] == model.base_url
             assert bench["endpoint"]["maximum"] == 8

@@ -5,13 +5,16 @@ Against the real app and a real SQLite file."""
 from __future__ import annotations
 
 import json
+import socket
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 from framejudge.service.app import create_app
-from framejudge.service.settings import Settings
+from framejudge.service.settings import Settings, SettingsError
 from framejudge.service.store import create_key, engine_for
+from tests.service.servers import uvicorn_server
 from tests.service.test_validation import ITEM, LABEL, TURN, api_client
 
 @pytest.fixture()
@@ -166,3 +169,48 @@ def test_options_are_checked_against_the_judge_without_making_it(tmp_path):
         assert "sample_temperature" in r.text and r.status_code == 422, r.text[:300]
         r = client.post(f"/v1/jobs?judge={missing}", json={"items": [ITEM], "options": {"blind": True}})
         assert r.status_code == 202, r.text[:300]  # it sees frames: a blind control means something
+
+
+def _stalled(base: str, head: str, sent: bytes) -> bytes:
+    """Send a request's headers and the start of its body, then nothing: the server's answer."""
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=20) as sock:
+        sock.sendall(head.encode() + b"\r\n" + sent)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        return answer
+
+
+@pytest.mark.parametrize("path, kind, chunked", [
+    ("/v1/grade", "application/json", False), ("/v1/grade", "application/json", True),
+    ("/v1/jobs", "application/x-ndjson", False), ("/v1/videos", "multipart/form-data; boundary=B", False),
+])
+def test_a_body_that_stops_arriving_is_a_408_not_a_request_held_open(tmp_path, path, kind, chunked):
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", upload_dir=tmp_path / "uploads",
+                        run_worker=False, body_timeout_s=0.5)
+    key = create_key(engine_for(settings.database_url), ["grade"])
+    length = "Transfer-Encoding: chunked" if chunked else "Content-Length: 100000"
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\nContent-Type: {kind}\r\n"
+            f"{length}\r\n")
+    start = b"5\r\n[{\"a\"\r\n" if chunked else b'--B\r\nContent-Disposition: form-data; name="f"; filename="a.mp4"\r\n\r\nxx'
+    with uvicorn_server(create_app(settings)) as base:
+        answer = _stalled(base, head, start)
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:300]
+        assert b"application/problem+json" in answer
+        # a body that arrives in time is read as before
+        ok = httpx.get(f"{base}/healthz")
+        assert ok.status_code == 200
+    uploads = tmp_path / "uploads"
+    assert not uploads.exists() or not any(uploads.iterdir())  # a stalled upload leaves nothing behind
+
+
+def test_the_body_timeout_is_a_setting(monkeypatch):
+    monkeypatch.setenv("FRAMEJUDGE_BODY_TIMEOUT", "5")
+    assert Settings.from_env().body_timeout_s == 5
+    monkeypatch.setenv("FRAMEJUDGE_BODY_TIMEOUT", "0")
+    with pytest.raises(SettingsError, match="FRAMEJUDGE_BODY_TIMEOUT: Input should be greater than 0"):
+        Settings.from_env()

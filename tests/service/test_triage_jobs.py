@@ -3,12 +3,15 @@ and thresholds of another judge or rubric are refused before anything is queued.
 
 from __future__ import annotations
 
+import json
+
 from fastapi.testclient import TestClient
 
 from framejudge.calibration.triage import thresholds_hash
 from framejudge.schema import Thresholds
 from framejudge.service.app import create_app
 from tests.service.test_jobs import auth, db, items, wait_done  # noqa: F401 - db is a fixture
+from tests.test_cli_outputs import cli, refused
 from tests.test_cli_triage import reference_thresholds
 
 
@@ -71,3 +74,26 @@ def test_the_default_thresholds_are_the_reference_judges_own(db):  # noqa: F811
             assert refused.status_code == 422, refused.text
             assert refused.json()["detail"].startswith("options.triage: the default thresholds were earned by the "
                                                        "reference judge")
+
+
+def test_a_threshold_outside_0_to_1_is_refused_by_the_api_and_the_cli(db, bundled_examples, tmp_path):  # noqa: F811
+    settings, key, _, _ = db
+    good = reference_thresholds(tmp_path / "t.json").model_dump(mode="json")
+    field = next(iter(good["fields"]))
+    with TestClient(create_app(settings(run_worker=False))) as client:
+        for value, why in ((-0.5, "greater than or equal to 0"), (1.5, "less than or equal to 1"),
+                           ("0.5", "a valid number")):
+            bad = {**good, "fields": {field: {**good["fields"][field], "threshold": value}}}
+            for path, body, named in (("/v1/jobs", {"items": items(2)}, ""), ("/v1/grade", {"item": items(1)[0]},
+                                                                                "options.")):
+                r = client.post(path, json={**body, "options": {"triage": bad}}, headers=auth(key))
+                assert r.status_code == 422, r.text
+                assert r.json()["detail"].startswith(f"{named}triage.fields.{field}.threshold: Input should be "
+                                                     f"{why}"), r.text
+    for bad, said in (({**good, "fields": {field: {**good["fields"][field], "threshold": -0.5}}},
+                       f"fields.{field}.threshold: Input should be greater than or equal to 0"),
+                      (json.dumps(good)[:-1] + ', "seed": 1}', "key 'seed' given twice")):
+        (tmp_path / "bad.json").write_text(bad if isinstance(bad, str) else json.dumps(bad))
+        refused(cli("grade", bundled_examples, "--out", tmp_path / "v.jsonl", "--triage", tmp_path / "bad.json"),
+                said)
+        assert not (tmp_path / "v.jsonl").exists()

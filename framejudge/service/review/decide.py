@@ -12,7 +12,7 @@ from ...calibration.adjudication import standing_labels
 from ...files import first_problem
 from ...rubrics.loader import all_rubrics
 from ...rubrics.rules import check_labels
-from ...schema import LABEL_FIELDS, MAX_TEXT, Cause, HumanLabel, LabelValues, ReviewDecision
+from ...schema import LABEL_FIELDS, MAX_TEXT, Cause, Flag, HumanLabel, LabelValues, ReviewDecision, Whole
 from .queue import Unit, values_of
 
 
@@ -22,13 +22,13 @@ class DecisionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     item_id: str = Field(min_length=1, max_length=200)
-    turn: int = Field(0, ge=0)
+    turn: Whole = Field(0, ge=0)
     action: Literal["adopt_judge", "adopt_annotator", "manual", "skip"]
     source: str | None = Field(None, max_length=200, description="the annotator to adopt (adopt_annotator)")
     labels: LabelValues | None = Field(None, description="the labels set by hand (manual)")
     cause: Cause | None = None
     note: str = Field("", max_length=MAX_TEXT)
-    flag_rubric: bool = False
+    flag_rubric: Flag = False
 
     @model_validator(mode="after")
     def _used(self) -> DecisionRequest:
@@ -118,9 +118,11 @@ def from_form(form: Mapping[str, str]) -> DecisionRequest:
     ('adopt_annotator:h1' names the annotator); empty selects are labels left unset."""
     action, _, source = form.get("action", "").partition(":")
     values = {f: form.get(f) or None for f in LABEL_FIELDS}
+    turn = form.get("turn", "0")  # a form's text: a plain number is read as one, anything else is refused
     try:
         return DecisionRequest.model_validate({
-            "item_id": form.get("item", ""), "turn": form.get("turn", "0"), "action": action,
+            "item_id": form.get("item", ""), "turn": int(turn) if turn.isascii() and turn.isdigit() and len(turn) < 10
+            else turn, "action": action,
             "source": source or None, "labels": values if action == "manual" else None,
             "cause": form.get("cause") or None, "note": form.get("note", ""),
             "flag_rubric": form.get("flag_rubric") in ("on", "true", "1")})

@@ -23,6 +23,7 @@ from ...calibration.adjudication import label_rows_csv, label_rows_jsonl, standi
 from ...calibration.audit import AuditResult, gold_shift
 from ...calibration.inputs import human_rows, judge_rows, video_qa_fields
 from ...schema import LABEL_FIELDS, Category, Cause, Item, JudgeError, Preference, RecordIn, ReviewDecision, Verdict
+from ..bodies import StrictJsonRoute, form_fields
 from ..context import ServiceDep, authorized
 from ..forwarded import client_address
 from ..headers import PAGE_HEADERS
@@ -42,8 +43,8 @@ from .store import ReviewInputs, add_decision, close_session, decisions, review_
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
-pages = APIRouter(include_in_schema=False)
-api = APIRouter(tags=["review"])
+pages = APIRouter(include_in_schema=False, route_class=StrictJsonRoute)
+api = APIRouter(tags=["review"], route_class=StrictJsonRoute)
 ReviewerDep = Annotated[Reviewer, Depends(reviewer)]
 ALIGN_NEEDS_GRADE = ("this API key lacks the 'grade' scope: aligning grades the items held apart again with the "
                      "judge")
@@ -165,7 +166,7 @@ def _sign_in_form(request: Request, next_path: str, error: str | None, status: i
 
 @pages.post(PATH + "/sign-in")
 async def sign_in(request: Request, svc: ServiceDep) -> Response:
-    form = await request.form()
+    form = await form_fields(request)
     given, expected = str(form.get("csrf", "")), request.cookies.get(SIGN_IN_COOKIE, "")
     next_path = safe_next(str(form.get("next", "")))
     if not given or not expected or not secrets.compare_digest(given, expected):
@@ -194,7 +195,7 @@ async def sign_in(request: Request, svc: ServiceDep) -> Response:
 
 @pages.post(PATH + "/sign-out")
 async def sign_out(request: Request, svc: ServiceDep, who: ReviewerDep) -> Response:
-    form = await request.form()
+    form = await form_fields(request)
     check_csrf(who, str(form.get("csrf", "")))
     close_session(svc.engine, request.cookies.get(COOKIE, ""))
     response = RedirectResponse(f"{PATH}/sign-in", status_code=303, headers=HEADERS)
@@ -276,7 +277,7 @@ async def _unit(request: Request, queue: Queue, unit: Unit, who: Reviewer, filte
 
 @pages.post(PATH + "/{run_id}/decide")
 async def decide_form(request: Request, run_id: str, svc: ServiceDep, who: ReviewerDep) -> Response:
-    form = {k: str(v) for k, v in (await request.form()).items()}
+    form = await form_fields(request)
     check_csrf(who, form.get("csrf"))
     filters = _filters(form.get("field"), form.get("category"), form.get("slice"), form.get("state"), form.get("blind"))
     queue = load_queue(svc, run_id, who.key)
@@ -302,7 +303,7 @@ async def decide_form(request: Request, run_id: str, svc: ServiceDep, who: Revie
 
 @pages.post(PATH + "/{run_id}/align")
 async def align_form(request: Request, run_id: str, svc: ServiceDep, who: ReviewerDep) -> Response:
-    form = {k: str(v) for k, v in (await request.form()).items()}
+    form = await form_fields(request)
     check_csrf(who, form.get("csrf"))
     queue = load_queue(svc, run_id, who.key)
     from pydantic import ValidationError

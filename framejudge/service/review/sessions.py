@@ -51,8 +51,11 @@ def may_review(key: ApiKey) -> bool:
 
 def reviewers_problem(engine: Engine, key_ids: list[str]) -> str | None:
     """Why these key ids cannot be named as a calibration's reviewers (None when they can): each
-    must be a valid key that may review."""
-    for key_id in key_ids:
+    must be a valid key that may review, named once."""
+    for i, key_id in enumerate(key_ids):
+        if key_id in key_ids[:i]:
+            return (f"reviewers.{i}: key id {key_id[:100]!r} is already named (reviewers.{key_ids.index(key_id)}); "
+                    "name each reviewer once")
         key = key_by_id(engine, key_id)
         if key is None:
             return (f"reviewers: no valid API key with id {key_id[:100]!r} "

@@ -95,7 +95,7 @@ def set_reviewers(engine: Engine, run_id: str, reviewers: list[str]) -> None:
     with Session(engine) as s, s.begin():
         run = s.get(CalibrationRun, run_id)
         if run is not None:
-            run.reviewers = ",".join(dict.fromkeys(reviewers)) or None
+            run.reviewers = ",".join(reviewers) or None  # each named once (reviewers_problem)
 
 
 # ------------------------------------------------------------------ decisions

@@ -12,6 +12,7 @@ from pydantic import TypeAdapter
 from ...calibration.audit import AuditResult, audit
 from ...calibration.inputs import human_rows, judge_rows, swap_consistency, unjudged_turns, video_qa_fields
 from ...schema import JudgeError, RecordIn, Verdict
+from ..bodies import StrictJsonRoute
 from ..context import PageDep, ServiceDep, authorized
 from ..headers import REPORT_HEADERS
 from ..jobs import aware, job_items, job_records
@@ -21,7 +22,7 @@ from ..review.sessions import reviewers_problem
 from ..review.store import ReviewInputs
 from ..store import ApiKey, CalibrationRun, load_calibration, owned_page, save_calibration
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 CalibrateKey = Annotated[ApiKey, Depends(authorized("calibrate"))]
 RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(RecordIn)
 

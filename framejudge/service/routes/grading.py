@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Request
 from ...frame_sampler import (FrameSamplerError, NotARegularFile, SampleResult, VideoNotFound, contact_sheet,
                               to_data_url)
 from ...runner.worker import show_video_ref
+from ..bodies import StrictJsonRoute
 from ..context import PageDep, ServiceDep, authorized
 from ..jobs import aware
 from ..limits import check_frame_pixels, check_frames_response, too_large
@@ -20,7 +21,7 @@ from ..problems import ProblemError
 from ..store import ApiKey, owned_page
 from ..uploads import UPLOAD_PREFIX, Upload
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
 
 

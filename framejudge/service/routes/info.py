@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Header
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -13,12 +13,13 @@ from ...judge import JudgeSpecError
 from ...runner.endpoint import Endpoint
 from ...rubrics import all_rubrics
 from ...rubrics.model import Rubric
+from ..bodies import StrictJsonRoute
 from ..context import ServiceDep, authorized
 from ..models import RubricSummary
 from ..problems import ProblemError, problem
 from ..store import ApiKey, ping
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 
 
 @router.get("/healthz", tags=["health"])
@@ -27,7 +28,11 @@ def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", tags=["health"])
-async def readyz(svc: ServiceDep) -> Any:
+async def readyz(svc: ServiceDep, authorization: Annotated[str | None, Header()] = None) -> Any:
+    """Whether the database answers and every allowed judge can be called. Without a key, just
+    that (and how many judges cannot be called): which judges, their endpoints and why are for a
+    key with the metrics scope, as /metrics is."""
+    shown = authorization is not None and bool(svc.authorize(authorization, "metrics"))
     if not await asyncio.to_thread(ping, svc.engine):
         return problem(503, "Not ready", "the database is not reachable")
     problems = []
@@ -46,9 +51,12 @@ async def readyz(svc: ServiceDep) -> Any:
         config = svc.judges.config(spec)
         judges.append({"spec": spec, "api_base": config.api_base if gate is not None else None,
                        "endpoint": gate.state().model_dump() if isinstance(gate, Endpoint) else None})
+    if problems and not shown:
+        return problem(503, "Not ready", f"{len(problems)} of {len(svc.allowed_judges)} judge(s) cannot be called "
+                                         "(a key with the metrics scope sees which and why)")
     if problems:
         return problem(503, "Not ready", "; ".join(problems))
-    return {"status": "ready", "judges": judges}
+    return {"status": "ready", "judges": judges} if shown else {"status": "ready"}
 
 
 @router.get("/metrics", tags=["health"], response_class=PlainTextResponse)

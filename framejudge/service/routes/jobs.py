@@ -13,6 +13,7 @@ from ...files import first_problem, not_utf8, text_line
 from ...judge.batch import checked_items
 from ...leaderboard.plan import check_battle_job
 from ...schema import MAX_TURNS, GradeOptions, Item
+from ..bodies import StrictJsonRoute, strict_body
 from ..context import MAX_BODY, MAX_JOB_ITEMS, PageDep, Service, ServiceDep, authorized
 from ..jobs import (IdempotencyMismatch, JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status,
                     list_jobs, parse_items_body, remove_job, request_hash)
@@ -21,7 +22,8 @@ from ..problems import ProblemError, not_json
 from ..store import ApiKey
 from ..uploads import UPLOAD_PREFIX, Form, Upload
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
+PAGE_DEFAULT, PAGE_MAX = 100, 1000  # records in a JSON page of a job's verdicts
 GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
 MAX_RECORDS = MAX_JOB_ITEMS * MAX_TURNS  # the most records a job holds
 
@@ -173,11 +175,9 @@ def _with_uploads(items: list[Item], form: Form) -> list[Item]:
 
 def _json_option(text: str) -> Any:
     try:
-        return json.loads(text)
+        return strict_body(text, "options")
     except json.JSONDecodeError as exc:
         raise ProblemError(422, "Invalid options", f"options are JSON: {exc.msg}") from None
-    except RecursionError:
-        raise ProblemError(422, "Invalid options", "options are nested too deeply to read") from None
 
 
 def _options(found: list[Any], n: int | None, lookback: float | None) -> GradeOptions:
@@ -216,15 +216,20 @@ def get_job(job_id: str, svc: ServiceDep, key: GradeKey) -> Any:
 
 @router.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"])
 def get_job_verdicts(job_id: str, svc: ServiceDep, key: GradeKey, request: Request,
-                     offset: int = Query(0, ge=0, le=MAX_RECORDS), limit: int = Query(100, ge=1, le=1000)) -> Any:
-    """Verdicts and judge errors in item order: a page of JSON, or all of it as JSONL
-    with `Accept: application/x-ndjson`."""
+                     offset: int = Query(0, ge=0, le=MAX_RECORDS, description="records to skip"),
+                     limit: int | None = Query(None, ge=1, le=MAX_RECORDS,
+                                               description=f"records at most: a JSON page holds 1 to {PAGE_MAX} "
+                                                           f"(default {PAGE_DEFAULT}); JSONL, all by default")) -> Any:
+    """Verdicts and judge errors in item order: a page of JSON, or as JSONL with
+    `Accept: application/x-ndjson` (from `offset`, `limit` records at most; all by default)."""
     svc.own_job(job_id, key)
     if "ndjson" in request.headers.get("accept", ""):
+        end = offset + limit if limit is not None else None
+
         def lines():  # type: ignore[no-untyped-def]
-            start = 0
-            while True:
-                page = job_records(svc.engine, job_id, start, 500)
+            start = offset
+            while end is None or start < end:
+                page = job_records(svc.engine, job_id, start, 500 if end is None else min(500, end - start))
                 if not page:
                     return
                 for line in page:
@@ -232,6 +237,10 @@ def get_job_verdicts(job_id: str, svc: ServiceDep, key: GradeKey, request: Reque
                 start += len(page)
 
         return StreamingResponse(lines(), media_type="application/x-ndjson")
+    if limit is not None and limit > PAGE_MAX:
+        raise ProblemError(422, "Invalid request", f"query.limit: a JSON page holds at most {PAGE_MAX} records; "
+                                                   "ask for more with Accept: application/x-ndjson")
+    limit = limit or PAGE_DEFAULT
     page = job_records(svc.engine, job_id, offset, limit)
     return {"offset": offset, "limit": limit, "records": [json.loads(r) for r in page]}
 

@@ -18,7 +18,8 @@ from ...db import Base
 from ...leaderboard.board import Board
 from ...rubrics import RubricError, get_rubric
 from ...rubrics.model import Rubric
-from ...schema import JudgeError, RecordIn, Verdict
+from ...schema import JudgeError, RecordIn, Verdict, Whole
+from ..bodies import StrictJsonRoute
 from ..context import PageDep, ServiceDep, authorized
 from ..headers import REPORT_HEADERS
 from ..jobs import aware, job_items, job_records
@@ -26,7 +27,7 @@ from ..models import LeaderboardPage, LeaderboardSummary
 from ..problems import ProblemError
 from ..store import ApiKey, generated_id, owned_page
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
 RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(RecordIn)
 
@@ -46,8 +47,8 @@ class LeaderboardRequest(BaseModel):
 
     job_id: str = Field(max_length=32, description="a job whose items are battle items (framejudge leaderboard --items-out)")
     baseline: str | None = Field(None, max_length=200, description="default: the model in the most battles")
-    replicates: int = Field(1000, ge=1, le=5000)
-    seed: int = Field(0, ge=0, le=2**32 - 1)
+    replicates: Whole = Field(1000, ge=1, le=5000)
+    seed: Whole = Field(0, ge=0, le=2**32 - 1)
     by: list[str] = Field(default_factory=list, max_length=8, description="also a table per value of these "
                                                                           "(domain, task_type, a metadata field)")
 
