@@ -101,6 +101,12 @@ def get_rubric(ref: str, extra: list[Path] | None = None) -> Rubric:
     """A rubric by id, or from a file path."""
     if ref.endswith((".yaml", ".yml")) or os.sep in ref:
         return load_rubric(ref)
+    return rubric_by_id(ref, extra)
+
+
+def rubric_by_id(ref: str, extra: list[Path] | None = None) -> Rubric:
+    """A rubric by its id only: never a file named by `ref` (what a server uses for an id a
+    client sent)."""
     scan = scan_rubrics(extra)
     if ref not in scan.rubrics:
         unusable = "".join(f"\n  {p}" for p in scan.problems)

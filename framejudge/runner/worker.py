@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 
 from ..judge import JudgeSpecError
 from ..judge.pipeline import Record
-from ..rubrics import get_rubric
+from ..rubrics import rubric_by_id
 from ..schema import Item, JudgeError, JudgeErrorKind
 from . import queue
 from .graders import GraderCache
@@ -208,7 +208,7 @@ class QueueWorker:
         try:
             # in a thread: a judge made on first use (an import, a model load) must not hold up
             # the other items in flight (the heartbeats have a thread of their own)
-            grader = await asyncio.to_thread(self.graders.get, c.judge, get_rubric(c.rubric), options)
+            grader = await asyncio.to_thread(self.graders.get, c.judge, rubric_by_id(c.rubric), options)
             records = await grader.grade(item)
             if thresholds is not None:
                 from ..calibration.triage import mark_graded

@@ -13,7 +13,7 @@ from fastapi import Depends, Header, Query, Request
 from ..frame_sampler import IsolatedSampler
 from ..judge import Grader, JudgeSpecError, judge_class
 from ..judge.base import unused_options
-from ..rubrics import RubricError, get_rubric, require_kind
+from ..rubrics import RubricError, rubric_by_id, require_kind
 from ..rubrics.model import Rubric
 from ..runner.decode import SharedDecodes
 from ..runner.graders import GraderCache
@@ -113,7 +113,7 @@ class Service:
         if "/" in rubric_id or os.sep in rubric_id:
             raise ProblemError(400, "Unknown rubric", "give a rubric id; server-side rubric files are not read")
         try:
-            found = get_rubric(rubric_id)
+            found = rubric_by_id(rubric_id)
         except RubricError as exc:
             raise ProblemError(400, "Unknown rubric", str(exc)) from None
         try:

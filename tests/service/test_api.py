@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fastapi.testclient import TestClient
 
+import framejudge.rubrics
 from framejudge.examples.clips import countdown
 from framejudge.examples.synth import cfr_times, write_video
 from framejudge.service.app import create_app
@@ -282,3 +285,15 @@ def test_symlink_loops_in_the_media_root_are_clear_4xx(env, video):
         r = client.post(route, json=body, headers=auth(keys["grade"]))
         assert r.status_code == 400 and r.headers["content-type"] == "application/problem+json", (route, r.text)
         assert "symbolic link loop" in r.json()["detail"] and video in r.json()["detail"]
+
+
+def test_a_rubric_is_named_by_id_never_read_from_a_file_the_client_names(env, monkeypatch):
+    """A rubric id ending in .yaml was read as a file in the server's working folder."""
+    client, keys, tmp_path, _ = env
+    builtin = Path(framejudge.rubrics.__file__).parent / "builtin" / "video-qa.yaml"
+    (tmp_path / "mine.yaml").write_text(builtin.read_text().replace("id: video-qa", "id: mine", 1))
+    monkeypatch.chdir(tmp_path)
+    assert framejudge.rubrics.get_rubric("mine.yaml").id == "mine"  # the CLI reads files it is given
+    r = client.post("/v1/grade", json={"item": ITEM, "rubric": "mine.yaml"}, headers=auth(keys["grade"]))
+    assert r.status_code == 400 and r.json()["title"] == "Unknown rubric", r.text
+    assert "no rubric with id 'mine.yaml'" in r.json()["detail"]

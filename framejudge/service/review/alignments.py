@@ -21,7 +21,7 @@ from ...calibration.adjudication import label_rows_jsonl
 from ...db import Base
 from ...judge import JudgeSpecError
 from ...judge.base import JudgeStopped
-from ...rubrics import RubricError, get_rubric
+from ...rubrics import RubricError, rubric_by_id
 from ...rubrics.align import AlignError, AlignResult, align, rubric_yaml
 from ...runner.queue import Job
 from ...schema import (
@@ -176,7 +176,7 @@ def align_job(engine: Engine, graders: Any, job_id: str, key_id: str, task_json:
             return bool(s.scalar(select(Job.cancelled).where(Job.id == job_id)))
 
     try:
-        base = get_rubric(task.rubric_id)
+        base = rubric_by_id(task.rubric_id)
         judge = _StopWhenCancelled(graders.judges.make(task.judge), cancelled)
         with tempfile.TemporaryDirectory(prefix="framejudge-align-") as folder:
             labels_path = Path(folder) / f"calibration-{task.calibration_id}-gold.jsonl"

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from ...db import Base
 from ...leaderboard.board import Board
-from ...rubrics import RubricError, get_rubric
+from ...rubrics import RubricError, rubric_by_id
 from ...rubrics.model import Rubric
 from ...schema import JudgeError, RecordIn, Verdict, Whole
 from ..bodies import StrictJsonRoute
@@ -91,7 +91,7 @@ async def build(body: LeaderboardRequest, svc: ServiceDep, key: GradeKey) -> Lea
 def _rubric_of(rubric_id: str) -> Rubric | None:
     """The rubric a job was graded under (the board's tie columns are named in its words)."""
     try:
-        return get_rubric(rubric_id)
+        return rubric_by_id(rubric_id)
     except RubricError:
         return None
 
