@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 from pydantic import ValidationError
@@ -59,7 +60,13 @@ def judge_endpoint(spec: str, bases: dict[str, str | None], default_base: str | 
     '' for a judge that calls no endpoint (the reference judge, a local model)."""
     if not spec.startswith("litellm:"):
         return ""
-    return bases.get(spec) or default_base or ""
+    base = bases.get(spec) or default_base or ""
+    if not base:
+        return ""
+    # one endpoint however it is written: the scheme and host in any case, a trailing slash or not
+    parts = urlsplit(base)
+    user, at, host = parts.netloc.rpartition("@")
+    return urlunsplit((parts.scheme.lower(), user + at + host.lower(), parts.path.rstrip("/"), parts.query, ""))
 
 
 class Judges:

@@ -158,3 +158,18 @@ def test_the_service_and_the_cli_refuse_a_base_that_is_no_server(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "api_base (--api-base, FRAMEJUDGE_API_BASE): 'file:///srv/models' is not" in \
         proc.stderr, proc.stderr
+
+
+def test_an_endpoint_is_one_endpoint_however_its_address_is_written():
+    """A worker takes a job only where its judge calls the server's endpoint: a trailing slash or
+    the host's case must not make a job wait for ever."""
+    from framejudge.runner.judges import judge_endpoint
+
+    written = ["http://gpu-1:8000/v1", "http://gpu-1:8000/v1/", "HTTP://GPU-1:8000/v1", "http://Gpu-1:8000/v1//"]
+    assert {judge_endpoint("litellm:hosted_vllm/m", {}, w) for w in written} == {"http://gpu-1:8000/v1"}
+    assert judge_endpoint("litellm:hosted_vllm/m", {"litellm:hosted_vllm/m": "http://gpu-2:8000/v1/"},
+                          "http://gpu-1:8000/v1") == "http://gpu-2:8000/v1"
+    # a path keeps its case
+    assert judge_endpoint("litellm:hosted_vllm/m", {}, "http://gpu-1:8000/V1") != "http://gpu-1:8000/v1"
+    assert judge_endpoint("reference", {}, "http://gpu-1:8000/v1") == ""
+    assert judge_endpoint("litellm:gpt-4o", {}, None) == ""
