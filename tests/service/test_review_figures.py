@@ -1,0 +1,108 @@
+"""The queue page's figures are refreshed in the background: a page never waits for a bootstrap
+(the figures it shows are the latest, marked stale and counted while a refresh runs), one refresh
+runs per calibration however many pages and decisions come meanwhile, a decision that leaves the
+gold as it was costs none, and what is kept between requests never outlives who may review."""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+import pytest
+
+from framejudge.service.review import figures as figures_module
+from tests.postgres import database_url  # noqa: F401 - the fixture
+from tests.service.test_review import calibration, current_queue, decide, review_app, sign_in
+
+
+def after(page: str, field: str = "category_a") -> str:
+    row = page.split(f'<tr data-field="{field}">')[1].split("</tr>")[0]
+    return re.search(r'class="after-percent">([^<]+)<', row).group(1)
+
+
+@pytest.fixture()
+def gated(monkeypatch):
+    """The real figures, computed only once the test opens the gate (a bootstrap that takes a while),
+    counted."""
+    gate, calls = threading.Event(), []
+    real = figures_module.shifts
+
+    def slow(*args: Any) -> Any:
+        calls.append(threading.current_thread().name)
+        assert gate.wait(120), "the gate was never opened"
+        return real(*args)
+
+    monkeypatch.setattr(figures_module, "shifts", slow)
+    yield gate, calls
+    gate.set()
+
+
+def test_the_queue_shows_the_latest_figures_marked_stale_while_they_refresh(tmp_path, database_url, gated):  # noqa: F811
+    gate, calls = gated
+    with review_app(tmp_path, database_url) as env:
+        env.update(calibration(env))
+        client, run_id = env["client"], env["id"]
+        sign_in(client, env["owner"])
+        first = client.get(f"/review/{run_id}")  # nothing measured yet: the page comes at once and says so
+        assert first.status_code == 200 and 'id="figures-pending"' in first.text and 'id="units"' in first.text
+        gate.set()
+        start = current_queue(client, run_id).text
+        assert 'data-decisions="0"' in start and len(calls) == 1
+        before = after(start)
+        gate.clear()
+
+        judge_said = env["judged"][("disputed", 0)]["response_a"]["category"]
+        assert decide(client, run_id, "disputed", action="adopt_judge", cause="humans_wrong").status_code == 303
+        for _ in range(3):  # every page while the refresh runs: the old figures, marked, and no second refresh
+            page = client.get(f"/review/{run_id}")
+            assert page.status_code == 200 and 'id="figures-stale"' in page.text, page.text
+            assert 'class="stale"' in page.text and after(page.text) == before
+            assert "count 0 decision(s)" in page.text and "the 1 made since" in page.text
+        assert len(calls) == 2  # the decision started the refresh; the pages only waited for it
+        assert decide(client, run_id, "split", action="manual", category_a=judge_said,
+                      category_b="Successful").status_code == 303
+        stale = client.get(f"/review/{run_id}").text
+        assert "the 2 made since" in stale and len(calls) == 2  # taken in by one refresh after the running one
+
+        gate.set()
+        fresh = current_queue(client, run_id).text
+        assert 'data-decisions="2"' in fresh and 'class="fresh"' in fresh and float(after(fresh)) > float(before)
+        assert len(calls) == 3
+        assert decide(client, run_id, "agreed", action="skip").status_code == 303  # the gold stays as it was
+        assert 'data-decisions="3"' in current_queue(client, run_id).text and len(calls) == 3
+
+
+def test_a_unit_page_and_a_decision_never_wait_for_the_figures(tmp_path, gated):
+    gate, calls = gated
+    with review_app(tmp_path) as env:
+        env.update(calibration(env))
+        client, run_id = env["client"], env["id"]
+        sign_in(client, env["owner"])
+        assert 'id="figures-pending"' in client.get(f"/review/{run_id}").text  # the first refresh, held
+        unit = client.get(f"/review/{run_id}/unit", params={"item": "disputed", "turn": 0})
+        assert unit.status_code == 200
+        assert decide(client, run_id, "disputed", action="adopt_judge", cause="humans_wrong").status_code == 303
+        api = client.post(f"/v1/calibrate/{run_id}/decisions", json={"item_id": "split", "action": "adopt_judge"},
+                          headers={"Authorization": f"Bearer {env['owner']}"})
+        assert api.status_code == 201, api.text
+        assert len(calls) == 1  # held at the gate all along
+        gate.set()
+        assert 'data-decisions="2"' in current_queue(client, run_id).text
+
+
+def test_what_a_queue_keeps_between_requests_never_outlives_who_may_review(tmp_path):
+    with review_app(tmp_path) as env:
+        env.update(calibration(env))
+        client, run_id = env["client"], env["id"]
+        owner = {"Authorization": f"Bearer {env['owner']}"}
+        sign_in(client, env["second"])
+        assert current_queue(client, run_id).status_code == 200  # read once, and kept
+        assert client.put(f"/v1/calibrate/{run_id}/reviewers", json={"reviewers": []}, headers=owner).status_code == 200
+        assert client.get(f"/review/{run_id}").status_code == 404
+        assert client.get(f"/review/{run_id}/unit", params={"item": "disputed", "turn": 0}).status_code == 404
+        # the decisions kept between requests are every decision, whichever key made them
+        sign_in(client, env["owner"])
+        assert decide(client, run_id, "disputed", action="adopt_judge", cause="humans_wrong").status_code == 303
+        got = client.get(f"/v1/calibrate/{run_id}/decisions", headers=owner).json()
+        assert [d["item_id"] for d in got] == ["disputed"]
