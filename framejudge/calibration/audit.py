@@ -15,9 +15,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from .bootstrap import Interval, bootstrap, groups_of, resamples
+from .bootstrap import DrawsStatistic, Interval, bootstrap, groups_of, replicate_values
 from .cohen import cohen_kappa
-from .krippendorff_alpha import Level, krippendorff_alpha
+from .krippendorff_alpha import Level, alpha_of_draws, krippendorff_alpha
 from .multirater import fleiss_kappa, gwet_ac1, pabak, percent_agreement
 from .ratings import Ratings
 from .reliability import FieldReliability
@@ -343,13 +343,14 @@ def compare_runs(
 
 def _paired(ra: Ratings, rb: Ratings, stat: Callable[[Ratings], Coefficient], groups: list[list[int]],
             replicates: int, seed: int, tick: Callable[[int], None] | None = None,
-            ) -> tuple[float | None, float | None, int]:
+            of_draws: DrawsStatistic | None = None) -> tuple[float | None, float | None, int]:
     """The 95% percentile interval of stat(rb) - stat(ra) over the same bootstrap draws of
     both (paired), and the replicates where either is undefined."""
     diffs: list[float] = []
     undefined = 0 if groups else replicates
-    for b, keep in enumerate(resamples(groups, replicates, seed)):
-        x, y = stat(ra.subset(keep)).value, stat(rb.subset(keep)).value
+    pairs = zip(replicate_values(ra, stat, groups, replicates, seed, of_draws),
+                replicate_values(rb, stat, groups, replicates, seed, of_draws))
+    for b, (x, y) in enumerate(pairs):
         if x is None or y is None:
             undefined += 1
         else:
@@ -408,10 +409,11 @@ def gold_shift(
         cats = list(spec.categories)
         rb, ra = Ratings(before, cats), Ratings(after, cats)
         stat = lambda r: krippendorff_alpha(r, spec.level)  # noqa: E731
+        of_draws = lambda r, draws: alpha_of_draws(r, draws, spec.level)  # noqa: E731  (every replicate at once)
         tick = (lambda b: progress(spec.name, b)) if progress else None
-        ib = bootstrap(rb, stat, replicates, seed, clusters=clusters, progress=tick)
-        ia = bootstrap(ra, stat, replicates, seed, clusters=clusters, progress=tick)
-        low, high, undefined = _paired(rb, ra, stat, groups, replicates, seed, tick)
+        ib = bootstrap(rb, stat, replicates, seed, clusters=clusters, progress=tick, of_draws=of_draws)
+        ia = bootstrap(ra, stat, replicates, seed, clusters=clusters, progress=tick, of_draws=of_draws)
+        low, high, undefined = _paired(rb, ra, stat, groups, replicates, seed, tick, of_draws)
         point = None if ia.estimate is None or ib.estimate is None else ia.estimate - ib.estimate
         out.append(GoldShift(
             field=spec.name, before=ib, after=ia, before_percent=percent_agreement(rb),

@@ -73,3 +73,46 @@ def krippendorff_alpha(r: Ratings, level: Level = "nominal") -> Coefficient:
             len(pairable), len(r.raters))
     return Coefficient(name=name, value=float(1 - d_o / d_e), units=len(pairable), raters=len(r.raters),
                        observed=float(1 - d_o / n), expected=float(1 - d_e / n))
+
+
+def unit_coincidences(r: Ratings) -> np.ndarray:
+    """Each unit's share of the coincidence matrix (units x q x q; zero for a unit with fewer than
+    two ratings): the matrix of any draw of the units, repeats included, is the sum of theirs."""
+    index = {c: i for i, c in enumerate(r.categories)}
+    q = len(r.categories)
+    out = np.zeros((len(r.units), q, q))
+    for i, unit in enumerate(r.units):
+        m = len(unit)
+        if m < 2:
+            continue
+        counts = np.zeros(q)
+        for label in unit.values():
+            counts[index[label]] += 1
+        out[i] = (np.outer(counts, counts) - np.diag(counts)) / (m - 1)
+    return out
+
+
+def alpha_of_draws(r: Ratings, draws: np.ndarray, level: Level = "nominal") -> list[float | None]:
+    """Alpha of each row of `draws` (draws x units: how many times each unit of `r` is drawn), as
+    `krippendorff_alpha` gives it for the ratings of that draw, None where it is undefined; the
+    coincidences of every draw come from one matrix product (a bootstrap's replicates at once)."""
+    q = len(r.categories)
+    per_unit = unit_coincidences(r).reshape(len(r.units), q * q)
+    pairable = np.array([len(u) >= 2 for u in r.units], dtype=float)
+    matrices = (draws @ per_unit).reshape(-1, q, q)
+    paired = draws @ pairable > 0
+    fixed: np.ndarray | None = None  # the distance of every level but ordinal does not depend on the draw
+    values: list[float | None] = []
+    for o, any_pair in zip(matrices, paired):
+        if not any_pair:
+            values.append(None)
+            continue
+        n_c = o.sum(axis=1)
+        if level == "ordinal":
+            d2 = _delta2(r, n_c, level)
+        else:
+            fixed = _delta2(r, n_c, level) if fixed is None else fixed
+            d2 = fixed
+        d_e = (np.outer(n_c, n_c) * d2).sum() / (n_c.sum() - 1)
+        values.append(None if d_e == 0 else float(1 - (o * d2).sum() / d_e))
+    return values
