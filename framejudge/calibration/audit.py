@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from .bootstrap import DrawsStatistic, Interval, bootstrap, groups_of, replicate_values
+from .bootstrap import DrawsStatistic, Interval, bootstrap, draw_counts, groups_of, replicate_values
 from .cohen import cohen_kappa
 from .krippendorff_alpha import Level, alpha_of_draws, krippendorff_alpha
 from .multirater import fleiss_kappa, gwet_ac1, pabak, percent_agreement
@@ -343,13 +343,14 @@ def compare_runs(
 
 def _paired(ra: Ratings, rb: Ratings, stat: Callable[[Ratings], Coefficient], groups: list[list[int]],
             replicates: int, seed: int, tick: Callable[[int], None] | None = None,
-            of_draws: DrawsStatistic | None = None) -> tuple[float | None, float | None, int]:
+            of_draws: DrawsStatistic | None = None, draws: np.ndarray | None = None,
+            ) -> tuple[float | None, float | None, int]:
     """The 95% percentile interval of stat(rb) - stat(ra) over the same bootstrap draws of
     both (paired), and the replicates where either is undefined."""
     diffs: list[float] = []
     undefined = 0 if groups else replicates
-    pairs = zip(replicate_values(ra, stat, groups, replicates, seed, of_draws),
-                replicate_values(rb, stat, groups, replicates, seed, of_draws))
+    pairs = zip(replicate_values(ra, stat, groups, replicates, seed, of_draws, draws),
+                replicate_values(rb, stat, groups, replicates, seed, of_draws, draws))
     for b, (x, y) in enumerate(pairs):
         if x is None or y is None:
             undefined += 1
@@ -393,6 +394,7 @@ def gold_shift(
     clusters = [k[0] for k in keys]
     groups = groups_of(len(keys), clusters)
     judged = {(r.item_id, r.turn): r.values for r in judge}
+    draws = draw_counts(groups, len(keys), replicates, seed)  # every field's replicates draw the same units
     out = []
     for spec in fields:
         before: list[dict[str, Any]] = []
@@ -411,9 +413,9 @@ def gold_shift(
         stat = lambda r: krippendorff_alpha(r, spec.level)  # noqa: E731
         of_draws = lambda r, draws: alpha_of_draws(r, draws, spec.level)  # noqa: E731  (every replicate at once)
         tick = (lambda b: progress(spec.name, b)) if progress else None
-        ib = bootstrap(rb, stat, replicates, seed, clusters=clusters, progress=tick, of_draws=of_draws)
-        ia = bootstrap(ra, stat, replicates, seed, clusters=clusters, progress=tick, of_draws=of_draws)
-        low, high, undefined = _paired(rb, ra, stat, groups, replicates, seed, tick, of_draws)
+        ib = bootstrap(rb, stat, replicates, seed, clusters=clusters, progress=tick, of_draws=of_draws, draws=draws)
+        ia = bootstrap(ra, stat, replicates, seed, clusters=clusters, progress=tick, of_draws=of_draws, draws=draws)
+        low, high, undefined = _paired(rb, ra, stat, groups, replicates, seed, tick, of_draws, draws)
         point = None if ia.estimate is None or ib.estimate is None else ia.estimate - ib.estimate
         out.append(GoldShift(
             field=spec.name, before=ib, after=ia, before_percent=percent_agreement(rb),

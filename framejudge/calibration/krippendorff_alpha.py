@@ -80,15 +80,14 @@ def unit_coincidences(r: Ratings) -> np.ndarray:
     two ratings): the matrix of any draw of the units, repeats included, is the sum of theirs."""
     index = {c: i for i, c in enumerate(r.categories)}
     q = len(r.categories)
-    out = np.zeros((len(r.units), q, q))
+    counts = np.zeros((len(r.units), q))
     for i, unit in enumerate(r.units):
-        m = len(unit)
-        if m < 2:
-            continue
-        counts = np.zeros(q)
         for label in unit.values():
-            counts[index[label]] += 1
-        out[i] = (np.outer(counts, counts) - np.diag(counts)) / (m - 1)
+            counts[i, index[label]] += 1
+    m = counts.sum(axis=1)
+    out = counts[:, :, None] * counts[:, None, :]
+    out[:, np.arange(q), np.arange(q)] -= counts
+    out /= np.where(m >= 2, m - 1, np.inf)[:, None, None]  # a unit with one rating adds nothing
     return out
 
 
@@ -101,18 +100,16 @@ def alpha_of_draws(r: Ratings, draws: np.ndarray, level: Level = "nominal") -> l
     pairable = np.array([len(u) >= 2 for u in r.units], dtype=float)
     matrices = (draws @ per_unit).reshape(-1, q, q)
     paired = draws @ pairable > 0
-    fixed: np.ndarray | None = None  # the distance of every level but ordinal does not depend on the draw
-    values: list[float | None] = []
-    for o, any_pair in zip(matrices, paired):
-        if not any_pair:
-            values.append(None)
-            continue
-        n_c = o.sum(axis=1)
-        if level == "ordinal":
-            d2 = _delta2(r, n_c, level)
-        else:
-            fixed = _delta2(r, n_c, level) if fixed is None else fixed
-            d2 = fixed
-        d_e = (np.outer(n_c, n_c) * d2).sum() / (n_c.sum() - 1)
-        values.append(None if d_e == 0 else float(1 - (o * d2).sum() / d_e))
-    return values
+    if not paired.any():
+        return [None] * len(draws)
+    n_c = matrices.sum(axis=2)
+    if level == "ordinal":  # its distances depend on each draw's marginals
+        d2 = np.stack([_delta2(r, row, level) if ok else np.zeros((q, q)) for row, ok in zip(n_c, paired)])
+    else:
+        d2 = np.broadcast_to(_delta2(r, n_c[0], level), matrices.shape)
+    flat = (len(draws), q * q)
+    d_o = (matrices * d2).reshape(flat).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d_e = (n_c[:, :, None] * n_c[:, None, :] * d2).reshape(flat).sum(axis=1) / (n_c.sum(axis=1) - 1)
+        alpha = 1 - d_o / d_e
+    return [float(a) if ok and e != 0 else None for a, e, ok in zip(alpha, d_e, paired)]
