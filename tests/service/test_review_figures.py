@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -106,3 +107,24 @@ def test_what_a_queue_keeps_between_requests_never_outlives_who_may_review(tmp_p
         assert decide(client, run_id, "disputed", action="adopt_judge", cause="humans_wrong").status_code == 303
         got = client.get(f"/v1/calibrate/{run_id}/decisions", headers=owner).json()
         assert [d["item_id"] for d in got] == ["disputed"]
+
+
+def test_figures_that_cannot_be_computed_say_so_and_the_queue_still_opens(tmp_path, monkeypatch, caplog):
+    def broken(*_: Any) -> Any:
+        raise ValueError("no replicate could be drawn")
+
+    monkeypatch.setattr(figures_module, "shifts", broken)
+    with review_app(tmp_path, review_figures_wait_s=0) as env:
+        env.update(calibration(env))
+        client, run_id = env["client"], env["id"]
+        sign_in(client, env["owner"])
+        client.get(f"/review/{run_id}")
+        for _ in range(600):  # until the refresh has failed
+            page = client.get(f"/review/{run_id}")
+            if 'id="figures-error"' in page.text:
+                break
+            time.sleep(0.05)
+        assert page.status_code == 200 and 'id="units"' in page.text
+        assert "the figures could not be computed (ValueError: no replicate could be drawn)" in page.text
+        assert 'id="figures-pending"' not in page.text and 'id="figures"' not in page.text
+    assert "could not be computed" in caplog.text

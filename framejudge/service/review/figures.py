@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -74,6 +75,7 @@ class _Slot:
     wanted: tuple[int, ReviewInputs, list[ReviewDecision], list[tuple[str, int]]] | None = None
     running: bool = False
     waiting: list[tuple[int, Future[None]]] = field(default_factory=list)
+    took: float | None = None  # seconds the latest computation of the figures took
 
 
 class FigureKeeper:
@@ -84,7 +86,6 @@ class FigureKeeper:
         self._slots: OrderedDict[str, _Slot] = OrderedDict()
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
-        self.refreshes = 0  # figures computed (not counting refreshes whose gold had not changed)
 
     def close(self) -> None:
         """Refreshes not started are dropped; one running finishes on its thread."""
@@ -142,14 +143,16 @@ class FigureKeeper:
                 slot.wanted = None
             figures, digest, error = slot.figures, slot.digest, None
             try:
+                start = time.perf_counter()
                 gold = gold_of(inputs, decisions, unlabelled)
                 digest = gold_digest(gold)
                 if digest != slot.digest or slot.version < 0:
                     figures = shifts(inputs, gold)
-                    self.refreshes += 1
-            except Exception as exc:  # noqa: BLE001 - shown on the page, logged with its trace
+                    slot.took = time.perf_counter() - start
+            except Exception as exc:  # shown on the page, logged with its trace
                 log.error("the review figures of calibration %s could not be computed", run_id, exc_info=exc)
                 error = f"the figures could not be computed ({type(exc).__name__}: {exc})"
+                figures, digest = None, ""  # none rather than those of an earlier gold; tried again next decision
             del inputs, decisions, unlabelled  # the calibration's texts are not kept here
             with self._lock:
                 if version > slot.version:
@@ -162,10 +165,13 @@ class FigureKeeper:
 
     async def current(self, run_id: str, version: int, inputs: ReviewInputs, decisions: list[ReviewDecision],
                       unlabelled: list[tuple[str, int]], wait_s: float) -> Shown:
-        """The figures to show now: refreshed first when that takes at most `wait_s`, else the
-        latest ones, stale, while the refresh goes on."""
+        """The figures to show now: refreshed first when that takes at most `wait_s` (not waited
+        for where the calibration's last computation took longer), else the latest ones, stale,
+        while the refresh goes on."""
         done = self.refresh(run_id, version, inputs, decisions, unlabelled)
-        if not done.done() and wait_s > 0:
+        with self._lock:
+            took = self._slots[run_id].took if run_id in self._slots else None
+        if not done.done() and wait_s > 0 and (took is None or took <= wait_s):
             try:
                 await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(done)), wait_s)
             except TimeoutError:
