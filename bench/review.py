@@ -89,6 +89,13 @@ def serve(folder: str, port: str) -> None:
     uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning")
 
 
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def timed(client: httpx.Client, method: str, url: str, **kw) -> tuple[float, httpx.Response]:
     start = time.perf_counter()
     got = client.request(method, url, **kw)
@@ -171,6 +178,7 @@ def main() -> None:
         server.terminate()  # the queue is opened first by a server that has not read it
         server.wait(timeout=60)
         server = start_server()
+        memory = {"after_start_mb": round(rss_mb(server.pid), 1)}
         with httpx.Client(base_url=base, timeout=3600, follow_redirects=False) as client:
             form = client.get("/review/sign-in")
             client.post("/review/sign-in", data={"api_key": key, "csrf": csrf_of(form.text), "next": "/review"})
@@ -197,7 +205,10 @@ def main() -> None:
                 took, got = timed(client, "GET", queue_url)
                 stale_times.append(took)
                 stale_seen += 'id="figures-stale"' in got.text
-                refresh_times.append(time.perf_counter() - start + (0 if fresh(got.text) else wait_fresh(client, queue_url)))
+                if not fresh(got.text):
+                    wait_fresh(client, queue_url)
+                refresh_times.append(time.perf_counter() - start)
+            memory["after_all_mb"] = round(rss_mb(server.pid), 1)
     finally:
         server.terminate()
         server.wait(timeout=60)
@@ -216,7 +227,7 @@ def main() -> None:
               "queue_page_bytes": len(page.encode()), "cpus": os.cpu_count(), "calibrate_s": round(calibrate_s, 1),
               "figures_first_s": round(figures_s, 2), "refresh_after_decision_median_s":
                   round(statistics.median(refresh_times), 2), "stale_pages_after_decisions": stale_seen,
-              "pages": rows}
+              "pages": rows, "server_memory": memory}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "review.json").write_text(json.dumps(report, indent=2))
     print(f"{units} units x {args.annotators} annotators; queue page {report['queue_page_bytes'] / 1e6:.2f} MB; "
@@ -228,6 +239,7 @@ def main() -> None:
     print(f"figures first shown {report['figures_first_s']} s after the first open; after a decision, figures "
           f"counting it in {report['refresh_after_decision_median_s']} s (median; {stale_seen} of {repeats} "
           f"pages right after a decision showed them stale)")
+    print(f"server RSS: {memory['after_start_mb']} MB after start, {memory['after_all_mb']} MB at the end")
 
 
 if __name__ == "__main__":
