@@ -5,6 +5,8 @@ gold as it was costs none, and what is kept between requests never outlives who 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import threading
 import time
@@ -12,8 +14,12 @@ from typing import Any
 
 import pytest
 
+from framejudge.service.app import create_app
 from framejudge.service.review import figures as figures_module
+from framejudge.service.settings import Settings
+from tests.chromium import CHROMIUM, devtools_page
 from tests.postgres import database_url  # noqa: F401 - the fixture
+from tests.service.servers import uvicorn_server
 from tests.service.test_review import calibration, current_queue, decide, review_app, sign_in
 
 
@@ -128,3 +134,64 @@ def test_figures_that_cannot_be_computed_say_so_and_the_queue_still_opens(tmp_pa
         assert "the figures could not be computed (ValueError: no replicate could be drawn)" in page.text
         assert 'id="figures-pending"' not in page.text and 'id="figures"' not in page.text
     assert "could not be computed" in caplog.text
+
+
+async def _stale_in_the_browser(ws_url: str, base: str, run: str, owner: str, gate: threading.Event) -> dict:
+    import aiohttp
+
+    from tests.chromium import Page
+
+    seen: dict = {}
+    async with aiohttp.ClientSession() as session, session.ws_connect(ws_url, max_msg_size=0) as ws:
+        page = Page(ws)
+        await page.start()
+        url = await page.go(f"{base}/review/{run}")
+        await page.value(f"document.getElementById('api_key').value = {json.dumps(owner)}")
+        await page.value("document.getElementById('api_key').focus()")
+        await page.press("Enter")
+        url = await page.loaded(url)
+        seen["first"] = await page.value("document.getElementById('figures-pending').innerText")
+        gate.set()
+        for _ in range(600):
+            await asyncio.sleep(0.05)
+            url = await page.go(f"{base}/review/{run}")
+            if await page.value("!!document.querySelector('#figures.fresh')"):
+                break
+        gate.clear()
+        await page.press("n")  # start reviewing, adopt the judge on the first unit, back to the queue
+        url = await page.loaded(url)
+        await page.press("j")
+        url = await page.loaded(url)
+        await page.press("q")
+        await page.loaded(url)
+        seen["stale"] = await page.value("document.getElementById('figures-stale').innerText")
+        seen["grey"] = await page.value("getComputedStyle(document.querySelector('#figures td')).color")
+        gate.set()
+        for _ in range(600):
+            await asyncio.sleep(0.05)
+            await page.go(f"{base}/review/{run}")
+            if await page.value("!!document.querySelector('#figures.fresh')"):
+                break
+        seen["fresh"] = await page.value("JSON.stringify([!!document.getElementById('figures-stale'), "
+                                         "document.getElementById('figures').dataset.decisions, "
+                                         "getComputedStyle(document.querySelector('#figures td')).color])")
+        seen["errors"] = page.errors
+    return seen
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian package 'chromium')")
+def test_the_stale_mark_in_headless_chromium(tmp_path, gated):
+    gate, _ = gated
+    with review_app(tmp_path) as env:
+        made = calibration(env)
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", media_root=tmp_path / "media",
+                        upload_dir=tmp_path / "uploads", run_worker=False)
+    gate.clear()  # the calibration's own page views above may have opened it
+    with uvicorn_server(create_app(settings)) as url, \
+            devtools_page("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1") as ws:
+        seen = asyncio.run(_stale_in_the_browser(ws, url, made["id"], made["owner"], gate))
+    assert seen["errors"] == []
+    assert "being computed in the background" in seen["first"]
+    assert "Stale, refreshing" in seen["stale"] and "count 0 decision(s)" in seen["stale"] and "1 made since" in seen["stale"]
+    assert seen["grey"] == "rgb(119, 119, 119)"  # the stale figures are greyed
+    assert json.loads(seen["fresh"])[:2] == [False, "1"] and json.loads(seen["fresh"])[2] != seen["grey"]
