@@ -15,9 +15,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from .bootstrap import Interval, bootstrap, groups_of, resamples
+from .bootstrap import DrawsStatistic, Interval, bootstrap, draw_counts, groups_of, replicate_values
 from .cohen import cohen_kappa
-from .krippendorff_alpha import Level, krippendorff_alpha
+from .krippendorff_alpha import Level, alpha_of_draws, krippendorff_alpha
 from .multirater import fleiss_kappa, gwet_ac1, pabak, percent_agreement
 from .ratings import Ratings
 from .reliability import FieldReliability
@@ -196,6 +196,7 @@ def audit(
     annotators = sorted({r.annotator for r in humans})
     keys = sorted(units)
     clusters = [k[0] for k in keys]
+    draws = _draws(keys, clusters, replicates, seed)
     missing = sum(1 for k in keys if k not in judged)
     out: list[FieldAudit] = []
     disagreements: list[Disagreement] = []
@@ -236,10 +237,14 @@ def audit(
         r_jm = Ratings(rows_jm, cats, [str(k) for k in keys])
         r_all = Ratings(rows_all, cats, [str(k) for k in keys])
         alpha = lambda r: krippendorff_alpha(r, spec.level)  # noqa: E731
+        of_draws = lambda r, d: alpha_of_draws(r, d, spec.level)  # noqa: E731  (every replicate at once)
         tick = (lambda b: progress(spec.name, b)) if progress else None
-        human_alpha = bootstrap(r_h, alpha, replicates, seed, clusters=clusters, progress=tick)
-        judge_alpha = bootstrap(r_jm, alpha, replicates, seed, clusters=clusters, progress=tick)
-        with_judge = bootstrap(r_all, alpha, replicates, seed, clusters=clusters, progress=tick)
+        human_alpha = bootstrap(r_h, alpha, replicates, seed, clusters=clusters, progress=tick, of_draws=of_draws,
+                                draws=draws)
+        judge_alpha = bootstrap(r_jm, alpha, replicates, seed, clusters=clusters, progress=tick, of_draws=of_draws,
+                                draws=draws)
+        with_judge = bootstrap(r_all, alpha, replicates, seed, clusters=clusters, progress=tick, of_draws=of_draws,
+                               draws=draws)
         each = []
         for a in annotators:
             both = [{JUDGE: row_a[JUDGE], a: row_a[a]} for row_a in rows_all if JUDGE in row_a and a in row_a]
@@ -321,6 +326,7 @@ def compare_runs(
     groups = groups_of(len(keys), clusters)
     a_of = {(r.item_id, r.turn): r.values for r in first}
     b_of = {(r.item_id, r.turn): r.values for r in second}
+    draws = _draws(keys, clusters, replicates, seed)
     out = []
     for spec in fields:
         rows_a, rows_b = [], []
@@ -332,24 +338,32 @@ def compare_runs(
         ra = Ratings(rows_a, list(spec.categories))
         rb = Ratings(rows_b, list(spec.categories))
         stat = lambda r: krippendorff_alpha(r, spec.level)  # noqa: E731
-        ia = bootstrap(ra, stat, replicates, seed, clusters=clusters)
-        ib = bootstrap(rb, stat, replicates, seed, clusters=clusters)
-        low, high, undefined = _paired(ra, rb, stat, groups, replicates, seed)
+        of_draws = lambda r, d: alpha_of_draws(r, d, spec.level)  # noqa: E731  (every replicate at once)
+        ia = bootstrap(ra, stat, replicates, seed, clusters=clusters, of_draws=of_draws, draws=draws)
+        ib = bootstrap(rb, stat, replicates, seed, clusters=clusters, of_draws=of_draws, draws=draws)
+        low, high, undefined = _paired(ra, rb, stat, groups, replicates, seed, of_draws=of_draws, draws=draws)
         point = None if ia.estimate is None or ib.estimate is None else ib.estimate - ia.estimate
         out.append(RunComparison(field=spec.name, first=ia, second=ib, difference=point, low=low, high=high,
                                  replicates=replicates, undefined_replicates=undefined))
     return out
 
 
+def _draws(keys: Sequence[Any], clusters: list[str], replicates: int, seed: int) -> np.ndarray | None:
+    """The bootstrap's draws (whole items), counted once: every field's replicates draw the same units."""
+    return draw_counts(groups_of(len(keys), clusters), len(keys), replicates, seed) if replicates >= 1 else None
+
+
 def _paired(ra: Ratings, rb: Ratings, stat: Callable[[Ratings], Coefficient], groups: list[list[int]],
             replicates: int, seed: int, tick: Callable[[int], None] | None = None,
+            of_draws: DrawsStatistic | None = None, draws: np.ndarray | None = None,
             ) -> tuple[float | None, float | None, int]:
     """The 95% percentile interval of stat(rb) - stat(ra) over the same bootstrap draws of
     both (paired), and the replicates where either is undefined."""
     diffs: list[float] = []
     undefined = 0 if groups else replicates
-    for b, keep in enumerate(resamples(groups, replicates, seed)):
-        x, y = stat(ra.subset(keep)).value, stat(rb.subset(keep)).value
+    pairs = zip(replicate_values(ra, stat, groups, replicates, seed, of_draws, draws),
+                replicate_values(rb, stat, groups, replicates, seed, of_draws, draws))
+    for b, (x, y) in enumerate(pairs):
         if x is None or y is None:
             undefined += 1
         else:
@@ -392,6 +406,7 @@ def gold_shift(
     clusters = [k[0] for k in keys]
     groups = groups_of(len(keys), clusters)
     judged = {(r.item_id, r.turn): r.values for r in judge}
+    draws = _draws(keys, clusters, replicates, seed)
     out = []
     for spec in fields:
         before: list[dict[str, Any]] = []
@@ -408,10 +423,11 @@ def gold_shift(
         cats = list(spec.categories)
         rb, ra = Ratings(before, cats), Ratings(after, cats)
         stat = lambda r: krippendorff_alpha(r, spec.level)  # noqa: E731
+        of_draws = lambda r, draws: alpha_of_draws(r, draws, spec.level)  # noqa: E731  (every replicate at once)
         tick = (lambda b: progress(spec.name, b)) if progress else None
-        ib = bootstrap(rb, stat, replicates, seed, clusters=clusters, progress=tick)
-        ia = bootstrap(ra, stat, replicates, seed, clusters=clusters, progress=tick)
-        low, high, undefined = _paired(rb, ra, stat, groups, replicates, seed, tick)
+        ib = bootstrap(rb, stat, replicates, seed, clusters=clusters, progress=tick, of_draws=of_draws, draws=draws)
+        ia = bootstrap(ra, stat, replicates, seed, clusters=clusters, progress=tick, of_draws=of_draws, draws=draws)
+        low, high, undefined = _paired(rb, ra, stat, groups, replicates, seed, tick, of_draws, draws)
         point = None if ia.estimate is None or ib.estimate is None else ia.estimate - ib.estimate
         out.append(GoldShift(
             field=spec.name, before=ib, after=ia, before_percent=percent_agreement(rb),

@@ -61,6 +61,39 @@ def resamples(groups: list[list[int]], replicates: int, seed: int) -> Iterator[l
         yield [i for g in picks for i in groups[g]]
 
 
+def draw_counts(groups: list[list[int]], n_units: int, replicates: int, seed: int) -> np.ndarray:
+    """The draws of `resamples` (the same ones, for the same seed) as counts: replicates x units,
+    how many times each unit is drawn."""
+    if not groups:
+        return np.zeros((0, n_units))
+    group_of = np.zeros(n_units, dtype=np.intp)
+    for g, members in enumerate(groups):
+        group_of[members] = g
+    size = len(groups)  # one call draws what `resamples` draws a replicate at a time: the same stream
+    picks = np.random.default_rng(seed).integers(0, size, (replicates, size))
+    picks += np.arange(replicates)[:, None] * size
+    drawn = np.bincount(picks.ravel(), minlength=replicates * size).reshape(replicates, size)
+    return drawn[:, group_of].astype(float)
+
+
+# the statistic of many draws at once: (ratings, draw_counts) -> one value per draw, None where undefined
+DrawsStatistic = Callable[[Ratings, np.ndarray], list[float | None]]
+
+
+def replicate_values(ratings: Ratings, statistic: Callable[[Ratings], Coefficient], groups: list[list[int]],
+                     replicates: int, seed: int, of_draws: DrawsStatistic | None = None,
+                     draws: np.ndarray | None = None) -> Iterator[float | None]:
+    """The statistic of each bootstrap replicate (None where undefined): one replicate at a time,
+    or with `of_draws` (the same statistic computed from draw counts) all at once, from `draws`
+    where the caller has them (draw_counts of these groups, replicates and seed)."""
+    if of_draws is not None:
+        yield from of_draws(ratings, draw_counts(groups, len(ratings.units), replicates, seed)
+                            if draws is None else draws)
+        return
+    for keep in resamples(groups, replicates, seed):
+        yield statistic(ratings.subset(keep)).value
+
+
 def bootstrap(
     ratings: Ratings,
     statistic: Callable[[Ratings], Coefficient],
@@ -69,21 +102,24 @@ def bootstrap(
     level: float = 0.95,
     clusters: Sequence[Hashable] | None = None,
     progress: Callable[[int], None] | None = None,
+    of_draws: DrawsStatistic | None = None,
+    draws: np.ndarray | None = None,
 ) -> Interval:
     """Percentile interval of `statistic`. `clusters[i]` names unit i's cluster: whole
-    clusters are resampled (step-level units of one conversation stay together)."""
+    clusters are resampled (step-level units of one conversation stay together). `of_draws`,
+    where the statistic has one, computes every replicate at once (the same values), from
+    `draws` where the caller has them (`draw_counts` of the same clusters, replicates and seed)."""
     if replicates < 1:
         raise ValueError("replicates must be at least 1")
     point = statistic(ratings)
     groups = groups_of(len(ratings.units), clusters)
     values: list[float] = []
     undefined = 0 if groups else replicates
-    for b, keep in enumerate(resamples(groups, replicates, seed)):
-        c = statistic(ratings.subset(keep))
-        if c.value is None:
+    for b, value in enumerate(replicate_values(ratings, statistic, groups, replicates, seed, of_draws, draws)):
+        if value is None:
             undefined += 1
         else:
-            values.append(c.value)
+            values.append(value)
         if progress is not None:
             progress(b + 1)
     alpha = (1 - level) / 2

@@ -73,3 +73,43 @@ def krippendorff_alpha(r: Ratings, level: Level = "nominal") -> Coefficient:
             len(pairable), len(r.raters))
     return Coefficient(name=name, value=float(1 - d_o / d_e), units=len(pairable), raters=len(r.raters),
                        observed=float(1 - d_o / n), expected=float(1 - d_e / n))
+
+
+def unit_coincidences(r: Ratings) -> np.ndarray:
+    """Each unit's share of the coincidence matrix (units x q x q; zero for a unit with fewer than
+    two ratings): the matrix of any draw of the units, repeats included, is the sum of theirs."""
+    index = {c: i for i, c in enumerate(r.categories)}
+    q = len(r.categories)
+    counts = np.zeros((len(r.units), q))
+    for i, unit in enumerate(r.units):
+        for label in unit.values():
+            counts[i, index[label]] += 1
+    m = counts.sum(axis=1)
+    out = counts[:, :, None] * counts[:, None, :]
+    out[:, np.arange(q), np.arange(q)] -= counts
+    out /= np.where(m >= 2, m - 1, np.inf)[:, None, None]  # a unit with one rating adds nothing
+    return out
+
+
+def alpha_of_draws(r: Ratings, draws: np.ndarray, level: Level = "nominal") -> list[float | None]:
+    """Alpha of each row of `draws` (draws x units: how many times each unit of `r` is drawn), as
+    `krippendorff_alpha` gives it for the ratings of that draw, None where it is undefined; the
+    coincidences of every draw come from one matrix product (a bootstrap's replicates at once)."""
+    q = len(r.categories)
+    per_unit = unit_coincidences(r).reshape(len(r.units), q * q)
+    pairable = np.array([len(u) >= 2 for u in r.units], dtype=float)
+    matrices = (draws @ per_unit).reshape(-1, q, q)
+    paired = draws @ pairable > 0
+    if not paired.any():
+        return [None] * len(draws)
+    n_c = matrices.sum(axis=2)
+    if level == "ordinal":  # its distances depend on each draw's marginals
+        d2 = np.stack([_delta2(r, row, level) if ok else np.zeros((q, q)) for row, ok in zip(n_c, paired)])
+    else:
+        d2 = np.broadcast_to(_delta2(r, n_c[0], level), matrices.shape)
+    flat = (len(draws), q * q)
+    d_o = (matrices * d2).reshape(flat).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d_e = (n_c[:, :, None] * n_c[:, None, :] * d2).reshape(flat).sum(axis=1) / (n_c.sum(axis=1) - 1)
+        alpha = 1 - d_o / d_e
+    return [float(a) if ok and e != 0 else None for a, e, ok in zip(alpha, d_e, paired)]

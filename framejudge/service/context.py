@@ -26,6 +26,7 @@ from .limits import RateLimiter, SignInThrottle, capped_stream
 from .media import MediaResolver
 from .metrics import Metrics
 from .problems import ProblemError
+from .review.figures import FigureKeeper
 from .settings import Settings
 from .store import ApiKey, check_key, engine_for, generated_id, holds
 from .uploads import Form, Upload, UploadStore, read_multipart
@@ -75,6 +76,7 @@ class Service:
         self.store = UploadStore(settings.upload_dir, self.engine, settings.max_upload_bytes, self.decoder)
         self.media = MediaResolver(settings, self.store)
         self.upload_limit = settings.max_files_per_request * settings.max_upload_bytes + MAX_BODY
+        self.review_figures = FigureKeeper()  # the review queue's figures, refreshed in the background
 
     async def start(self) -> None:
         """The queue worker runs in the server's event loop (its model calls are I/O; the database
@@ -89,6 +91,7 @@ class Service:
             self._stop.set()
             await self._worker_task
             self._worker_task = None
+        self.review_figures.close()
         self.decoder.close()
 
     def authorize(self, authorization: str | None, scope: str) -> ApiKey:

@@ -68,6 +68,9 @@ class Settings(BaseModel):
                            "without a heartbeat (a dead worker's items wait this long); at least 3 heartbeats of 1 s")
     review_session_minutes: float = Field(480.0, gt=0, le=60 * 24 * 30, allow_inf_nan=False,
                                           description="how long a signed-in review page stays signed in")
+    review_figures_wait_s: float = Field(0.25, ge=0, le=60, allow_inf_nan=False,
+                                         description="how long a review queue page waits for its figures to refresh "
+                                                     "before it shows the latest ones, marked stale")
     worker_max_in_flight: int = Field(256, ge=1, le=10_000, description="items one worker grades at once, at most")
     review_cookie_secure: Literal["auto", "on", "off"] = Field(
         "auto", description="the review cookies' Secure flag: auto sets it for HTTPS requests (seen by this "
@@ -201,5 +204,6 @@ ENV = {
     "FRAMEJUDGE_MAX_CALIBRATION_DRAWS": "max_calibration_draws",
     "FRAMEJUDGE_REVIEW_SESSION_MINUTES": "review_session_minutes", "FRAMEJUDGE_BODY_TIMEOUT": "body_timeout_s",
     "FRAMEJUDGE_REVIEW_COOKIE_SECURE": "review_cookie_secure", "FRAMEJUDGE_TRUSTED_PROXIES": "trusted_proxies",
+    "FRAMEJUDGE_REVIEW_FIGURES_WAIT": "review_figures_wait_s",
 }
 LISTS = {"judges", "cors_origins", "url_hosts", "trusted_proxies"}  # comma-separated

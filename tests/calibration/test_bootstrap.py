@@ -58,3 +58,38 @@ def test_undefined_replicates_are_counted():
     assert nothing.estimate is None and nothing.undefined and nothing.undefined_replicates == 10
     with pytest.raises(ValueError, match="one cluster id per unit"):
         bootstrap(r, krippendorff_alpha, clusters=[1])
+
+
+@pytest.mark.parametrize("level", ["nominal", "ordinal", "interval", "ratio"])
+def test_every_replicate_at_once_gives_the_values_of_one_at_a_time(level):
+    """alpha_of_draws over draw_counts (one matrix product) is the replicate-by-replicate
+    bootstrap: same draws, same values, same undefined replicates; three raters, absent ratings,
+    units with one rating, clusters of uneven size, and draws where every value is the same."""
+    from framejudge.calibration.bootstrap import draw_counts, groups_of, resamples
+    from framejudge.calibration.krippendorff_alpha import alpha_of_draws
+
+    rng = np.random.default_rng(5)
+    units: list[dict] = []
+    for u in range(60):
+        kept = [r for r in ("a", "b", "c") if rng.random() < 0.7]
+        base = int(rng.integers(1, 4))
+        units.append({r: base if rng.random() < 0.7 else int(rng.integers(1, 4)) for r in kept})
+    units += [{"a": 2, "b": 2}] * 3  # a draw of these alone has no variation: undefined
+    r = Ratings(units, [1, 2, 3])
+    clusters = [u // 3 if u < 60 else 100 + u for u in range(len(units))]
+    stat = lambda x: krippendorff_alpha(x, level)  # noqa: E731
+    of_draws = lambda x, draws: alpha_of_draws(x, draws, level)  # noqa: E731
+    groups = groups_of(len(units), clusters)
+    counts = draw_counts(groups, len(units), 300, 11)
+    one_by_one = [stat(r.subset(keep)).value for keep in resamples(groups, 300, 11)]
+    assert [c.tolist() for c in counts] == [np.bincount(keep, minlength=len(units)).tolist()
+                                           for keep in resamples(groups, 300, 11)]
+    at_once = alpha_of_draws(r, counts, level)
+    assert [v is None for v in at_once] == [v is None for v in one_by_one]
+    assert np.allclose([v for v in at_once if v is not None], [v for v in one_by_one if v is not None],
+                       rtol=0, atol=1e-12)
+    for c in (None, clusters):
+        assert bootstrap(r, stat, 300, 11, clusters=c, of_draws=of_draws) == bootstrap(r, stat, 300, 11, clusters=c)
+    lonely = Ratings([{"a": 1, "b": 2}, {"a": 3}, {"b": 1}], [1, 2, 3])  # draws with no pairable unit
+    draws = np.array([[0, 2, 1], [1, 0, 0]], dtype=float)
+    assert alpha_of_draws(lonely, draws, level) == [None, stat(lonely.subset([0])).value]

@@ -6,6 +6,7 @@ once, blind mode, and the adjudicated labels exported and measured."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -114,6 +115,17 @@ def csrf_of(page_text: str) -> str:
     return re.search(r'name="csrf" value="([^"]+)"', page_text).group(1)
 
 
+def current_queue(client: TestClient, run_id: str, **params: str) -> Any:
+    """The queue page once its figures count every decision (they refresh in the background)."""
+    for _ in range(1200):
+        page = client.get(f"/review/{run_id}", params=params)
+        assert page.status_code == 200, page.text
+        if 'id="figures-stale"' not in page.text and 'id="figures-pending"' not in page.text:
+            return page
+        time.sleep(0.05)
+    raise AssertionError("the queue's figures were never refreshed")
+
+
 def decide(client: TestClient, run_id: str, item: str, turn: int = 0, **form: str) -> Any:
     page = client.get(f"/review/{run_id}/unit", params={"item": item, "turn": turn})
     assert page.status_code == 200, page.text
@@ -191,8 +203,7 @@ def test_an_expired_session_is_sent_to_sign_in(env):
 def test_the_queue_puts_disagreements_first_and_filters(env):
     client = env["client"]
     sign_in(client, env["owner"])
-    page = client.get(f"/review/{env['id']}")
-    assert page.status_code == 200
+    page = current_queue(client, env["id"])
     order = re.findall(r'unit\?item=([a-z]+)&amp;turn=(\d)', page.text.split('id="units"')[1])
     assert order[0] == ("disputed", "0") and order[1] == ("split", "0")
     assert set(order) == {("disputed", "0"), ("split", "0"), ("agreed", "0"), ("talk", "0"), ("talk", "1")}
@@ -315,7 +326,7 @@ def test_a_decision_that_the_humans_were_wrong_moves_the_judges_figure(env):
     sign_in(client, env["owner"])
 
     def after(field: str) -> str:
-        page = client.get(f"/review/{env['id']}").text
+        page = current_queue(client, env["id"]).text
         row = page.split(f'<tr data-field="{field}">')[1].split("</tr>")[0]
         return re.search(r'class="after-percent">([^<]+)<', row).group(1)
 
@@ -410,8 +421,6 @@ def test_aligning_from_the_queue_measures_on_items_held_apart(tmp_path):
 
 
 def test_a_jobs_calibration_is_reviewed_with_the_jobs_items_and_kept_across_a_restart(tmp_path, database_url):
-    import time
-
     with review_app(tmp_path, database_url, run_worker=True) as env:
         client = env["client"]
         owner = create_key(env["engine"], ["calibrate", "review", "grade"], "lead")
@@ -444,8 +453,6 @@ def test_a_jobs_calibration_is_reviewed_with_the_jobs_items_and_kept_across_a_re
 
 
 def test_the_turns_a_triage_sent_to_review_become_a_queue(tmp_path):
-    import time
-
     from tests.test_cli_triage import reference_thresholds
 
     with review_app(tmp_path, run_worker=True) as env:

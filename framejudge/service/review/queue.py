@@ -28,7 +28,8 @@ STATES: tuple[State, ...] = ("to_review", "done", "skipped", "conflicting")
 
 
 def values_of(label: HumanLabel) -> LabelValues:
-    return LabelValues.model_validate(label.model_dump(include=set(LABEL_FIELDS)))
+    """The label's fields, as checked when the label was read (a HumanLabel is LabelValues with more)."""
+    return LabelValues.model_construct(**{name: getattr(label, name) for name in LABEL_FIELDS})
 
 
 @dataclass

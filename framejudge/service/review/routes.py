@@ -4,11 +4,10 @@ by bearer key): the queue, a unit, decisions, the adjudicated labels."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import secrets
+import threading
 from collections import OrderedDict
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
@@ -19,9 +18,8 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from ...calibration.adjudication import label_rows_csv, label_rows_jsonl, standing_labels
-from ...calibration.audit import AuditResult, gold_shift
-from ...calibration.inputs import human_rows, judge_rows, video_qa_fields
+from ...calibration.adjudication import label_rows_csv, label_rows_jsonl
+from ...calibration.audit import AuditResult
 from ...schema import LABEL_FIELDS, Category, Cause, Item, JudgeError, Preference, RecordIn, ReviewDecision, Verdict
 from ..bodies import StrictJsonRoute, form_fields
 from ..context import ServiceDep, authorized
@@ -39,7 +37,9 @@ from .sessions import (COOKIE, PATH, SIGN_IN_COOKIE, CsrfRefused, Reviewer, Sign
                        start_session)
 from .decide import form_turn
 from .sessions import reviewers_problem
-from .store import ReviewInputs, add_decision, close_session, decisions, review_run, review_runs, set_reviewers
+from .figures import FigureKeeper, Shown, gold_of
+from .store import (ReviewInputs, add_decision, calibration_texts, close_session, decisions, review_run, review_runs,
+                    set_reviewers)
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
@@ -48,7 +48,6 @@ api = APIRouter(tags=["review"], route_class=StrictJsonRoute)
 ReviewerDep = Annotated[Reviewer, Depends(reviewer)]
 ALIGN_NEEDS_GRADE = ("this API key lacks the 'grade' scope: aligning grades the items held apart again with the "
                      "judge")
-FIGURE_REPLICATES = 200  # the page's before/after intervals; framejudge calibrate --gold for more
 HEADERS = PAGE_HEADERS
 FIELD_CHOICES: dict[str, list[str]] = {
     "category_a": [c.value for c in Category], "category_b": [c.value for c in Category],
@@ -60,13 +59,34 @@ CAUSES = {Cause.judge_wrong: ("judge wrong", "w"), Cause.humans_wrong: ("humans 
           Cause.other: ("other", "o")}
 
 
+@dataclass
+class Calibration:
+    """What a calibration under review holds that never changes (its inputs, result and units),
+    read and parsed once (the latest CALIBRATIONS_KEPT kept), and its decisions read so far."""
+
+    inputs: ReviewInputs
+    result: AuditResult
+    units: list[Unit]
+    by_key: dict[tuple[str, int], Unit]
+    slices: list[str]
+    known: dict[int, ReviewDecision] = field(default_factory=dict)  # decisions by row id
+
+    @property
+    def unlabelled(self) -> list[tuple[str, int]]:
+        return [u.key for u in self.units if not u.humans]
+
+
+CALIBRATIONS: OrderedDict[str, Calibration] = OrderedDict()
+CALIBRATIONS_KEPT = 4
+_calibrations_lock = threading.Lock()
+
+
 class Queue:
     """A calibration under review, as one request sees it."""
 
-    def __init__(self, run: CalibrationRun, inputs: ReviewInputs, all_decisions: list[ReviewDecision]) -> None:
-        self.run, self.inputs, self.decisions = run, inputs, all_decisions
-        self.units = build_units(inputs.labels, inputs.records, inputs.items, to_review=inputs.to_review)
-        self.by_key = {u.key: u for u in self.units}
+    def __init__(self, run: CalibrationRun, calibration: Calibration, all_decisions: list[ReviewDecision]) -> None:
+        self.run, self.calibration, self.decisions = run, calibration, all_decisions
+        self.inputs, self.units, self.by_key = calibration.inputs, calibration.units, calibration.by_key
         self.of_unit: dict[tuple[str, int], list[ReviewDecision]] = {}
         for d in all_decisions:
             self.of_unit.setdefault((d.item_id, d.turn), []).append(d)
@@ -75,47 +95,52 @@ class Queue:
         return {u.key: state_of(self.of_unit.get(u.key, []), reviewer_id) for u in self.units}
 
     def gold(self) -> list[Any]:
-        return standing_labels(self.inputs.labels, self.decisions, unlabelled=[u.key for u in self.units if not u.humans])
+        return gold_of(self.inputs, self.decisions, self.calibration.unlabelled)
 
 
-def _inputs(run: CalibrationRun) -> ReviewInputs:
-    if not run.inputs_json:
+def _calibration(engine: Any, run: CalibrationRun) -> Calibration:
+    """The calibration's parsed inputs and units: from the kept ones, else read once."""
+    if run.inputs_json is None:
         raise ProblemError(409, "Not reviewable", f"calibration {run.id} was stored without its inputs "
                            "(by an earlier version): run POST /v1/calibrate again to review it")
-    return ReviewInputs.model_validate_json(run.inputs_json)
+    with _calibrations_lock:
+        kept = CALIBRATIONS.get(run.id)
+        if kept is not None:
+            CALIBRATIONS.move_to_end(run.id)
+            return kept
+    result_json, inputs_json = calibration_texts(engine, run.id)
+    inputs = ReviewInputs.model_validate_json(inputs_json or "")
+    units = build_units(inputs.labels, inputs.records, inputs.items, to_review=inputs.to_review)
+    made = Calibration(inputs=inputs, result=AuditResult.model_validate_json(result_json), units=units,
+                       by_key={u.key: u for u in units}, slices=slices(units))
+    with _calibrations_lock:
+        kept = CALIBRATIONS.setdefault(run.id, made)  # another request may have read it meanwhile
+        CALIBRATIONS.move_to_end(run.id)
+        while len(CALIBRATIONS) > CALIBRATIONS_KEPT:
+            CALIBRATIONS.popitem(last=False)
+    return kept
 
 
 def load_queue(svc: Any, run_id: str, key: ApiKey) -> Queue:
     run = review_run(svc.engine, run_id, key)
     if run is None:
         raise ProblemError(404, "No such calibration", f"no calibration with id {run_id!r}")
-    return Queue(run, _inputs(run), decisions(svc.engine, run_id))
+    calibration = _calibration(svc.engine, run)
+    return Queue(run, calibration, decisions(svc.engine, run_id, calibration.known))
 
 
-FIGURES: OrderedDict[tuple[str, str], list[Any]] = OrderedDict()  # (calibration, gold digest) -> figures
-FIGURES_KEPT = 64
+def figures_keeper(svc: Any) -> FigureKeeper:
+    return svc.review_figures  # type: ignore[no-any-return]
 
 
-def _figures(inputs: ReviewInputs, gold: list[Any]) -> list[Any]:
-    """Judge agreement per field before (human majority) and after (the standing gold); none
-    without human labels (a triage's queue)."""
-    if not inputs.labels:
-        return []
-    rows_j, _ = judge_rows(inputs.records)
-    return gold_shift(human_rows(inputs.labels), rows_j, human_rows(gold), video_qa_fields(),
-                      replicates=FIGURE_REPLICATES, seed=0)
-
-
-async def figures(queue: Queue) -> list[Any]:
-    """The figures, kept until the gold changes (by a digest: the cache holds no calibration's texts)."""
-    gold = queue.gold()
-    digest = hashlib.sha256(json.dumps([g.model_dump(mode="json") for g in gold]).encode()).hexdigest()
-    key = (queue.run.id, digest)
-    if key not in FIGURES:
-        FIGURES[key] = await asyncio.to_thread(_figures, queue.inputs, gold)
-        while len(FIGURES) > FIGURES_KEPT:
-            FIGURES.popitem(last=False)
-    return FIGURES[key]
+async def figures(svc: Any, queue: Queue, wait_s: float = 0.0) -> Shown | None:
+    """The figures for the decisions as they stand, when they are ready within `wait_s`; else the
+    latest ones, marked stale, while they are refreshed in the background. None without human
+    labels (a triage's queue: nothing to measure the judge against)."""
+    if not queue.inputs.labels:
+        return None
+    return await figures_keeper(svc).current(queue.run.id, len(queue.decisions), queue.inputs, queue.decisions,
+                                             queue.calibration.unlabelled, wait_s)
 
 
 def _page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -218,11 +243,11 @@ async def queue_page(request: Request, run_id: str, svc: ServiceDep, who: Review
     states = queue.states(who.key.id)
     shown = [u for u in queue.units if filters.keeps(u, states[u.key])]
     counts = {s: sum(1 for v in states.values() if v == s) for s in STATES}
-    result = AuditResult.model_validate_json(queue.run.result_json)
-    first, _, _ = neighbours(shown, ("", -1), filters, states) if shown else (None, None, None)
+    figured = await figures(svc, queue, svc.settings.review_figures_wait_s)
     return _page(request, "queue.html", who=who, run=queue.run, units=shown, total=len(queue.units), states=states,
                  counts=counts, reasons=REASONS, filters=filters, fields=LABEL_FIELDS, categories=[c.value for c in Category],
-                 slices=slices(queue.units), state_names=STATES, result=result, shifts=await figures(queue),
+                 slices=queue.calibration.slices, state_names=STATES, result=queue.calibration.result,
+                 shifts=figured.figures if figured else [], figured=figured,
                  start=unit_url(run_id, shown[0], filters) if shown else None,
                  unit_url=lambda u: unit_url(run_id, u, filters), export=f"{PATH}/{run_id}/labels",
                  alignments=alignments(svc.engine, run_id), judges=svc.allowed_judges,
@@ -294,6 +319,7 @@ async def decide_form(request: Request, run_id: str, svc: ServiceDep, who: Revie
         return await _unit(request, queue, unit, who, filters, str(exc), status=422)
     await asyncio.to_thread(add_decision, svc.engine, run_id, decision)
     queue = load_queue(svc, run_id, who.key)
+    await figures(svc, queue)  # the refresh starts now, in the background
     if filters.blind and decision.action != "skip":  # show the reviewer what they were blind to, then go on
         return RedirectResponse(unit_url(run_id, unit, filters) or queue_url(run_id, filters), status_code=303)
     states = queue.states(who.key.id)
@@ -394,6 +420,7 @@ async def decide_api(run_id: str, body: DecisionRequest, svc: ServiceDep,
     except DecisionError as exc:
         raise ProblemError(422, "Invalid decision", str(exc)) from None
     await asyncio.to_thread(add_decision, svc.engine, run_id, decision)
+    await figures(svc, load_queue(svc, run_id, key))  # the refresh starts now, in the background
     return decision
 
 

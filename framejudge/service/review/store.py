@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from pydantic import BaseModel, Field
 from sqlalchemy import DateTime, Integer, String, Text, delete, select
@@ -64,31 +65,44 @@ def reviewable(run: CalibrationRun, key: ApiKey) -> bool:
             or "admin" in key.scopes.split(","))
 
 
+_HEAD = (CalibrationRun.id, CalibrationRun.key_id, CalibrationRun.reviewers, CalibrationRun.created_at,
+         CalibrationRun.inputs_json.is_not(None))
+
+
+def _headed(row: Any) -> CalibrationRun:
+    """A calibration without its stored texts (result_json empty; inputs_json empty or None as it has them or not)."""
+    run_id, key_id, reviewers, created_at, has_inputs = row
+    return CalibrationRun(id=run_id, key_id=key_id, reviewers=reviewers, created_at=created_at,
+                          result_json="", inputs_json="" if has_inputs else None)
+
+
 def review_run(engine: Engine, run_id: str, key: ApiKey) -> CalibrationRun | None:
-    """The calibration, for a key that may review it; None otherwise (as for an id that does not exist)."""
+    """The calibration without its stored texts (`calibration_texts` reads them), for a key that
+    may review it; None otherwise (as for an id that does not exist). Every request asks: who may
+    review changes, the texts never do."""
     if not generated_id(run_id):
         return None
     with Session(engine) as s:
-        run = s.get(CalibrationRun, run_id)
-        if run is None or not reviewable(run, key):
-            return None
-        s.expunge(run)
-        return run
+        row = s.execute(select(*_HEAD).where(CalibrationRun.id == run_id)).first()
+    if row is None:
+        return None
+    run = _headed(row)
+    return run if reviewable(run, key) else None
+
+
+def calibration_texts(engine: Engine, run_id: str) -> tuple[str, str | None]:
+    """A calibration's stored result and inputs (JSON), written once with it and never changed."""
+    with Session(engine) as s:
+        row = s.execute(select(CalibrationRun.result_json, CalibrationRun.inputs_json)
+                        .where(CalibrationRun.id == run_id)).one()
+    return row[0], row[1]
 
 
 def review_runs(engine: Engine, key: ApiKey) -> list[CalibrationRun]:
     """The calibrations this key may review, newest first (without their stored texts)."""
     with Session(engine) as s:
-        rows = s.execute(select(CalibrationRun.id, CalibrationRun.key_id, CalibrationRun.reviewers,
-                                CalibrationRun.created_at, CalibrationRun.inputs_json.is_not(None))
-                         .order_by(CalibrationRun.created_at.desc())).all()
-    runs = []
-    for run_id, key_id, reviewers, created_at, has_inputs in rows:
-        run = CalibrationRun(id=run_id, key_id=key_id, reviewers=reviewers, created_at=created_at,
-                             result_json="", inputs_json="" if has_inputs else None)
-        if reviewable(run, key):
-            runs.append(run)
-    return runs
+        rows = s.execute(select(*_HEAD).order_by(CalibrationRun.created_at.desc())).all()
+    return [run for run in map(_headed, rows) if reviewable(run, key)]
 
 
 def set_reviewers(engine: Engine, run_id: str, reviewers: list[str]) -> None:
@@ -108,12 +122,22 @@ def add_decision(engine: Engine, calibration_id: str, decision: ReviewDecision) 
                           decision_json=decision.model_dump_json()))
 
 
-def decisions(engine: Engine, calibration_id: str) -> list[ReviewDecision]:
-    """Every decision on this calibration's units, in the order they were made."""
+def decisions(engine: Engine, calibration_id: str, known: dict[int, ReviewDecision] | None = None
+              ) -> list[ReviewDecision]:
+    """Every decision on this calibration's units, in the order they were made. With `known` (row
+    id -> decision, filled in here), only the rows not in it are read and parsed: decisions are
+    never changed or removed, so a row once read stays as it was."""
+    known = {} if known is None else known
     with Session(engine) as s:
-        rows = s.scalars(select(DecisionRow.decision_json).where(DecisionRow.calibration_id == calibration_id)
-                         .order_by(DecisionRow.id))
-        return [ReviewDecision.model_validate_json(r) for r in rows]
+        ids = list(s.scalars(select(DecisionRow.id).where(DecisionRow.calibration_id == calibration_id)
+                             .order_by(DecisionRow.id)))
+        missing = [i for i in ids if i not in known]
+        for start in range(0, len(missing), 500):
+            chunk = missing[start:start + 500]
+            for row_id, text in s.execute(select(DecisionRow.id, DecisionRow.decision_json)
+                                          .where(DecisionRow.id.in_(chunk))):
+                known[row_id] = ReviewDecision.model_validate_json(text)
+    return [known[i] for i in ids]
 
 
 # ------------------------------------------------------------------ sessions
