@@ -609,10 +609,10 @@ class LabelValues(BaseModel):
     category_a: Category | None = None
     category_b: Category | None = None
     preference: Preference | None = None
-    integrity_a: bool | None = None
-    integrity_b: bool | None = None
-    transcription_error: bool | None = None
-    multiturn: bool | None = None
+    integrity_a: Flag | None = None
+    integrity_b: Flag | None = None
+    transcription_error: Flag | None = None
+    multiturn: Flag | None = None
 
 
 LABEL_FIELDS = tuple(LabelValues.model_fields)
