@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -186,10 +187,19 @@ def repeated_key(root: yaml.Node | None) -> tuple[str, int, int] | None:
     return None
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading exponents as YAML 1.2 does: `2e6` and `1e-9` are numbers (YAML
+    1.1 wants a dot, so they were text)."""
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+                              list("-+0123456789"))
+
+
 def unreadable_scalar(text: str) -> tuple[int, str]:
     """(line, text) of the first value in a YAML document that cannot be constructed (1, '' if none is found)."""
     constructor = yaml.constructor.SafeConstructor()
-    nodes = [yaml.compose(text)]
+    nodes = [yaml.compose(text, Loader=_Loader)]
     while nodes:
         node = nodes.pop(0)
         if isinstance(node, yaml.ScalarNode):
@@ -209,8 +219,8 @@ def parse_yaml_model(text: str, source: str, model: type[M], error: type[Excepti
     """A YAML mapping validated as `model`; every problem as 'source:line: field.path: message'.
     `check(data, root)` may raise first, for a rule that needs the file's lines to say where."""
     try:
-        data = yaml.safe_load(text)
-        root = yaml.compose(text)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)
+        root = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else source

@@ -609,10 +609,10 @@ class LabelValues(BaseModel):
     category_a: Category | None = None
     category_b: Category | None = None
     preference: Preference | None = None
-    integrity_a: bool | None = None
-    integrity_b: bool | None = None
-    transcription_error: bool | None = None
-    multiturn: bool | None = None
+    integrity_a: Flag | None = None
+    integrity_b: Flag | None = None
+    transcription_error: Flag | None = None
+    multiturn: Flag | None = None
 
 
 LABEL_FIELDS = tuple(LabelValues.model_fields)
@@ -809,8 +809,8 @@ class TokenPrice(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    prompt_usd_per_token: float = Field(0.0, ge=0, allow_inf_nan=False)
-    completion_usd_per_token: float = Field(0.0, ge=0, allow_inf_nan=False)
+    prompt_usd_per_token: Number = Field(0.0, ge=0, allow_inf_nan=False)
+    completion_usd_per_token: Number = Field(0.0, ge=0, allow_inf_nan=False)
 
 
 class JudgeConfig(BaseModel):
@@ -824,17 +824,17 @@ class JudgeConfig(BaseModel):
         None, max_length=2000, description="a self-hosted OpenAI-compatible server (http:// or https://)")
     api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=200,
                                     description="name of the environment variable holding the endpoint's key")
-    concurrency: int = Field(8, ge=1, le=4096, description="calls in flight at the start (then adapted)")
-    max_concurrency: int = Field(32, ge=1, le=4096, description="calls in flight never above this")
-    requests_per_minute: float | None = Field(None, ge=0.1, le=1e7, allow_inf_nan=False,
+    concurrency: Whole = Field(8, ge=1, le=4096, description="calls in flight at the start (then adapted)")
+    max_concurrency: Whole = Field(32, ge=1, le=4096, description="calls in flight never above this")
+    requests_per_minute: Number | None = Field(None, ge=0.1, le=1e7, allow_inf_nan=False,
                                               description="the provider's request rate limit")
-    tokens_per_minute: float | None = Field(None, ge=100, le=1e10, allow_inf_nan=False,
+    tokens_per_minute: Number | None = Field(None, ge=100, le=1e10, allow_inf_nan=False,
                                             description="the provider's token rate limit")
-    timeout_s: float = Field(120.0, gt=0, le=3600, allow_inf_nan=False, description="per call")
-    overload_budget_s: float = Field(600.0, ge=0, le=86400, allow_inf_nan=False,
+    timeout_s: Number = Field(120.0, gt=0, le=3600, allow_inf_nan=False, description="per call")
+    overload_budget_s: Number = Field(600.0, ge=0, le=86400, allow_inf_nan=False,
                                      description="how long 429s, 503s and timeouts are retried before a judge error")
     price: TokenPrice | None = Field(None, description="cost per token instead of litellm's price list")
-    logprobs: bool | None = Field(None, description="ask for the reply's token log-probabilities (label "
+    logprobs: Flag | None = Field(None, description="ask for the reply's token log-probabilities (label "
                                                     "confidence); null: where litellm says the provider takes them")
 
     @model_validator(mode="after")

@@ -58,6 +58,8 @@ def test_numbers_written_as_strings_are_refused_in_items_and_labels(tmp_path, ve
     labels = tmp_path / "labels.jsonl"
     labels.write_text('{"item_id": "countdown-last", "turn": "0", "annotator": "h1", "category_a": "Successful"}\n')
     refused(cli("calibrate", "--human", labels, "--judge", verdicts), f"{labels}:1: turn: Input should be a valid integer")
+    labels.write_text('{"item_id": "countdown-last", "annotator": "h1", "integrity_a": "no"}\n')  # a switch too
+    refused(cli("calibrate", "--human", labels, "--judge", verdicts), f"{labels}:1: integrity_a: Input should be a valid boolean")
 
 
 def test_labels_and_predictions_with_a_key_given_twice(tmp_path, verdicts):

@@ -61,6 +61,10 @@ def test_a_missing_key_variable_is_named(tmp_path, monkeypatch):
     ("judges:\n  - spec: litellm:m\n    concurrency: 9\n    max_concurrency: 4\n",
      ":2: judges.0: concurrency (9) is above max_concurrency (4)"),
     ("judges:\n  - spec: litellm:m\n    timeout_s: fast\n", ":3: judges.0.timeout_s: Input should be a valid number"),
+    # numbers and switches as YAML writes them, not as text that looks like one
+    ("judges:\n  - spec: litellm:m\n    concurrency: '4'\n", ":3: judges.0.concurrency: Input should be a valid integer"),
+    ("judges:\n  - spec: litellm:m\n    timeout_s: '30'\n", ":3: judges.0.timeout_s: Input should be a valid number"),
+    ("judges:\n  - spec: litellm:m\n    logprobs: 'yes'\n", ":3: judges.0.logprobs: Input should be a valid boolean"),
     ("judges:\n  - spec: litellm:m\n    colour: red\n", ":3: judges.0.colour: Extra inputs are not permitted"),
     ("judges:\n  - spec: litellm:m\n    api_key_env: sk-abc123\n", ":3: judges.0.api_key_env: String should match"),
     ("judges:\n  - spec: litellm:m\n  - spec: litellm:m\n",
@@ -111,6 +115,7 @@ def test_every_command_refuses_a_bad_file_with_its_line(tmp_path, command):
 @pytest.mark.parametrize("field, value, words", [
     ("requests_per_minute", ".inf", "finite"), ("tokens_per_minute", "1e-300", "greater than or equal to 100"),
     ("requests_per_minute", "1e-9", "greater than or equal to 0.1"), ("timeout_s", ".nan", "finite"),
+    ("tokens_per_minute", "5E1", "greater than or equal to 100"),  # YAML 1.2 exponents are numbers
 ])
 def test_rates_and_times_that_would_hang_a_run_are_refused(tmp_path, field, value, words):
     path = tmp_path / "judges.yaml"

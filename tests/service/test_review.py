@@ -413,6 +413,9 @@ def test_aligning_from_the_queue_measures_on_items_held_apart(tmp_path):
         assert f'<span id="held-apart">{len(listed[0]["result"]["held_apart_units"])}</span>' in page
         refused = client.post(f"/v1/calibrate/{env['id']}/alignments", json={"judge": "litellm:gpt-x"}, headers=auth)
         assert refused.status_code == 400 and "allows: reference" in refused.json()["detail"]
+        for body in ({"seed": "4"}, {"holdout": "0.5"}, {"replicates": True}):  # numbers are JSON numbers
+            refused = client.post(f"/v1/calibrate/{env['id']}/alignments", json=body, headers=auth)
+            assert refused.status_code == 422 and next(iter(body)) in refused.json()["detail"], (body, refused.text)
         # an alignment job is no grading job: what reads a job's verdicts and items refuses it
         for path, body in (("/v1/reviews", {"job_id": made[-1]}), ("/v1/calibrate", {"job_id": made[-1], "labels": env["labels"]}),
                            ("/v1/leaderboards", {"job_id": made[-1]})):
@@ -560,8 +563,9 @@ def test_aligning_needs_the_grade_scope_and_runs_as_a_cancellable_job(tmp_path, 
                 assert listed == set(made)  # neither cancelled one aligned anything
                 sign_in(client, env["owner"])  # the page's form queues a job too, and the page says where it is
                 page = client.get(f"/review/{run}")
-                posted = client.post(f"/review/{run}/align", data={"csrf": csrf_of(page.text), "judge": judge},
-                                     follow_redirects=False)
+                posted = client.post(f"/review/{run}/align", data={"csrf": csrf_of(page.text), "judge": judge, "seed": "3",
+                                                                   "replicates": "50", "holdout": "0.5"},
+                                     follow_redirects=False)  # a form's fields are text, read as numbers
                 assert posted.status_code == 303 and "aligning=" in posted.headers["location"], posted.text
                 assert 'id="aligning"' in client.get(posted.headers["location"]).text
                 by_form = posted.headers["location"].split("aligning=")[1].split("#")[0]

@@ -30,7 +30,9 @@ from ...schema import (
     Item,
     JudgeError,
     JudgeErrorKind,
+    Number,
     Verdict,
+    Whole,
 )
 from ..jobs import JobStatus, create_job, job_status
 from ..problems import ProblemError
@@ -45,10 +47,10 @@ class AlignRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     judge: str | None = Field(None, max_length=500, description="default: the judge of the calibration's verdicts")
-    holdout: float = Field(0.5, gt=0, lt=1, description="share of items held apart to measure on")
-    seed: int = Field(0, ge=0, le=2**32 - 1)
-    budget_tokens: int = Field(1500, ge=1, le=100_000, description="the corrected examples' share of the prompt")
-    replicates: int = Field(1000, ge=1, le=5000)
+    holdout: Number = Field(0.5, gt=0, lt=1, description="share of items held apart to measure on")
+    seed: Whole = Field(0, ge=0, le=2**32 - 1)
+    budget_tokens: Whole = Field(1500, ge=1, le=100_000, description="the corrected examples' share of the prompt")
+    replicates: Whole = Field(1000, ge=1, le=5000)
 
 
 class Alignment(BaseModel):

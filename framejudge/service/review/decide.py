@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -117,7 +117,10 @@ def from_form(form: Mapping[str, str]) -> DecisionRequest:
     """The page's form as a DecisionRequest: the pressed button's value is the action
     ('adopt_annotator:h1' names the annotator); empty selects are labels left unset."""
     action, _, source = form.get("action", "").partition(":")
-    values = {f: form.get(f) or None for f in LABEL_FIELDS}
+    values: dict[str, Any] = {f: form.get(f) or None for f in LABEL_FIELDS}
+    for f, v in values.items():  # a select's text: the page writes a switch's choices as True and False
+        if isinstance(v, str) and v.lower() in ("true", "false"):
+            values[f] = v.lower() == "true"
     turn = form.get("turn", "0")  # a form's text: a plain number is read as one, anything else is refused
     try:
         return DecisionRequest.model_validate({

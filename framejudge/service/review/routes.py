@@ -337,7 +337,7 @@ async def align_form(request: Request, run_id: str, svc: ServiceDep, who: Review
     from ...files import first_problem
 
     try:
-        wanted = AlignRequest.model_validate({k: v for k, v in form.items() if k in AlignRequest.model_fields and v})
+        wanted = AlignRequest.model_validate_strings({k: v for k, v in form.items() if k in AlignRequest.model_fields and v})
     except ValidationError as exc:
         raise ProblemError(422, "Invalid alignment", first_problem(exc)) from None
     if not holds(who.key, "grade"):
