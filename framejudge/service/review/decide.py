@@ -107,10 +107,16 @@ def make_decision(unit: Unit, request: DecisionRequest, reviewer: str, unit_deci
                           note=request.note, flag_rubric=request.flag_rubric)
 
 
+def _form_number(text: str) -> int | str:
+    """A form's text as a number where it is a plain one; the text as it is otherwise (refused where a
+    number is wanted, naming the field)."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 10 else text
+
+
 def form_turn(form: Mapping[str, str]) -> int:
     """The form's turn, or -1 (no unit) for one that is not a plain number (a form's text may be anything)."""
-    given = form.get("turn", "0") or "0"
-    return int(given) if given.isascii() and given.isdigit() and len(given) < 10 else -1
+    turn = _form_number(form.get("turn", "0") or "0")
+    return turn if isinstance(turn, int) else -1
 
 
 def from_form(form: Mapping[str, str]) -> DecisionRequest:
@@ -121,11 +127,9 @@ def from_form(form: Mapping[str, str]) -> DecisionRequest:
     for f, v in values.items():  # a select's text: the page writes a switch's choices as True and False
         if isinstance(v, str) and v.lower() in ("true", "false"):
             values[f] = v.lower() == "true"
-    turn = form.get("turn", "0")  # a form's text: a plain number is read as one, anything else is refused
     try:
         return DecisionRequest.model_validate({
-            "item_id": form.get("item", ""), "turn": int(turn) if turn.isascii() and turn.isdigit() and len(turn) < 10
-            else turn, "action": action,
+            "item_id": form.get("item", ""), "turn": _form_number(form.get("turn", "0")), "action": action,
             "source": source or None, "labels": values if action == "manual" else None,
             "cause": form.get("cause") or None, "note": form.get("note", ""),
             "flag_rubric": form.get("flag_rubric") in ("on", "true", "1")})

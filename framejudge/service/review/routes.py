@@ -25,19 +25,17 @@ from ..bodies import StrictJsonRoute, form_fields
 from ..context import ServiceDep, authorized
 from ..forwarded import client_address
 from ..headers import PAGE_HEADERS
-from ..problems import ProblemError
 from ..jobs import JobStatus, job_items, job_records
+from ..problems import ProblemError
 from ..store import ApiKey, CalibrationRun, check_key, holds, save_calibration
 from .alignments import AlignRequest, Alignment, aligned_rubric_file, alignments, calibration_judge, submit_alignment
-from .decide import DecisionError, DecisionRequest, from_form, make_decision, rated_fields
+from .decide import DecisionError, DecisionRequest, form_turn, from_form, make_decision, rated_fields
+from .figures import FigureKeeper, Shown, gold_of
 from .frames import unit_frames
 from .queue import REASONS, STATES, Filters, Unit, build_units, neighbours, slices, state_of
 from .sessions import (COOKIE, PATH, SIGN_IN_COOKIE, CsrfRefused, Reviewer, SignInNeeded, check_csrf, may_review,
-                       new_sign_in_token, reviewer, safe_next, secure_cookies, set_sign_in_cookie, sign_in_url,
-                       start_session)
-from .decide import form_turn
-from .sessions import reviewers_problem
-from .figures import FigureKeeper, Shown, gold_of
+                       new_sign_in_token, reviewer, reviewers_problem, safe_next, secure_cookies, set_sign_in_cookie,
+                       sign_in_url, start_session)
 from .store import (ReviewInputs, add_decision, calibration_texts, close_session, decisions, review_run, review_runs,
                     set_reviewers)
 
