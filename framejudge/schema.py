@@ -616,6 +616,13 @@ class LabelValues(BaseModel):
 
 
 LABEL_FIELDS = tuple(LabelValues.model_fields)
+FLAG_FIELDS = ("integrity_a", "integrity_b", "transcription_error", "multiturn")  # the label fields that are switches
+
+
+def text_switch(text: str) -> bool | str:
+    """A switch written as text (a CSV cell, a form's select: true/True, false/False) as a boolean;
+    any other text as it is, for validation to refuse by name."""
+    return text.lower() == "true" if text.lower() in ("true", "false") else text
 
 
 def judge_values(judgement: Judgement) -> LabelValues:

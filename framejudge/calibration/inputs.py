@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from ..files import cell_text, first_problem, jsonl_objects, read_text
 from ..judge.batch import latest
 from ..judge.batch import swap_consistency as batch_swap_consistency
-from ..schema import Category, HumanLabel, JudgeError, Preference, Verdict
+from ..schema import FLAG_FIELDS, Category, HumanLabel, JudgeError, Preference, Verdict, text_switch
 from .audit import JUDGE, FieldSpec, LabelRow
 
 BOOL = [False, True]
@@ -112,8 +112,8 @@ def _blank_to_none(row: dict[str, Any]) -> dict[str, Any]:
             v = v.strip()
             if v == "":
                 continue
-            if v.lower() in ("true", "false") and k in ("integrity_a", "integrity_b", "transcription_error", "multiturn"):
-                v = v.lower() == "true"
+            if k in FLAG_FIELDS:
+                v = text_switch(v)
             if k == "turn" and v.isascii() and v.isdigit():  # a cell is text; a label's turn is a number
                 v = int(v)
         out[k] = v

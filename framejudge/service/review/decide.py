@@ -12,7 +12,8 @@ from ...calibration.adjudication import standing_labels
 from ...files import first_problem
 from ...rubrics.loader import all_rubrics
 from ...rubrics.rules import check_labels
-from ...schema import LABEL_FIELDS, MAX_TEXT, Cause, Flag, HumanLabel, LabelValues, ReviewDecision, Whole
+from ...schema import (FLAG_FIELDS, LABEL_FIELDS, MAX_TEXT, Cause, Flag, HumanLabel, LabelValues, ReviewDecision, Whole,
+                       text_switch)
 from .queue import Unit, values_of
 
 
@@ -123,10 +124,9 @@ def from_form(form: Mapping[str, str]) -> DecisionRequest:
     """The page's form as a DecisionRequest: the pressed button's value is the action
     ('adopt_annotator:h1' names the annotator); empty selects are labels left unset."""
     action, _, source = form.get("action", "").partition(":")
-    values: dict[str, Any] = {f: form.get(f) or None for f in LABEL_FIELDS}
-    for f, v in values.items():  # a select's text: the page writes a switch's choices as True and False
-        if isinstance(v, str) and v.lower() in ("true", "false"):
-            values[f] = v.lower() == "true"
+    # a select's text; the page writes a switch's choices as True and False
+    values: dict[str, Any] = {f: (text_switch(v) if f in FLAG_FIELDS else v) if (v := form.get(f)) else None
+                              for f in LABEL_FIELDS}
     try:
         return DecisionRequest.model_validate({
             "item_id": form.get("item", ""), "turn": _form_number(form.get("turn", "0")), "action": action,
