@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import warnings
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from framejudge.frame_sampler import (
     BadDimensions,
     DecodeFailed,
     EmptyFile,
+    FrameSamplerError,
     InvalidRequest,
     Limits,
     NoFrames,
@@ -62,13 +64,37 @@ def test_empty_file(tmp_path):
         sample(tmp_path / "e.mp4")
 
 
-@pytest.mark.parametrize(
-    "content", [b"<html><body>403 Forbidden</body></html>" * 20, os.urandom(64 * 1024)]
-)
+def noise(seed: int) -> bytes:
+    return random.Random(seed).randbytes(64 * 1024)
+
+
+@pytest.mark.parametrize("content", [b"<html><body>403 Forbidden</body></html>" * 20, noise(0)])
 def test_not_a_video(tmp_path, content):
     (tmp_path / "x.mp4").write_bytes(content)
     with pytest.raises(NotAVideo, match="not a readable media file"):
         sample(tmp_path / "x.mp4")
+
+
+# About 1 in 120 blocks of random bytes passes FFmpeg's probe as something: seed 131 reads as an
+# LRC subtitle file, seed 1297 as a raw H.263 stream. Each still gets the error its bytes earn.
+@pytest.mark.parametrize(
+    "seed,error,message",
+    [
+        (131, NoVideoStream, r"no video stream \(streams found: subtitle\)"),
+        (1297, DecodeFailed, "no frame could be decoded"),
+    ],
+)
+def test_noise_that_passes_the_probe(tmp_path, seed, error, message):
+    (tmp_path / "x.mp4").write_bytes(noise(seed))
+    with pytest.raises(error, match=message):
+        sample(tmp_path / "x.mp4")
+
+
+def test_noise_always_gets_a_sampler_error(tmp_path):
+    for seed in range(40):
+        (tmp_path / "x.mp4").write_bytes(noise(seed))
+        with pytest.raises(FrameSamplerError):
+            sample(tmp_path / "x.mp4")
 
 
 def test_audio_only(tmp_path):
