@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Strict, Tag, ValidationInfo,
                       field_validator, model_validator)
 
+from .backends import check_spec
+
 # Numbers (and switches) as JSON has them: the string "3" is not read as 3, nor true as 1, in a
 # file, a request body or an options part (the CLI's own options are typed before they get here).
 Number = Annotated[float, Strict()]
@@ -789,9 +791,6 @@ class ReviewDecision(BaseModel):
     flag_rubric: bool = Field(False, description="flagged for a change to the rubric")
 
 
-JUDGE_KINDS = ("reference", "litellm:", "transformers:")
-
-
 def http_base(value: str | None) -> str | None:
     """An OpenAI-compatible server's address: http:// or https://, a host, an optional port and path
     (a judges file's `api_base`, FRAMEJUDGE_API_BASE, --api-base)."""
@@ -826,7 +825,8 @@ class JudgeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    spec: str = Field(min_length=1, max_length=500, description="reference, litellm:<model> or transformers:<path>")
+    spec: str = Field(min_length=1, max_length=500, description="a judge spec from the table of backends: reference, litellm:<model>, "
+                                                                "transformers:<path> or a plugin's")
     api_base: Annotated[str | None, AfterValidator(http_base)] = Field(
         None, max_length=2000, description="a self-hosted OpenAI-compatible server (http:// or https://)")
     api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=200,
@@ -846,9 +846,7 @@ class JudgeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> JudgeConfig:
-        if self.spec != "reference" and not any(self.spec.startswith(k) and len(self.spec) > len(k)
-                                                for k in JUDGE_KINDS[1:]):
-            raise ValueError(f"unknown judge {self.spec!r}: use 'reference', 'litellm:<model>' or 'transformers:<path>'")
+        check_spec(self.spec)
         if self.concurrency > self.max_concurrency:
             raise ValueError(f"concurrency ({self.concurrency}) is above max_concurrency ({self.max_concurrency})")
         return self

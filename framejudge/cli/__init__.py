@@ -16,6 +16,7 @@ from rich.console import Console, ConsoleDimensions
 from rich.table import Table
 from rich.text import Text
 
+from .. import backends
 from ..env import cache_off
 from ..schema import Strategy
 
@@ -246,7 +247,7 @@ def examples_make(
 def grade(
     items: Annotated[Path, typer.Argument(help="items JSONL (one item per line)")],
     out_path: Annotated[Path, typer.Option("--out", help="verdicts JSONL; a rerun resumes it")] = Path("verdicts.jsonl"),
-    judge: Annotated[str, typer.Option(help="reference | litellm:<model> | transformers:<path>",
+    judge: Annotated[str, typer.Option(help=backends.help_text(),
                                        envvar="FRAMEJUDGE_JUDGE")] = "reference",
     api_base: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for litellm",
                                                     envvar="FRAMEJUDGE_API_BASE")] = None,
@@ -295,6 +296,7 @@ def grade(
     from ..frame_sampler import InvalidRequest, make_params
     from ..service.settings import MAX_DECODE_MEMORY_MB, MAX_DECODE_WORKERS
     from ..judge import Grader, ItemsError, JudgeSpecError, load_items
+    from ..judge.base import spends
     from ..judge.base import unused_options
     from ..rubrics import RubricError, get_rubric
     from ..runner.judges import Judges, JudgesFileError
@@ -375,7 +377,7 @@ def grade(
     if plan.superseded:
         err.print(f"regrading: {len(plan.superseded)} verdict(s) graded differently move to "
                   f"{superseded_path(out_path)}", highlight=False)
-    if getattr(the_judge, "spends", False) and not yes:
+    if spends(the_judge) and not yes:
         if not sys.stdin.isatty():
             fail("this judge spends tokens: pass --yes to run without a prompt")
         if not typer.confirm("Go ahead?"):

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from .. import backends
 from . import app, check_cache_folder, err, fail, flagged, out, report_problems, write_output
 
 
@@ -21,7 +22,7 @@ def align(
     rubric: Annotated[str, typer.Option(help="base rubric id or file", envvar="FRAMEJUDGE_RUBRIC")] = "video-qa",
     verdicts: Annotated[Optional[Path], typer.Option(
         help="the judge's verdicts with the base rubric (default: grade the example items now)")] = None,
-    judge: Annotated[str, typer.Option(help="reference | litellm:<model> | transformers:<path>",
+    judge: Annotated[str, typer.Option(help=backends.help_text(),
                                        envvar="FRAMEJUDGE_JUDGE")] = "reference",
     judges_file: Annotated[Optional[Path], typer.Option(
         "--judges", help="judges file (YAML), as for grade", envvar="FRAMEJUDGE_JUDGES_FILE")] = None,
@@ -49,6 +50,7 @@ def align(
     from ..files import OutputError, first_problem
     from ..frame_sampler import InvalidRequest, make_params
     from ..judge import ItemsError, JudgeSpecError, load_items, read_records
+    from ..judge.base import spends
     from ..rubrics import RubricError, get_rubric, require_kind
     from ..rubrics.align import AlignError
     from ..rubrics.align import align as run_align
@@ -84,7 +86,7 @@ def align(
         fail(str(exc))
     except ValidationError as exc:
         fail(first_problem(exc, "option"))
-    if getattr(the_judge, "spends", False) and not yes:
+    if spends(the_judge) and not yes:
         fail("this judge spends tokens: pass --yes to run without a prompt")
     if the_judge.backend != "reference":
         check_cache_folder()

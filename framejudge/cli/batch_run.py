@@ -53,7 +53,7 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from ..judge.base import wants_frames
+    from ..judge.base import Stoppable, wants_frames
     from ..runner import RunProgress, run_batch
     from ..runner.decode import SharedDecodes
     from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible
@@ -74,7 +74,8 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
     run_state = {"now": RunProgress()}  # the run's own RunProgress once it reports: always current
 
     def interrupted() -> None:
-        now, stop = run_state["now"], getattr(judge, "stop", None)
+        now = run_state["now"]
+        stop = judge.stop if isinstance(judge, Stoppable) else None
         err.print(f"interrupted: stopping the {now.in_flight} {words.in_hand} in hand"
                   f"{' (the model stops at its next token)' if stop else ''}; the {now.done} record(s) this run "
                   f"finished are in {out_path}; press Ctrl-C again to exit at once", highlight=False)

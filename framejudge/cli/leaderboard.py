@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from .. import backends
 from . import app, check_cache_folder, check_outputs, err, fail, flagged, out, report_problems, write_output
 from ..env import cache_off
 
@@ -22,7 +23,7 @@ class Pairs(str, Enum):
 
 Battles = Annotated[Path, typer.Option("--battles", help="battle verdicts JSONL; a rerun into it grades only the "
                                                          "battles it lacks")]
-JudgeSpec = Annotated[str, typer.Option(help="reference | litellm:<model> | transformers:<path>",
+JudgeSpec = Annotated[str, typer.Option(help=backends.help_text(),
                                         envvar="FRAMEJUDGE_JUDGE")]
 ApiBase = Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for litellm",
                                                 envvar="FRAMEJUDGE_API_BASE")]
@@ -64,6 +65,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     from ..files import OutputError, check_output, first_problem
     from ..frame_sampler import InvalidRequest, make_params
     from ..judge import Grader, ItemsError, JudgeSpecError, read_records
+    from ..judge.base import spends
     from ..leaderboard.plan import battle_options
     from ..rubrics import RubricError, get_rubric
     from ..runner.judges import Judges, JudgesFileError
@@ -109,7 +111,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     if resume.superseded:
         err.print(f"regrading: {len(resume.superseded)} verdict(s) graded differently move to "
                   f"{superseded_path(battles)}", highlight=False)
-    if todo and getattr(the_judge, "spends", False) and not yes:
+    if todo and spends(the_judge) and not yes:
         if not sys.stdin.isatty():
             fail("this judge spends tokens: pass --yes to run without a prompt")
         if not typer.confirm("Go ahead?"):

@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame
-from ..schema import Confidence, Item, Judgement, JudgeErrorKind, ReadText, Usage
+from ..schema import Confidence, Item, JudgeConfig, Judgement, JudgeErrorKind, ReadText, Usage
 
 
 @dataclass(frozen=True)
@@ -73,9 +73,14 @@ class JudgeStopped(Exception):
 
 @runtime_checkable
 class Judge(Protocol):
-    backend: str  # "reference", "litellm", "transformers"
+    """What the pipeline needs of every judge. The optional members below (ChoosesFrames,
+    CallsServer, RulesConfidence, Stoppable) are separate protocols: a judge has them or not, and
+    the pipeline asks with isinstance. JudgeBase gives a backend's judge class the defaults and the
+    constructor from a spec that the table of backends (framejudge.backends) uses."""
+
+    backend: str  # the backend's name in the table: "reference", "litellm", "transformers"
     model_id: str  # pinned model identity recorded in provenance
-    needs_frames: bool  # False: the pipeline skips frame decoding entirely
+    needs_frames: bool  # False: the pipeline skips frame decoding entirely (or asks per turn: ChoosesFrames)
     sees_images: bool  # False: frames reach the model as timestamps only
     deterministic: bool  # True: k samples and swaps of the same input cannot differ (no temperature)
 
@@ -83,17 +88,75 @@ class Judge(Protocol):
         """Grade one turn; raise JudgeFailure when no valid judgement can be had."""
         ...
 
-    # Optional: a judge with needs_frames False may define `def wants_frames(self, item, turn) -> bool`:
-    # True for the turns whose frames it does use (the reference judge: questions about on-screen
-    # text); the pipeline decodes those turns' frames only.
-    # Optional: judges that call a server also define `async def ready(self) -> str | None`
-    # (None when they can be called, else why not); the service's /readyz asks it.
-    # Optional: a judge with its own confidence defines `def ruled_confidence(self, judgement) -> Confidence`:
-    # its confidence in a verdict the error-string rules decided before it was asked (the reference
-    # judge: the calibrated accuracy of the same rule).
-    # Optional: judges whose calls run in threads of this process (a local model) define
-    # `def stop(self) -> None`: calls in flight end soon (a model between two tokens) and raise
-    # JudgeStopped, as do later calls. Cancelling the awaiting task cannot stop a thread.
+
+@runtime_checkable
+class ChoosesFrames(Protocol):
+    """A judge with needs_frames False that uses the frames of some turns (the reference judge: questions
+    about on-screen text); the pipeline decodes those turns' frames only."""
+
+    def wants_frames(self, item: Item, turn: int) -> bool:
+        """True for the turns whose frames it uses."""
+        ...
+
+    def reads_no_frames(self) -> str | None:
+        """Why it would read no turn's frames in this process (None: it reads some)."""
+        ...
+
+
+@runtime_checkable
+class CallsServer(Protocol):
+    """A judge that calls a model server; the service's /readyz asks whether it answers."""
+
+    async def ready(self) -> str | None:
+        """None when the server can be called, else why not."""
+        ...
+
+
+@runtime_checkable
+class RulesConfidence(Protocol):
+    """A judge with its own confidence in a verdict the rubric's error-string rules decided before it
+    was asked (the reference judge: the calibrated accuracy of the same rule)."""
+
+    def ruled_confidence(self, judgement: Judgement) -> Confidence:
+        ...
+
+
+@runtime_checkable
+class Stoppable(Protocol):
+    """A judge whose calls run in threads of this process (a local model): `stop()` makes calls in
+    flight end soon (a model between two tokens) and raise JudgeStopped, as do later calls.
+    Cancelling the awaiting task cannot stop a thread."""
+
+    def stop(self) -> None:
+        ...
+
+
+class JudgeBase:
+    """The base of the shipped backends' judge classes, and of a plugin's: the members every judge
+    has, with defaults, and `from_spec`, how the table of backends makes one."""
+
+    backend: str = ""
+    model_id: str = ""
+    needs_frames: bool = True
+    sees_images: bool = False
+    deterministic: bool = False
+    spends: bool = False  # its calls cost money: the CLI asks before a run (--yes)
+
+    @classmethod
+    def from_spec(cls, target: str, config: JudgeConfig | None = None, api_base: str | None = None) -> Judge:
+        """The judge a spec `<backend>:<target>` names (`target` empty for a bare-name backend);
+        `config` is the judges file's entry for the spec (API base, key variable, timeouts, price),
+        `api_base` the run's own. Raise framejudge.backends.JudgeSpecError when it cannot be made
+        as asked. This default passes the target alone (or nothing)."""
+        return cls(target) if target else cls()  # type: ignore[call-arg,return-value]
+
+    async def judge(self, request: JudgeRequest) -> JudgeResult:
+        raise NotImplementedError
+
+
+def spends(judge: Judge) -> bool:
+    """Whether a judge's calls cost money (a judge that does not say: no)."""
+    return bool(getattr(judge, "spends", False))
 
 
 def wants_frames(judge: Judge, item: Item, turn: int) -> bool:
@@ -103,8 +166,7 @@ def wants_frames(judge: Judge, item: Item, turn: int) -> bool:
         return False
     if judge.needs_frames:
         return True
-    asks = getattr(judge, "wants_frames", None)
-    return bool(asks(item, turn)) if asks is not None else False
+    return isinstance(judge, ChoosesFrames) and bool(judge.wants_frames(item, turn))
 
 
 def unused_options(judge: Judge | type, spec: str, samples: int, blind: bool, flag: str = "--") -> str | None:
@@ -115,9 +177,9 @@ def unused_options(judge: Judge | type, spec: str, samples: int, blind: bool, fl
         return (f"{flag}samples {samples}: the {spec} judge is deterministic, so every sample would be the same; "
                 f"leave {flag}samples at 1")
     if blind and not judge.needs_frames:
-        if getattr(judge, "wants_frames", None) is None:
+        if not (isinstance(judge, ChoosesFrames) or (isinstance(judge, type) and issubclass(judge, ChoosesFrames))):
             return f"{flag}blind: the {spec} judge never sees frames, so grading without them changes nothing"
-        why = None if isinstance(judge, type) else judge.reads_no_frames()  # type: ignore[union-attr]
+        why = None if isinstance(judge, type) else judge.reads_no_frames()
         if why:
             return f"{flag}blind: the {spec} judge reads no frames here ({why}), so grading without them changes nothing"
     return None

@@ -26,11 +26,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..backends import JudgeSpecError
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
 from ..runner.endpoint import EndpointBusy, Gate, UnlimitedGate
-from ..schema import Judgement, JudgeErrorKind, Usage
-from .base import JudgeFailure, JudgeRequest, JudgeResult, PlannedTurn
+from ..schema import JudgeConfig, Judgement, JudgeErrorKind, Usage
+from .base import JudgeBase, JudgeFailure, JudgeRequest, JudgeResult, PlannedTurn
 from .confidence import LabelProbs, field_options, label_probabilities, steps_from_logprobs
 from .reask import InvalidReply, json_text, parse_judgement, problems, reask_messages
 
@@ -116,7 +117,7 @@ def is_overload(exc: BaseException) -> bool:
     return _status(exc) in OVERLOAD_STATUS
 
 
-class LiteLLMJudge:
+class LiteLLMJudge(JudgeBase):
     backend = "litellm"
     needs_frames = True
     deterministic = False
@@ -155,6 +156,22 @@ class LiteLLMJudge:
         self.gate: Gate = gate or UnlimitedGate()
         self._priced: bool | None = None  # whether litellm knows this model's price (None: not asked yet)
         self.logprobs = logprobs if logprobs is not None else self._provider_takes_logprobs()
+
+    @classmethod
+    def from_spec(cls, target: str, config: JudgeConfig | None = None, api_base: str | None = None) -> LiteLLMJudge:
+        """`litellm:<model>`; a judges file's entry gives the API base, the key's variable, the
+        timeout, the retry budget, the price and whether to ask for log-probabilities."""
+        if config is None:
+            return cls(target, api_base=api_base)
+        api_key = None
+        if config.api_key_env:
+            api_key = os.environ.get(config.api_key_env)
+            if not api_key:
+                raise JudgeSpecError(f"judge {config.spec!r} takes its API key from ${config.api_key_env}, "
+                                     "which is not set")
+        price = (config.price.prompt_usd_per_token, config.price.completion_usd_per_token) if config.price else None
+        return cls(target, api_base=config.api_base or api_base, api_key=api_key, timeout=config.timeout_s,
+                   overload_budget_s=config.overload_budget_s, price=price, logprobs=config.logprobs)
 
     def _provider_takes_logprobs(self) -> bool:
         import litellm

@@ -37,7 +37,7 @@ from ..schema import (
     Usage,
     Verdict,
 )
-from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult, wants_frames
+from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult, RulesConfidence, wants_frames
 from .confidence import (LabelProbs, blind_confidence, combine, logprob_confidence, not_informative,
                          sample_confidence, swap_confidence)
 from .reference import rank_pair
@@ -260,9 +260,8 @@ class Grader:
                                   provenance=self._provenance(started, None, [], None, None, []))
         ruled = self._by_rules(item, turn)
         if ruled is not None:
-            own_rules = getattr(self.judge, "ruled_confidence", None)
             return Verdict(**ruled.model_dump(), item_id=item.id, turn=turn, decided_by="rules",
-                           confidence=own_rules(ruled) if own_rules is not None else
+                           confidence=self.judge.ruled_confidence(ruled) if isinstance(self.judge, RulesConfidence) else
                            not_informative("decided by the rubric's error-string rules, not by a judge"),
                            provenance=self._provenance(started, None, [], None, None, ["decided by the error-string rules"]))
         try:

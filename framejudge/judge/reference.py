@@ -50,7 +50,7 @@ from ..rubrics.model import Rubric
 from ..rubrics.rules import error_message_match, normalize, tie_choice
 from ..schema import Category, Confidence, Item, Judgement, Preference, ReadText, ResponseGrade
 from . import eyes, guideline_rules, meaning, names, rule_confidence, values
-from .base import JudgeRequest, JudgeResult
+from .base import JudgeBase, JudgeRequest, JudgeResult
 from .screen import ScreenCheck, check_answer, is_text_question
 
 VERSION = "reference-4"
@@ -736,7 +736,7 @@ class Decision(NamedTuple):
     margins: dict[str, float] = {}  # label field -> the similarity margin of a decision by meaning
 
 
-class ReferenceJudge:
+class ReferenceJudge(JudgeBase):
     backend = "reference"
     model_id = VERSION
     needs_frames = False  # only the turns it asks for (wants_frames) are decoded

@@ -28,11 +28,12 @@ from importlib import util as importlib_util
 from pathlib import Path
 from typing import Any
 
+from ..backends import JudgeSpecError
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame, render_prompt
 from ..rubrics.rules import error_message_match, tie_choice
-from ..schema import Category, Item, Judgement, JudgeErrorKind, Preference, Usage
-from .base import JudgeFailure, JudgeRequest, JudgeResult, JudgeStopped
+from ..schema import Category, Item, JudgeConfig, Judgement, JudgeErrorKind, Preference, Usage
+from .base import JudgeBase, JudgeFailure, JudgeRequest, JudgeResult, JudgeStopped
 from .confidence import FLAG_OPTIONS, LabelProbs, TokenStep, label_probabilities
 
 RATIONALE_CHARS = 120
@@ -187,7 +188,7 @@ def token_steps(tokenizer: Any, ids: list[int], scores: Any, temperature: float 
     return steps
 
 
-class TransformersJudge:
+class TransformersJudge(JudgeBase):
     backend = "transformers"
     needs_frames = True
     deterministic = False  # greedy for one sample; k samples are drawn at a temperature above 0
@@ -209,6 +210,15 @@ class TransformersJudge:
         self._stop = threading.Event()
         self._loaded: tuple[Any, Any, Any] | None = None  # (model, tokenizer, processor)
         self._compiler: Any = None
+
+    @classmethod
+    def from_spec(cls, target: str, config: JudgeConfig | None = None,
+                  api_base: str | None = None) -> TransformersJudge:
+        """`transformers:<path>`: a model folder, a GGUF file, or a packaged model's name."""
+        try:
+            return cls(target)
+        except (ValueError, OSError) as exc:
+            raise JudgeSpecError(f"cannot use model {target!r}: {exc}") from None
 
     def stop(self) -> None:
         """End the generation in flight at its next token and refuse later calls (JudgeStopped):

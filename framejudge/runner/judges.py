@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 from pydantic import ValidationError
 
+from ..backends import calls_server, parse
 from ..files import first_problem, line_of, parse_yaml_model, plain_problem, read_text
 from ..judge import Judge, JudgeSpecError, make_judge
 from ..schema import JudgeConfig, JudgesFile
@@ -18,8 +19,6 @@ from .endpoint import Endpoint, EndpointState
 
 JUDGES_FILE_ENV = "FRAMEJUDGE_JUDGES_FILE"
 # judges that run in this process: an entry of theirs gives only the spec
-LOCAL_KINDS = {"reference": "the reference judge runs in this process and calls no model server",
-               "transformers": "a transformers judge runs its model in this process: no server, key, pace or price"}
 
 
 class JudgesFileError(ValueError):
@@ -44,11 +43,15 @@ def load_judges_file(path: str | os.PathLike[str]) -> list[JudgeConfig]:
                 raise JudgesFileError(f"{source}:{line_of(root, ('judges', i, 'spec'))}: judges.{i}.spec: judge "
                                       f"{spec!r} is listed twice (first as judges.{seen[spec]})")
             seen[spec] = i
-            kind = LOCAL_KINDS.get(spec.partition(":")[0] if ":" in spec else spec)
+            try:
+                backend, _ = parse(spec)
+            except JudgeSpecError:
+                continue  # the model's own check names it
             unused = [k for k in entry if k != "spec" and k in JudgeConfig.model_fields]
-            if kind is not None and unused:
+            if not backend.capabilities.calls_server and unused:
                 raise JudgesFileError(f"{source}:{line_of(root, ('judges', i, unused[0]))}: judges.{i}.{unused[0]}: "
-                                      f"does nothing for {spec!r}: {kind}; remove it")
+                                      f"does nothing for {spec!r}: the {backend.name} judge runs in this process "
+                                      "and calls no model server (no endpoint, key, pace or price); remove it")
 
     return parse_yaml_model(text, source, JudgesFile, JudgesFileError,
                             "a judges file is a mapping with a 'judges' list", check=entries_apart).judges
@@ -58,7 +61,7 @@ def judge_endpoint(spec: str, bases: dict[str, str | None], default_base: str | 
     """Where a judge's calls go, as a process configures it: a litellm judge's entry's api_base,
     else the default (FRAMEJUDGE_API_BASE, --api-base), else '' (the provider's own endpoint);
     '' for a judge that calls no endpoint (the reference judge, a local model)."""
-    if not spec.startswith("litellm:"):
+    if not calls_server(spec):
         return ""
     base = bases.get(spec) or default_base or ""
     if not base:
@@ -96,7 +99,7 @@ class Judges:
             return found
         base = self.defaults.model_dump(exclude={"spec", "api_base"}) if self.defaults else {}
         try:  # the common base is for litellm judges (the others call no server)
-            return JudgeConfig(spec=spec, api_base=self.api_base if spec.startswith("litellm:") else None, **base)
+            return JudgeConfig(spec=spec, api_base=self.api_base if calls_server(spec) else None, **base)
         except ValidationError as exc:
             where = "api_base (--api-base, FRAMEJUDGE_API_BASE): " if exc.errors()[0]["loc"] == ("api_base",) else ""
             raise JudgeSpecError(where + plain_problem(exc)) from None

@@ -124,11 +124,18 @@ class Service:
         except RubricError as exc:
             raise ProblemError(400, "Wrong kind of rubric", str(exc)) from None
 
+    @staticmethod
+    def _judge_class(spec: str) -> type | None:
+        try:
+            return judge_class(spec)
+        except JudgeSpecError as exc:  # its libraries are not installed here
+            raise ProblemError(400, "Judge not available", str(exc)) from None
+
     def check_options(self, spec: str, options: GradeOptions) -> None:
         """422 for options that would do nothing with this judge, as the CLI refuses them. Read
         from the judge's class: the judge is not made here (a local model would load inside the
         request; a judge that cannot be made fails a job's items, as it always has)."""
-        judge = judge_class(spec)
+        judge = self._judge_class(spec)
         if judge is None:
             return
         unused = unused_options(judge, spec, options.samples, options.blind, flag="options.")
@@ -144,7 +151,7 @@ class Service:
             return
         from ..calibration.triage import mismatch
 
-        cls = judge_class(spec)
+        cls = self._judge_class(spec)
         if cls is None:
             return
         kind, _, target = spec.partition(":")

@@ -117,11 +117,10 @@ class Settings(BaseModel):
     @field_validator("judges")
     @classmethod
     def _judge_specs(cls, value: list[str]) -> list[str]:
-        from ..schema import JUDGE_KINDS
+        from ..backends import check_spec
 
         for spec in value:
-            if spec != "reference" and not any(spec.startswith(k) and len(spec) > len(k) for k in JUDGE_KINDS[1:]):
-                raise ValueError(f"unknown judge {spec!r}: use 'reference', 'litellm:<model>' or 'transformers:<path>'")
+            check_spec(spec)
         return value
 
     @field_validator("api_base")

@@ -17,6 +17,7 @@ from sqlalchemy import DateTime, String, Text, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from ...backends import backends
 from ...calibration.adjudication import label_rows_jsonl
 from ...db import Base
 from ...judge import JudgeSpecError
@@ -87,11 +88,16 @@ def aligned_rubric_file(engine: Engine, calibration_id: str, alignment_id: str) 
 
 
 def calibration_judge(records: list[Any]) -> str | None:
-    """The judge spec of the verdicts, where it can be named from their provenance."""
+    """The judge spec of the verdicts, where it can be named from their provenance: a backend's bare
+    name, or a server's model (a local model's identity is a fingerprint, not the path it was loaded from)."""
     for r in records:
         if isinstance(r, Verdict):
-            backend, model = r.provenance.judge_backend, r.provenance.model_id
-            return "reference" if backend == "reference" else f"{backend}:{model}" if backend == "litellm" else None
+            found = backends().get(r.provenance.judge_backend)
+            if found is None:
+                return None
+            if found.target is None:
+                return found.name
+            return f"{found.name}:{r.provenance.model_id}" if found.capabilities.calls_server else None
     return None
 
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Header
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from ...judge import JudgeSpecError
+from ...judge import CallsServer, JudgeSpecError
 from ...runner.endpoint import Endpoint
 from ...rubrics import all_rubrics
 from ...rubrics.model import Rubric
@@ -43,8 +43,7 @@ async def readyz(svc: ServiceDep, authorization: Annotated[str | None, Header()]
         except (JudgeSpecError, ValueError, OSError) as exc:
             problems.append(f"{spec}: {exc}")
             continue
-        check = getattr(judge, "ready", None)  # judges that call a server say whether it answers
-        why = await check() if check is not None else None
+        why = await judge.ready() if isinstance(judge, CallsServer) else None  # a model server: does it answer
         if why:
             problems.append(f"{spec}: {why}")
         gate = getattr(judge, "gate", None)
