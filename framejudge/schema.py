@@ -825,8 +825,8 @@ class JudgeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    spec: str = Field(min_length=1, max_length=500, description="a judge spec from the table of backends: reference, litellm:<model>, "
-                                                                "transformers:<path> or a plugin's")
+    spec: str = Field(min_length=1, max_length=500, description="a judge spec from the table of backends "
+                                                                "(framejudge.backends)")
     api_base: Annotated[str | None, AfterValidator(http_base)] = Field(
         None, max_length=2000, description="a self-hosted OpenAI-compatible server (http:// or https://)")
     api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=200,

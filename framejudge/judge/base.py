@@ -136,7 +136,7 @@ class JudgeBase:
     has, with defaults, and `from_spec`, how the table of backends makes one."""
 
     backend: str = ""
-    model_id: str = ""
+    model_id: str  # set by each judge (a class attribute where it is fixed, as the reference judge's version)
     needs_frames: bool = True
     sees_images: bool = False
     deterministic: bool = False

@@ -10,10 +10,11 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Query, Request
 
+from ..backends import parse
 from ..frame_sampler import IsolatedSampler
 from ..judge import Grader, JudgeSpecError, judge_class
 from ..judge.base import unused_options
-from ..rubrics import RubricError, rubric_by_id, require_kind
+from ..rubrics import RubricError, require_kind, rubric_by_id
 from ..rubrics.model import Rubric
 from ..runner.decode import SharedDecodes
 from ..runner.graders import GraderCache
@@ -154,8 +155,8 @@ class Service:
         cls = self._judge_class(spec)
         if cls is None:
             return
-        kind, _, target = spec.partition(":")
-        model = target if kind == "litellm" else getattr(cls, "model_id", None)
+        backend, target = parse(spec)
+        model = target if backend.capabilities.calls_server else getattr(cls, "model_id", None)
         problem = mismatch(options.triage, cls.backend, model if isinstance(model, str) else None, rubric.content_hash)
         if problem:
             raise ProblemError(422, "Invalid options", f"options.triage: {problem}")
