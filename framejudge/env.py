@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 
-NO_CACHE_ENV = "FRAMEJUDGE_NO_CACHE"
+from . import config
+
+NO_CACHE_ENV = config.name("FRAMEJUDGE_NO_CACHE")
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import diskcache
 import platformdirs
 
+from .. import config
 from ..schema import SamplerParams
 
 CACHE_FORMAT = 2  # raised whenever the same parameters pick other frames
@@ -23,7 +24,7 @@ DEFAULT_SIZE_LIMIT = 2 * 1024**3
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("FRAMEJUDGE_CACHE_DIR")
+    env = config.get("FRAMEJUDGE_CACHE_DIR")
     base = Path(env) if env else Path(platformdirs.user_cache_dir("framejudge"))
     return base / "frames"
 

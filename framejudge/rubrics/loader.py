@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from .. import config
 from ..files import parse_yaml_model, read_text
 from .model import Rubric
 
@@ -42,7 +43,7 @@ def builtin_rubrics() -> dict[str, Rubric]:
 
 def rubric_dirs() -> list[Path]:
     """Extra folders of user rubrics: FRAMEJUDGE_RUBRICS (os.pathsep-separated)."""
-    env = os.environ.get("FRAMEJUDGE_RUBRICS", "")
+    env = config.get("FRAMEJUDGE_RUBRICS") or ""
     return [Path(p) for p in env.split(os.pathsep) if p]
 
 

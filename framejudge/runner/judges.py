@@ -11,13 +11,14 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 from pydantic import ValidationError
 
+from .. import config
 from ..backends import calls_server, parse
 from ..files import first_problem, line_of, parse_yaml_model, plain_problem, read_text
 from ..judge import Judge, JudgeSpecError, make_judge
 from ..schema import JudgeConfig, JudgesFile
 from .endpoint import Endpoint, EndpointState
 
-JUDGES_FILE_ENV = "FRAMEJUDGE_JUDGES_FILE"
+JUDGES_FILE_ENV = config.name("FRAMEJUDGE_JUDGES_FILE")
 # judges that run in this process: an entry of theirs gives only the spec
 
 
@@ -89,9 +90,9 @@ class Judges:
     @classmethod
     def from_env(cls, path: str | os.PathLike[str] | None = None) -> Judges:
         """From `path`, else the file named by FRAMEJUDGE_JUDGES_FILE (if any), with FRAMEJUDGE_API_BASE."""
-        path = path or os.environ.get(JUDGES_FILE_ENV) or None
+        path = path or config.get(JUDGES_FILE_ENV) or None
         configs = load_judges_file(Path(path)) if path else []
-        return cls(configs, api_base=os.environ.get("FRAMEJUDGE_API_BASE") or None)
+        return cls(configs, api_base=config.get("FRAMEJUDGE_API_BASE") or None)
 
     def config(self, spec: str) -> JudgeConfig:
         found = self.configs.get(spec)

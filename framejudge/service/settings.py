@@ -9,6 +9,7 @@ from typing import Literal
 import platformdirs
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from .. import config
 from ..env import cache_off
 
 MAX_DECODE_WORKERS = 256  # decoding processes: each holds a decoder and its imports
@@ -188,21 +189,7 @@ class SettingsError(ValueError):
     """A FRAMEJUDGE_* variable with a value the service cannot use; the message names it."""
 
 
-# variable -> setting; values are converted and checked by the Settings model itself
-ENV = {
-    "FRAMEJUDGE_SERVICE_DB": "database_url", "FRAMEJUDGE_MEDIA_ROOT": "media_root",
-    "FRAMEJUDGE_SERVICE_JUDGES": "judges", "FRAMEJUDGE_CORS_ORIGINS": "cors_origins",
-    "FRAMEJUDGE_UPLOAD_DIR": "upload_dir", "FRAMEJUDGE_URL_HOSTS": "url_hosts",
-    "FRAMEJUDGE_DECODE_WORKERS": "decode_workers", "FRAMEJUDGE_DECODE_MEMORY_MB": "decode_memory_mb",
-    "FRAMEJUDGE_DECODE_TIMEOUT": "decode_timeout_s", "FRAMEJUDGE_URL_ALLOW_PRIVATE": "url_allow_private",
-    "FRAMEJUDGE_SERVICE_WORKER": "run_worker", "FRAMEJUDGE_JUDGES_FILE": "judges_file",
-    "FRAMEJUDGE_API_BASE": "api_base", "FRAMEJUDGE_LEASE_SECONDS": "lease_s",
-    "FRAMEJUDGE_WORKER_IN_FLIGHT": "worker_max_in_flight", "FRAMEJUDGE_RATE_LIMIT": "requests_per_minute",
-    "FRAMEJUDGE_URL_DEADLINE": "url_deadline_s", "FRAMEJUDGE_MAX_FRAME_MEGAPIXELS": "max_frame_megapixels",
-    "FRAMEJUDGE_MAX_FRAMES_RESPONSE_MB": "max_frames_response_mb",
-    "FRAMEJUDGE_MAX_CALIBRATION_DRAWS": "max_calibration_draws",
-    "FRAMEJUDGE_REVIEW_SESSION_MINUTES": "review_session_minutes", "FRAMEJUDGE_BODY_TIMEOUT": "body_timeout_s",
-    "FRAMEJUDGE_REVIEW_COOKIE_SECURE": "review_cookie_secure", "FRAMEJUDGE_TRUSTED_PROXIES": "trusted_proxies",
-    "FRAMEJUDGE_REVIEW_FIGURES_WAIT": "review_figures_wait_s",
-}
+# variable -> setting, from the one table of variables (framejudge.config); values are converted and
+# checked by the Settings model itself; FRAMEJUDGE_MAX_UPLOAD_MB is given in MiB, converted in from_env
+ENV = {var: field for var, field in config.SERVICE_SETTINGS.items() if field != "max_upload_bytes"}
 LISTS = {"judges", "cors_origins", "url_hosts", "trusted_proxies"}  # comma-separated
