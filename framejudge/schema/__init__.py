@@ -1,0 +1,58 @@
+"""The framejudge domain, shared by the library, the CLI and the HTTP API.
+
+One set of pydantic models: anything that crosses a boundary (a file, the
+terminal, the network, a verdict's provenance) is defined here once.
+
+One module per subject, each importing only those below it:
+
+- `numbers`: numbers and switches as JSON has them (Number, Whole, Flag, Share, Count)
+- `sampling`: SamplerParams and what the sampler reports (FrameInfo, VideoInfo)
+- `grades`: the guideline's Category and Preference
+- `items`: what is graded (Item, Turn, ModelItem, ModelTurn) and its limits
+- `labels`: human labels (LabelValues, HumanLabel) and labelling tools' mappings
+- `triage`: thresholds files and the marks they put on verdicts
+- `options`: GradeOptions
+- `verdicts`: Judgement, Verdict, JudgeError, their provenance and confidence, RecordIn
+- `review`: the review queue's decisions
+- `judges_file`: judges files (JudgeConfig, JudgesFile)
+"""
+
+from .grades import Category, Preference
+from .items import (MAX_METADATA_BYTES, MAX_METADATA_DEPTH, MAX_TEXT, MAX_TURNS, Item, Metadata, ModelItem, ModelName,
+                    ModelTurn, TaskType, Turn)
+from .judges_file import JudgeConfig, JudgesFile, TokenPrice, http_base
+from .labels import (FLAG_FIELDS, LABEL_FIELDS, LABEL_ROW_FIELDS, DottedPath, FieldMapping, HumanLabel, LabelMapping,
+                     LabelValues, judge_values, mapping_problems, mapping_value_problem, text_switch)
+from .numbers import Count, Flag, Number, Share, Whole
+from .options import GradeOptions
+from .review import Cause, ReviewDecision, Standing
+from .sampling import MAX_BUDGET, MAX_SIDE, MIN_SIDE, FrameInfo, SamplerParams, Strategy, VideoInfo
+from .triage import FieldThreshold, Thresholds, TriageFigures, TriageMark
+from .verdicts import (RECORD_KINDS, Confidence, ConfidenceMethod, JudgeError, JudgeErrorKind, Judgement, Provenance,
+                       ReadText, RecordIn, ResponseGrade, SwapCheck, Usage, Verdict)
+
+__all__ = [
+    # numbers
+    "Count", "Flag", "Number", "Share", "Whole",
+    # sampling
+    "MAX_BUDGET", "MAX_SIDE", "MIN_SIDE", "FrameInfo", "SamplerParams", "Strategy", "VideoInfo",
+    # grades
+    "Category", "Preference",
+    # items
+    "MAX_METADATA_BYTES", "MAX_METADATA_DEPTH", "MAX_TEXT", "MAX_TURNS", "Item", "Metadata", "ModelItem", "ModelName",
+    "ModelTurn", "TaskType", "Turn",
+    # labels
+    "FLAG_FIELDS", "LABEL_FIELDS", "LABEL_ROW_FIELDS", "DottedPath", "FieldMapping", "HumanLabel", "LabelMapping",
+    "LabelValues", "judge_values", "mapping_problems", "mapping_value_problem", "text_switch",
+    # triage
+    "FieldThreshold", "Thresholds", "TriageFigures", "TriageMark",
+    # options
+    "GradeOptions",
+    # verdicts
+    "RECORD_KINDS", "Confidence", "ConfidenceMethod", "JudgeError", "JudgeErrorKind", "Judgement", "Provenance",
+    "ReadText", "RecordIn", "ResponseGrade", "SwapCheck", "Usage", "Verdict",
+    # review
+    "Cause", "ReviewDecision", "Standing",
+    # judges files
+    "JudgeConfig", "JudgesFile", "TokenPrice", "http_base",
+]

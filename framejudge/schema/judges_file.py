@@ -1,0 +1,89 @@
+"""A judges file: the judges a CLI run or a service may use, and how to reach and pace each one's
+model endpoint."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from ..backends import check_spec
+from .numbers import Flag, Number, Whole
+
+
+def http_base(value: str | None) -> str | None:
+    """An OpenAI-compatible server's address: http:// or https://, a host, an optional port and path
+    (a judges file's `api_base`, FRAMEJUDGE_API_BASE, --api-base)."""
+    if value is None:
+        return value
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or value != value.strip():
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        raise ValueError(f"{shown!r} is not a server's address: give http:// or https://, a host and an optional "
+                         "port and path (like http://localhost:8000/v1)")
+    return value
+
+
+class TokenPrice(BaseModel):
+    """What a model costs, in place of litellm's price list (0 and 0 for a self-hosted model)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_usd_per_token: Number = Field(0.0, ge=0, allow_inf_nan=False)
+    completion_usd_per_token: Number = Field(0.0, ge=0, allow_inf_nan=False)
+
+
+class JudgeConfig(BaseModel):
+    """One judge that may be used, and how to reach and pace its model endpoint (an entry of a
+    judges file; a judge with no entry gets these defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: str = Field(min_length=1, max_length=500, description="a judge spec from the table of backends "
+                                                                "(framejudge.backends)")
+    api_base: Annotated[str | None, AfterValidator(http_base)] = Field(
+        None, max_length=2000, description="a self-hosted OpenAI-compatible server (http:// or https://)")
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=200,
+                                    description="name of the environment variable holding the endpoint's key")
+    concurrency: Whole = Field(8, ge=1, le=4096, description="calls in flight at the start (then adapted)")
+    max_concurrency: Whole = Field(32, ge=1, le=4096, description="calls in flight never above this")
+    requests_per_minute: Number | None = Field(None, ge=0.1, le=1e7, allow_inf_nan=False,
+                                              description="the provider's request rate limit")
+    tokens_per_minute: Number | None = Field(None, ge=100, le=1e10, allow_inf_nan=False,
+                                            description="the provider's token rate limit")
+    timeout_s: Number = Field(120.0, gt=0, le=3600, allow_inf_nan=False, description="per call")
+    overload_budget_s: Number = Field(600.0, ge=0, le=86400, allow_inf_nan=False,
+                                     description="how long 429s, 503s and timeouts are retried before a judge error")
+    price: TokenPrice | None = Field(None, description="cost per token instead of litellm's price list")
+    logprobs: Flag | None = Field(None, description="ask for the reply's token log-probabilities (label "
+                                                    "confidence); null: where litellm says the provider takes them")
+
+    @model_validator(mode="after")
+    def _check(self) -> JudgeConfig:
+        check_spec(self.spec)
+        if self.concurrency > self.max_concurrency:
+            raise ValueError(f"concurrency ({self.concurrency}) is above max_concurrency ({self.max_concurrency})")
+        return self
+
+
+class JudgesFile(BaseModel):
+    """A judges file: the judges a CLI run or a service may use, each with its endpoint's settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    judges: list[JudgeConfig] = Field(min_length=1, max_length=1000)
+
+    @model_validator(mode="after")
+    def _unique(self) -> JudgesFile:
+        seen: set[str] = set()
+        for judge in self.judges:
+            if judge.spec in seen:
+                raise ValueError(f"judge {judge.spec!r} is listed twice")
+            seen.add(judge.spec)
+        return self

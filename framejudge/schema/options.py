@@ -1,0 +1,51 @@
+"""How items are graded, beyond the judge and the rubric."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .numbers import Flag, Number, Whole
+from .sampling import SamplerParams
+from .triage import Thresholds
+
+
+class GradeOptions(BaseModel):
+    """How items are graded, beyond the judge and the rubric: the same for `framejudge grade`,
+    `POST /v1/grade`, jobs and workers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sampler: SamplerParams = Field(default_factory=lambda: SamplerParams(n=8),
+                                   description="which frames the judge sees (multi-turn windows end at each question)")
+    swap: Flag | None = Field(None, description="also grade B/A; null: on for judges that are not deterministic")
+    samples: Whole = Field(1, ge=1, le=32, description="k samples with a majority vote")
+    sample_temperature: Number = Field(
+        0.7, gt=0, le=2, allow_inf_nan=False,
+        description="the temperature of each of k > 1 samples, sample i drawn with seed i (one sample is "
+                    "drawn at temperature 0)")
+    blind: Flag = Field(False, description="blind control: grade again without frames")
+    cache: Flag = Field(True, description="use the verdict cache of model judges")
+    jpeg_quality: Whole = Field(85, ge=1, le=100, description="quality of the frames sent to a model")
+    triage: Thresholds | None = Field(None, description="a thresholds file (`framejudge triage`), or \"default\": the "
+                                                        "thresholds shipped for the reference judge (refused for "
+                                                        "other judges); every verdict is marked auto or to_review "
+                                                        "by it; it changes the marks, not the grading")
+
+    @field_validator("triage", mode="before")
+    @classmethod
+    def _default_thresholds(cls, value: Any) -> Any:
+        """"default": the reference judge's packaged thresholds (framejudge/judge/data)."""
+        if value == "default":
+            from ..judge.rule_confidence import THRESHOLDS_FILE, shipped_thresholds
+
+            found = shipped_thresholds()
+            if found is None:
+                raise ValueError(f"this installation has no default thresholds ({THRESHOLDS_FILE} is absent)")
+            return found
+        return value
+
+    def swap_for(self, judge: Any) -> bool:
+        """Whether pairs are graded in both orders by this judge."""
+        return (not judge.deterministic) if self.swap is None else self.swap
