@@ -48,7 +48,7 @@ from functools import lru_cache
 from importlib.resources import files
 from typing import Any
 
-from ..schema import Confidence, FieldThreshold, Thresholds
+from ..schema import Confidence, FieldThreshold, Thresholds, register_default_thresholds
 
 FIT_COMMAND = "./run bench confidence"
 TABLE_FILE = "reference-confidence.json"
@@ -329,6 +329,17 @@ def shipped_thresholds() -> Thresholds | None:
         return Thresholds.model_validate_json(_data(THRESHOLDS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def _options_default() -> Thresholds:
+    """The thresholds a grading option's `triage: "default"` stands for (GradeOptions)."""
+    found = shipped_thresholds()
+    if found is None:
+        raise ValueError(f"this installation has no default thresholds ({THRESHOLDS_FILE} is absent)")
+    return found
+
+
+register_default_thresholds(_options_default)
 
 
 def default_thresholds_problem(backend: str, model_id: str | None) -> str | None:

@@ -15,7 +15,7 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
-from ..schema import Category, Preference
+from ..schema import Category, Preference, register_judgement_rules
 
 if TYPE_CHECKING:
     from ..schema import Judgement
@@ -170,3 +170,7 @@ def check_judgement(j: Judgement, context: dict[str, Any]) -> list[str]:
     problems += _error_message_problems({"a": a.category, "b": b.category if b is not None else None}, rubric,
                                         responses)
     return problems
+
+
+# Every Judgement (and Verdict) is validated against these rules, wherever it is made or read.
+register_judgement_rules(check_judgement)

@@ -3,7 +3,10 @@
 One set of pydantic models: anything that crosses a boundary (a file, the
 terminal, the network, a verdict's provenance) is defined here once.
 
-One module per subject, each importing only those below it:
+The package stands on the ground floor: pydantic, the standard library and, of framejudge, only
+the table of judge backends (`framejudge.backends`, which a judges file's specs are checked
+against and which imports nothing else of framejudge). One module per subject, each importing
+only those below it:
 
 - `numbers`: numbers and switches as JSON has them (Number, Whole, Flag, Share, Count)
 - `sampling`: SamplerParams and what the sampler reports (FrameInfo, VideoInfo)
@@ -15,6 +18,12 @@ One module per subject, each importing only those below it:
 - `verdicts`: Judgement, Verdict, JudgeError, their provenance and confidence, RecordIn
 - `review`: the review queue's decisions
 - `judges_file`: judges files (JudgeConfig, JudgesFile)
+
+Two checks belong to packages built on this one and are handed over when those are
+imported: the rubric's rules for every Judgement (`register_judgement_rules`, by
+`framejudge.rubrics`) and the reference judge's packaged thresholds that a grading
+option's `triage: "default"` stands for (`register_default_thresholds`, by
+`framejudge.judge`).
 """
 
 from .grades import Category, Preference
@@ -24,12 +33,13 @@ from .judges_file import JudgeConfig, JudgesFile, TokenPrice, http_base
 from .labels import (FLAG_FIELDS, LABEL_FIELDS, LABEL_ROW_FIELDS, DottedPath, FieldMapping, HumanLabel, LabelMapping,
                      LabelValues, judge_values, mapping_problems, mapping_value_problem, text_switch)
 from .numbers import Count, Flag, Number, Share, Whole
-from .options import GradeOptions
+from .options import GradeOptions, register_default_thresholds
 from .review import Cause, ReviewDecision, Standing
 from .sampling import MAX_BUDGET, MAX_SIDE, MIN_SIDE, FrameInfo, SamplerParams, Strategy, VideoInfo
 from .triage import FieldThreshold, Thresholds, TriageFigures, TriageMark
-from .verdicts import (RECORD_KINDS, Confidence, ConfidenceMethod, JudgeError, JudgeErrorKind, Judgement, Provenance,
-                       ReadText, RecordIn, ResponseGrade, SwapCheck, Usage, Verdict)
+from .verdicts import (RECORD_KINDS, Confidence, ConfidenceMethod, JudgeError, JudgeErrorKind, Judgement,
+                       JudgementRules, Provenance, ReadText, RecordIn, ResponseGrade, SwapCheck, Usage, Verdict,
+                       register_judgement_rules)
 
 __all__ = [
     # numbers
@@ -47,10 +57,10 @@ __all__ = [
     # triage
     "FieldThreshold", "Thresholds", "TriageFigures", "TriageMark",
     # options
-    "GradeOptions",
+    "GradeOptions", "register_default_thresholds",
     # verdicts
-    "RECORD_KINDS", "Confidence", "ConfidenceMethod", "JudgeError", "JudgeErrorKind", "Judgement", "Provenance",
-    "ReadText", "RecordIn", "ResponseGrade", "SwapCheck", "Usage", "Verdict",
+    "RECORD_KINDS", "Confidence", "ConfidenceMethod", "JudgeError", "JudgeErrorKind", "Judgement", "JudgementRules",
+    "Provenance", "ReadText", "RecordIn", "ResponseGrade", "SwapCheck", "Usage", "Verdict", "register_judgement_rules",
     # review
     "Cause", "ReviewDecision", "Standing",
     # judges files

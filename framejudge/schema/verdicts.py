@@ -1,9 +1,19 @@
 """What a judge decides (a judgement), what a grading run writes (verdicts and judge errors), and
 how those records are told apart when read back.
+
+A judgement is validated against the rubric's rules wherever one is made or read: a judge's reply,
+a verdict built by the pipeline, a verdicts file, a request body. Those rules live beside the
+rubric (`framejudge.rubrics.rules.check_judgement`), which is built on this schema, so the schema
+cannot import them: the rubrics package hands them over when it is imported
+(`register_judgement_rules`). Registration rather than a validation context, because most of those
+places (a model's constructor, FastAPI's request bodies, a field typed Verdict inside another
+model) have no context to pass; and it cannot be skipped unnoticed: a judgement validated in a
+program that never imported `framejudge.rubrics` raises RuntimeError instead of standing unchecked.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
@@ -37,6 +47,20 @@ class ResponseGrade(BaseModel):
         return self
 
 
+JudgementRules = Callable[["Judgement", dict[str, Any]], list[str]]
+"""(judgement, validation context) -> every way the judgement breaks the rules, in words a model can act on."""
+
+_judgement_rules: JudgementRules | None = None
+
+
+def register_judgement_rules(check: JudgementRules) -> None:
+    """Make `check` the rules every Judgement (and Verdict, and SwapCheck's judgements) is validated
+    against. `framejudge.rubrics.rules` registers its `check_judgement` when it is imported; until
+    then validating a judgement raises RuntimeError (see the module's docstring)."""
+    global _judgement_rules
+    _judgement_rules = check
+
+
 class Judgement(BaseModel):
     """What a judge decides for one turn. Validated against the rubric's rules.
 
@@ -58,9 +82,10 @@ class Judgement(BaseModel):
 
     @model_validator(mode="after")
     def _rules(self, info: ValidationInfo) -> Judgement:
-        from ..rubrics.rules import check_judgement
-
-        problems = check_judgement(self, info.context or {})
+        if _judgement_rules is None:
+            raise RuntimeError("a judgement was validated before its rules were registered: import "
+                               "framejudge.rubrics first (it registers framejudge.rubrics.rules.check_judgement)")
+        problems = _judgement_rules(self, info.context or {})
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -1,0 +1,115 @@
+"""The schema is the ground floor: importing it loads pydantic and the standard library, of framejudge
+only the table of judge backends (which a judges file's specs are checked against, and which imports
+nothing else of framejudge), and none of the heavy libraries; and every name the single schema module
+offered is still importable from `framejudge.schema`. The rules a judgement is checked against come from the rubrics
+package, which hands them over on import: until then a judgement is refused loudly, never let through."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Every public name of framejudge/schema.py when it was one module (its classes, functions and constants).
+OLD_NAMES = (
+    "Number", "Whole", "Flag", "Share", "Count",
+    "Strategy", "MAX_BUDGET", "MIN_SIDE", "MAX_SIDE", "SamplerParams", "FrameInfo", "VideoInfo",
+    "Category", "Preference", "TaskType", "MAX_TEXT", "MAX_TURNS", "MAX_METADATA_DEPTH", "MAX_METADATA_BYTES",
+    "Metadata", "Turn", "Item", "ModelName", "ModelTurn", "ModelItem",
+    "ResponseGrade", "Judgement", "Usage", "TriageFigures", "FieldThreshold", "Thresholds", "GradeOptions",
+    "ReadText", "Provenance", "SwapCheck", "ConfidenceMethod", "Confidence", "TriageMark", "Verdict",
+    "JudgeErrorKind", "JudgeError",
+    "LabelValues", "LABEL_FIELDS", "FLAG_FIELDS", "text_switch", "judge_values", "HumanLabel", "LABEL_ROW_FIELDS",
+    "DottedPath", "mapping_value_problem", "FieldMapping", "LabelMapping", "mapping_problems",
+    "Cause", "Standing", "ReviewDecision",
+    "http_base", "TokenPrice", "JudgeConfig", "JudgesFile",
+    "RECORD_KINDS", "RecordIn",
+)
+
+# The ground-floor modules of framejudge the schema may load: the table of judge backends and its error.
+GROUND = ("framejudge", "framejudge.backends", "framejudge.errors")
+HEAVY = ("av", "torch", "litellm", "transformers", "numpy", "fastapi", "sqlalchemy", "yaml", "typer")
+
+
+def fresh(code: str) -> subprocess.CompletedProcess[str]:
+    """`code` run by a new interpreter from the checkout's root (so this checkout's framejudge is the one)."""
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_the_schema_imports_no_other_framejudge_package_nor_heavy_libraries():
+    proc = fresh("import json, sys\nimport framejudge.schema\nprint(json.dumps(sorted(sys.modules)))")
+    assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(proc.stdout)
+    ours = [m for m in loaded if m == "framejudge" or m.startswith("framejudge.")]
+    assert [m for m in ours if m not in GROUND and m != "framejudge.schema" and not m.startswith("framejudge.schema.")] == []
+    heavy = [m for m in loaded if m.split(".")[0] in HEAVY]
+    assert heavy == []
+
+
+def test_every_name_of_the_single_module_is_still_importable():
+    import framejudge.schema as schema
+
+    missing = [name for name in OLD_NAMES if not hasattr(schema, name)]
+    assert missing == []
+    assert set(OLD_NAMES) <= set(schema.__all__)
+    assert all(hasattr(schema, name) for name in schema.__all__)
+    exec(f"from framejudge.schema import {', '.join(OLD_NAMES)}", {})
+
+
+def test_the_modules_of_the_schema_import_only_each_other():
+    for path in (ROOT / "framejudge" / "schema").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                ground = node.level == 2 and f"framejudge.{node.module}" in GROUND
+                assert node.level <= 1 or ground, (path.name, node.module)
+                assert not (node.module or "").startswith("framejudge"), (path.name, node.module)
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("framejudge") for a in node.names), path.name
+
+
+def test_a_judgement_without_the_rubrics_rules_is_refused_not_let_through():
+    code = """
+import framejudge.schema as s
+data = {"response_a": {"category": "Successful", "rationale": "r"},
+        "response_b": {"category": "Missing", "rationale": "r"}, "preference": "B", "deciding_criterion": "category"}
+try:
+    s.Judgement.model_validate(data)
+except RuntimeError as exc:
+    print("refused:", exc)
+try:
+    s.GradeOptions.model_validate({"triage": "default"})
+except RuntimeError as exc:
+    print("refused:", exc)
+import framejudge.rubrics
+try:
+    s.Judgement.model_validate(data)
+except ValueError as exc:
+    print("broken:", "must be A" in str(exc))
+"""
+    proc = fresh(code)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("refused: ") and "framejudge.rubrics" in lines[0]
+    assert lines[1].startswith("refused: ") and "framejudge.judge" in lines[1]
+    assert lines[2] == "broken: True"
+
+
+def test_the_rubrics_and_the_judge_package_register_their_checks():
+    code = """
+import framejudge.judge
+import framejudge.schema.options as o
+import framejudge.schema.verdicts as v
+from framejudge.judge.rule_confidence import shipped_thresholds
+from framejudge.rubrics.rules import check_judgement
+print(v._judgement_rules is check_judgement, o._packaged_thresholds is not None)
+print(framejudge.schema.GradeOptions.model_validate({"triage": "default"}).triage == shipped_thresholds())
+"""
+    proc = fresh(code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True", "True"]
