@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Every public name of framejudge/schema.py when it was one module (its classes, functions and constants).
@@ -73,43 +75,42 @@ def test_the_modules_of_the_schema_import_only_each_other():
                 assert not any(a.name.startswith("framejudge") for a in node.names), path.name
 
 
-def test_a_judgement_without_the_rubrics_rules_is_refused_not_let_through():
+def test_the_schema_alone_checks_a_judgement_and_reads_the_default_thresholds():
+    """With nothing but the schema imported: a judgement's own rules hold, a rubric passed in adds
+    its own, and `triage: "default"` reads the packaged thresholds."""
     code = """
+import sys
 import framejudge.schema as s
-data = {"response_a": {"category": "Successful", "rationale": "r"},
+pair = {"response_a": {"category": "Successful", "rationale": "r"},
         "response_b": {"category": "Missing", "rationale": "r"}, "preference": "B", "deciding_criterion": "category"}
 try:
-    s.Judgement.model_validate(data)
-except RuntimeError as exc:
-    print("refused:", exc)
-try:
-    s.GradeOptions.model_validate({"triage": "default"})
-except RuntimeError as exc:
-    print("refused:", exc)
-import framejudge.rubrics
-try:
-    s.Judgement.model_validate(data)
+    s.Judgement.model_validate(pair)
 except ValueError as exc:
     print("broken:", "must be A" in str(exc))
+print("default:", s.GradeOptions.model_validate({"triage": "default"}).triage.judge_backend)
+print("alone:", sorted(m.split(".")[1] for m in sys.modules if m.startswith("framejudge.") and m.count(".") >= 1
+                       and not m.startswith("framejudge.schema")))
 """
     proc = fresh(code)
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    assert lines[0].startswith("refused: ") and "framejudge.rubrics" in lines[0]
-    assert lines[1].startswith("refused: ") and "framejudge.judge" in lines[1]
-    assert lines[2] == "broken: True"
+    assert proc.stdout.splitlines() == ["broken: True", "default: reference", "alone: ['backends', 'errors']"]
 
 
-def test_the_rubrics_and_the_judge_package_register_their_checks():
-    code = """
-import framejudge.judge
-import framejudge.schema.options as o
-import framejudge.schema.verdicts as v
-from framejudge.judge.rule_confidence import shipped_thresholds
-from framejudge.rubrics.rules import check_judgement
-print(v._judgement_rules is check_judgement, o._packaged_thresholds is not None)
-print(framejudge.schema.GradeOptions.model_validate({"triage": "default"}).triage == shipped_thresholds())
-"""
-    proc = fresh(code)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["True", "True", "True"]
+def test_a_rubric_in_the_context_adds_its_own_rules():
+    from framejudge.rubrics import get_rubric
+    from framejudge.rubrics.rules import check_judgement
+    from framejudge.schema import Judgement
+
+    rubric = get_rubric("video-qa")
+    data = {"response_a": {"category": "Successful", "rationale": "r"},
+            "response_b": {"category": "Successful", "rationale": "r"}, "preference": "A",
+            "deciding_criterion": "no-such-criterion"}
+    Judgement.model_validate(data)  # any rubric's rules: nothing wrong
+    with pytest.raises(ValueError, match="unknown deciding criterion 'no-such-criterion'"):
+        Judgement.model_validate(data, context={"rubric": rubric})
+    error = {"response_a": {"category": "Successful", "rationale": "r"}}
+    with pytest.raises(ValueError, match="fixed error string"):
+        Judgement.model_validate(error, context={"rubric": rubric,
+                                                 "responses": {"a": rubric.error_messages.exact[0], "b": None}})
+    judgement = Judgement.model_validate(data)
+    assert check_judgement(judgement, {"rubric": rubric}) == rubric.judgement_problems(judgement, {})

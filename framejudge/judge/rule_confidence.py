@@ -48,11 +48,12 @@ from functools import lru_cache
 from importlib.resources import files
 from typing import Any
 
-from ..schema import Confidence, FieldThreshold, Thresholds, register_default_thresholds
+from ..schema import Confidence, FieldThreshold, Thresholds
+from ..schema.triage import PACKAGED_THRESHOLDS, packaged_thresholds
 
 FIT_COMMAND = "./run bench confidence"
 TABLE_FILE = "reference-confidence.json"
-THRESHOLDS_FILE = "reference-thresholds.json"
+THRESHOLDS_FILE = PACKAGED_THRESHOLDS
 STRENGTHS = (1, 2, 4, 8, 16, 32)
 TARGET, DELTA, MIN_UNITS = 0.90, 0.10, 30
 CATEGORY_FIELDS = ("category_a", "category_b")
@@ -322,24 +323,9 @@ def shipped_table() -> dict[str, Any] | None:
         return None
 
 
-@lru_cache(maxsize=1)
 def shipped_thresholds() -> Thresholds | None:
     """The packaged triage thresholds of the reference judge (None: absent or unreadable)."""
-    try:
-        return Thresholds.model_validate_json(_data(THRESHOLDS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _options_default() -> Thresholds:
-    """The thresholds a grading option's `triage: "default"` stands for (GradeOptions)."""
-    found = shipped_thresholds()
-    if found is None:
-        raise ValueError(f"this installation has no default thresholds ({THRESHOLDS_FILE} is absent)")
-    return found
-
-
-register_default_thresholds(_options_default)
+    return packaged_thresholds()
 
 
 def default_thresholds_problem(backend: str, model_id: str | None) -> str | None:

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..schema import Category, Cause, Preference
+from ..schema import Category, Cause, Judgement, Preference
 
 
 class _Strict(BaseModel):
@@ -262,3 +262,10 @@ class Rubric(_Strict):
     def criterion(self, criterion_id: str) -> Criterion:
         assert self.preference is not None
         return next(c for c in self.preference.criteria if c.id == criterion_id)
+
+    def judgement_problems(self, judgement: Judgement, responses: dict[str, str | None]) -> list[str]:
+        """Every way a judgement breaks this rubric's own rules (its tie convention, criterion ids and
+        error strings): what Judgement's validation adds when this rubric is in its context."""
+        from .rules import rubric_problems  # rules reads the rubric's sections: built on this module
+
+        return rubric_problems(judgement, self, responses)

@@ -15,7 +15,7 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
-from ..schema import Category, Preference, register_judgement_rules
+from ..schema import Category, Preference, judgement_problems, pair_problems
 
 if TYPE_CHECKING:
     from ..schema import Judgement
@@ -76,28 +76,6 @@ def _tie_problem(rubric: Rubric, pref: Preference, ca: Category, cb: Category) -
             + (f" ({words})" if words else "") + "; otherwise give A or B and the criterion that separates them")
 
 
-def _pair_problems(ca: Category, cb: Category, pref: Preference | None) -> list[str]:
-    """The rules between two responses' categories and the preference (None: not given)."""
-    problems = []
-    succ = Category.successful
-    if ca == succ and cb != succ and pref != Preference.A:
-        problems.append(
-            f"response A is Successful and B is {cb.value}: a Successful response always wins, "
-            "so the preference must be A"
-        )
-    if cb == succ and ca != succ and pref != Preference.B:
-        problems.append(
-            f"response B is Successful and A is {ca.value}: a Successful response always wins, "
-            "so the preference must be B"
-        )
-    if pref == Preference.both and ca != cb:
-        problems.append(
-            f"Both is only allowed when the two responses share a category (A is {ca.value}, "
-            f"B is {cb.value})"
-        )
-    return problems
-
-
 def _error_message_problems(categories: dict[str, Category | None], rubric: Rubric | None,
                             responses: dict[str, str | None]) -> list[str]:
     """The rubric's error-string rule for each response whose category and text are known."""
@@ -135,7 +113,7 @@ def check_labels(values: Any, rubric: Rubric | None, responses: dict[str, str | 
         if given:
             problems.append(f"there is only one response, so give no {', '.join(given)}")
     if ca is not None and cb is not None and pref is not None:
-        problems += _pair_problems(ca, cb, pref)
+        problems += pair_problems(ca, cb, pref)
         tie = _tie_problem(rubric, pref, ca, cb) if rubric is not None else None
         if tie:
             problems.append(tie)
@@ -143,34 +121,30 @@ def check_labels(values: Any, rubric: Rubric | None, responses: dict[str, str | 
     return problems
 
 
-def check_judgement(j: Judgement, context: dict[str, Any]) -> list[str]:
+def rubric_problems(j: Judgement, rubric: Rubric, responses: dict[str, str | None]) -> list[str]:
+    """Every way a judgement breaks this rubric's own rules: its tie convention, its criterion ids,
+    its error strings (for the responses whose text is given). Run by Judgement's validation when
+    the rubric is in its context (Rubric.judgement_problems)."""
     problems: list[str] = []
     a, b = j.response_a, j.response_b
-    if b is None:
-        if j.preference is not None or j.deciding_criterion is not None:
-            problems.append("there is only one response, so give no preference or deciding criterion")
-    else:
-        if j.preference is None:
-            problems.append("two responses were graded, so a preference (A, B, Both or Neither) is required")
-        problems += _pair_problems(a.category, b.category, j.preference)
-        if j.preference in (Preference.A, Preference.B) and not j.deciding_criterion:
-            problems.append("say which criterion decided the preference (a criterion id, or 'category')")
-    rubric = context.get("rubric")
-    if rubric is not None and b is not None and j.preference is not None:
+    if b is not None and j.preference is not None:
         tie = _tie_problem(rubric, j.preference, a.category, b.category)
         if tie:
             problems.append(tie)
-    if rubric is not None and j.deciding_criterion and rubric.preference is not None:
+    if j.deciding_criterion and rubric.preference is not None:
         ids = {c.id for c in rubric.preference.criteria} | {"category"}
         if j.deciding_criterion not in ids:
             problems.append(
                 f"unknown deciding criterion {j.deciding_criterion!r}; use one of {sorted(ids)}"
             )
-    responses = context.get("responses") or {}
     problems += _error_message_problems({"a": a.category, "b": b.category if b is not None else None}, rubric,
                                         responses)
     return problems
 
 
-# Every Judgement (and Verdict) is validated against these rules, wherever it is made or read.
-register_judgement_rules(check_judgement)
+def check_judgement(j: Judgement, context: dict[str, Any]) -> list[str]:
+    """Every way a judgement breaks the rules: those of any rubric, and the rubric's own when
+    `context` holds one (as Judgement's validation reports them)."""
+    rubric = context.get("rubric")
+    return judgement_problems(j) + (rubric_problems(j, rubric, context.get("responses") or {})
+                                    if rubric is not None else [])

@@ -19,11 +19,9 @@ only those below it:
 - `review`: the review queue's decisions
 - `judges_file`: judges files (JudgeConfig, JudgesFile)
 
-Two checks belong to packages built on this one and are handed over when those are
-imported: the rubric's rules for every Judgement (`register_judgement_rules`, by
-`framejudge.rubrics`) and the reference judge's packaged thresholds that a grading
-option's `triage: "default"` stands for (`register_default_thresholds`, by
-`framejudge.judge`).
+A Judgement checks the rules that hold under any rubric itself; the rubric's own rules come in
+with the rubric passed in the validation context (see `verdicts`). A grading option's
+`triage: "default"` reads the reference judge's packaged thresholds as data (`triage`).
 """
 
 from .grades import Category, Preference
@@ -33,13 +31,13 @@ from .judges_file import JudgeConfig, JudgesFile, TokenPrice, http_base
 from .labels import (FLAG_FIELDS, LABEL_FIELDS, LABEL_ROW_FIELDS, DottedPath, FieldMapping, HumanLabel, LabelMapping,
                      LabelValues, judge_values, mapping_problems, mapping_value_problem, text_switch)
 from .numbers import Count, Flag, Number, Share, Whole
-from .options import GradeOptions, register_default_thresholds
+from .options import GradeOptions
 from .review import Cause, ReviewDecision, Standing
 from .sampling import MAX_BUDGET, MAX_SIDE, MIN_SIDE, FrameInfo, SamplerParams, Strategy, VideoInfo
-from .triage import FieldThreshold, Thresholds, TriageFigures, TriageMark
+from .triage import FieldThreshold, Thresholds, TriageFigures, TriageMark, packaged_thresholds
 from .verdicts import (RECORD_KINDS, Confidence, ConfidenceMethod, JudgeError, JudgeErrorKind, Judgement,
-                       JudgementRules, Provenance, ReadText, RecordIn, ResponseGrade, SwapCheck, Usage, Verdict,
-                       register_judgement_rules)
+                       Provenance, ReadText, RecordIn, ResponseGrade, RubricRules, SwapCheck, Usage, Verdict,
+                       judgement_problems, pair_problems)
 
 __all__ = [
     # numbers
@@ -55,12 +53,13 @@ __all__ = [
     "FLAG_FIELDS", "LABEL_FIELDS", "LABEL_ROW_FIELDS", "DottedPath", "FieldMapping", "HumanLabel", "LabelMapping",
     "LabelValues", "judge_values", "mapping_problems", "mapping_value_problem", "text_switch",
     # triage
-    "FieldThreshold", "Thresholds", "TriageFigures", "TriageMark",
+    "FieldThreshold", "Thresholds", "TriageFigures", "TriageMark", "packaged_thresholds",
     # options
-    "GradeOptions", "register_default_thresholds",
+    "GradeOptions",
     # verdicts
-    "RECORD_KINDS", "Confidence", "ConfidenceMethod", "JudgeError", "JudgeErrorKind", "Judgement", "JudgementRules",
-    "Provenance", "ReadText", "RecordIn", "ResponseGrade", "SwapCheck", "Usage", "Verdict", "register_judgement_rules",
+    "RECORD_KINDS", "Confidence", "ConfidenceMethod", "JudgeError", "JudgeErrorKind", "Judgement",
+    "Provenance", "ReadText", "RecordIn", "ResponseGrade", "RubricRules", "SwapCheck", "Usage", "Verdict",
+    "judgement_problems", "pair_problems",
     # review
     "Cause", "ReviewDecision", "Standing",
     # judges files

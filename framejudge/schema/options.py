@@ -1,31 +1,18 @@
 """How items are graded, beyond the judge and the rubric.
 
-`triage: "default"` stands for the reference judge's packaged thresholds, which the judge package
-owns and reads (`framejudge.judge.rule_confidence`); it hands the reader over when it is imported
-(`register_default_thresholds`), as the rubrics hand over the judgement rules. Until then
-"default" raises RuntimeError rather than being read as something else.
+`triage: "default"` stands for the reference judge's packaged thresholds (read as data from the
+package: `framejudge.schema.triage.packaged_thresholds`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .numbers import Flag, Number, Whole
 from .sampling import SamplerParams
-from .triage import Thresholds
-
-
-_packaged_thresholds: Callable[[], Thresholds] | None = None
-
-
-def register_default_thresholds(load: Callable[[], Thresholds]) -> None:
-    """Make `load` the reader of the thresholds `triage: "default"` stands for: it returns them, or
-    raises ValueError saying why this installation has none (see the module's docstring)."""
-    global _packaged_thresholds
-    _packaged_thresholds = load
+from .triage import PACKAGED_THRESHOLDS, Thresholds, packaged_thresholds
 
 
 class GradeOptions(BaseModel):
@@ -55,11 +42,10 @@ class GradeOptions(BaseModel):
     def _default_thresholds(cls, value: Any) -> Any:
         """"default": the reference judge's packaged thresholds (framejudge/judge/data)."""
         if value == "default":
-            if _packaged_thresholds is None:
-                raise RuntimeError("triage \"default\" was read before the packaged thresholds' reader was "
-                                   "registered: import framejudge.judge first (framejudge.judge.rule_confidence "
-                                   "registers it)")
-            return _packaged_thresholds()
+            found = packaged_thresholds()
+            if found is None:
+                raise ValueError(f"this installation has no default thresholds ({PACKAGED_THRESHOLDS} is absent)")
+            return found
         return value
 
     def swap_for(self, judge: Any) -> bool:

@@ -3,6 +3,8 @@ without review), its figures, and the mark it puts on a verdict."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+from importlib.resources import files
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -84,3 +86,19 @@ class TriageMark(BaseModel):
                              description="the fields whose confidence is below their threshold (or has none)")
     thresholds: str = Field(description="sha256 of the thresholds file applied (of its compact JSON, as "
                                         "`framejudge.calibration.triage.thresholds_hash` computes it)")
+
+
+# The reference judge's thresholds ship with the package (`./run bench confidence` writes them);
+# a grading option's `triage: "default"` stands for them. Read here, as data, so that the options
+# need nothing from the judge package.
+PACKAGED_THRESHOLDS = "reference-thresholds.json"
+
+
+@lru_cache(maxsize=1)
+def packaged_thresholds() -> Thresholds | None:
+    """The packaged triage thresholds of the reference judge (None: absent or unreadable)."""
+    try:
+        text = (files("framejudge") / "judge" / "data" / PACKAGED_THRESHOLDS).read_text(encoding="utf-8")
+        return Thresholds.model_validate_json(text)
+    except (OSError, ValueError):
+        return None

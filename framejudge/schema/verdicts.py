@@ -1,22 +1,21 @@
 """What a judge decides (a judgement), what a grading run writes (verdicts and judge errors), and
 how those records are told apart when read back.
 
-A judgement is validated against the rubric's rules wherever one is made or read: a judge's reply,
-a verdict built by the pipeline, a verdicts file, a request body. Those rules live beside the
-rubric (`framejudge.rubrics.rules.check_judgement`), which is built on this schema, so the schema
-cannot import them: the rubrics package hands them over when it is imported
-(`register_judgement_rules`). Registration rather than a validation context, because most of those
-places (a model's constructor, FastAPI's request bodies, a field typed Verdict inside another
-model) have no context to pass; and it cannot be skipped unnoticed: a judgement validated in a
-program that never imported `framejudge.rubrics` raises RuntimeError instead of standing unchecked.
+A judgement is validated wherever one is made or read (a judge's reply, a verdict built by the
+pipeline, a verdicts file, a request body) against the rules that hold under any rubric: one
+response has no preference; of two, a Successful one wins and Both needs equal categories
+(`pair_problems`). The rules that need the rubric (its criterion ids, its error strings, its tie
+convention) are the rubric's own: they run when a rubric is passed in the validation context
+(`context={"rubric": rubric, "responses": {...}}`, the judges and the pipeline do), through its
+`judgement_problems`, so the schema imports nothing from the rubrics and a verdict written under an
+older rubric still reads back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Protocol, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, model_validator
 
@@ -47,18 +46,49 @@ class ResponseGrade(BaseModel):
         return self
 
 
-JudgementRules = Callable[["Judgement", dict[str, Any]], list[str]]
-"""(judgement, validation context) -> every way the judgement breaks the rules, in words a model can act on."""
+class RubricRules(Protocol):
+    """What the validation context's `rubric` offers (framejudge.rubrics.model.Rubric)."""
 
-_judgement_rules: JudgementRules | None = None
+    def judgement_problems(self, judgement: Judgement, responses: dict[str, str | None]) -> list[str]:
+        ...
 
 
-def register_judgement_rules(check: JudgementRules) -> None:
-    """Make `check` the rules every Judgement (and Verdict, and SwapCheck's judgements) is validated
-    against. `framejudge.rubrics.rules` registers its `check_judgement` when it is imported; until
-    then validating a judgement raises RuntimeError (see the module's docstring)."""
-    global _judgement_rules
-    _judgement_rules = check
+def pair_problems(ca: Category, cb: Category, pref: Preference | None) -> list[str]:
+    """The rules between two responses' categories and the preference (None: not given)."""
+    problems = []
+    succ = Category.successful
+    if ca == succ and cb != succ and pref != Preference.A:
+        problems.append(
+            f"response A is Successful and B is {cb.value}: a Successful response always wins, "
+            "so the preference must be A"
+        )
+    if cb == succ and ca != succ and pref != Preference.B:
+        problems.append(
+            f"response B is Successful and A is {ca.value}: a Successful response always wins, "
+            "so the preference must be B"
+        )
+    if pref == Preference.both and ca != cb:
+        problems.append(
+            f"Both is only allowed when the two responses share a category (A is {ca.value}, "
+            f"B is {cb.value})"
+        )
+    return problems
+
+
+def judgement_problems(j: Judgement) -> list[str]:
+    """Every way a judgement breaks the rules that hold under any rubric."""
+    problems: list[str] = []
+    a, b = j.response_a, j.response_b
+    if b is None:
+        if j.preference is not None or j.deciding_criterion is not None:
+            problems.append("there is only one response, so give no preference or deciding criterion")
+    else:
+        if j.preference is None:
+            problems.append("two responses were graded, so a preference (A, B, Both or Neither) is required")
+        problems += pair_problems(a.category, b.category, j.preference)
+        if j.preference in (Preference.A, Preference.B) and not j.deciding_criterion:
+            problems.append("say which criterion decided the preference (a criterion id, or 'category')")
+    return problems
 
 
 class Judgement(BaseModel):
@@ -82,10 +112,11 @@ class Judgement(BaseModel):
 
     @model_validator(mode="after")
     def _rules(self, info: ValidationInfo) -> Judgement:
-        if _judgement_rules is None:
-            raise RuntimeError("a judgement was validated before its rules were registered: import "
-                               "framejudge.rubrics first (it registers framejudge.rubrics.rules.check_judgement)")
-        problems = _judgement_rules(self, info.context or {})
+        context = info.context or {}
+        problems = judgement_problems(self)
+        rubric: RubricRules | None = context.get("rubric")
+        if rubric is not None:
+            problems += rubric.judgement_problems(self, context.get("responses") or {})
         if problems:
             raise ValueError("; ".join(problems))
         return self
