@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..backends import JudgeSpecError
+from ..endpoint import EndpointBusy, Gate, UnlimitedGate
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
-from ..runner.endpoint import EndpointBusy, Gate, UnlimitedGate
 from ..schema import JudgeConfig, Judgement, JudgeErrorKind, Usage
 from .base import JudgeBase, JudgeFailure, JudgeRequest, JudgeResult, PlannedTurn
 from .confidence import LabelProbs, field_options, label_probabilities, steps_from_logprobs

@@ -13,10 +13,10 @@ from pydantic import ValidationError
 
 from .. import config
 from ..backends import calls_server, parse
+from ..endpoint import Endpoint, EndpointState
 from ..files import first_problem, line_of, parse_yaml_model, plain_problem, read_text
 from ..judge import Judge, JudgeSpecError, make_judge
 from ..schema import JudgeConfig, JudgesFile
-from .endpoint import Endpoint, EndpointState
 
 JUDGES_FILE_ENV = config.name("FRAMEJUDGE_JUDGES_FILE")
 # judges that run in this process: an entry of theirs gives only the spec

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..endpoint import Endpoint
 from ..judge.base import JudgeStopped, PlannedTurn, wants_frames
 from ..judge.batch import GradeSummary, read_records, summarize
 from ..judge.pipeline import Grader, Record
 from ..schema import Item, JudgeError
-from .endpoint import Endpoint
 from .resume import ResumePlan, apply_plan, plan_resume
 
 

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Depends, Header
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from ...endpoint import Endpoint
 from ...judge import CallsServer, JudgeSpecError
-from ...runner.endpoint import Endpoint
 from ...rubrics import all_rubrics
 from ...rubrics.model import Rubric
 from ..bodies import StrictJsonRoute
