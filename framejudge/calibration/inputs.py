@@ -12,8 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..files import cell_text, first_problem, jsonl_objects, read_text
-from ..judge.batch import latest
-from ..judge.batch import swap_consistency as batch_swap_consistency
+from ..records import latest, swap_consistency as batch_swap_consistency
 from ..schema import FLAG_FIELDS, Category, HumanLabel, JudgeError, Preference, Verdict, text_switch
 from .audit import JUDGE, FieldSpec, LabelRow
 

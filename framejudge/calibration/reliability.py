@@ -90,7 +90,7 @@ def reliability(humans: Sequence[LabelRow], records: Sequence[Verdict | JudgeErr
                 bins: int = BINS) -> list[FieldReliability] | None:
     """Per label field that humans rated and the verdicts have; None when no verdict carries a
     confidence at all (verdicts of a framejudge that did not record it)."""
-    from ..judge.batch import latest
+    from ..records import latest
     from .scored import rated_fields, scored_units
 
     verdicts = list(latest(list(records))[0].values())

@@ -171,7 +171,7 @@ def calibrate_triage(humans: Sequence[LabelRow], records: Sequence[Verdict | Jud
     """Thresholds per field (default: the label fields humans rated and the verdicts have) from
     the calibration part, with figures on both parts. The verdicts must come from one judge,
     model and rubric (ValueError otherwise, and for a field that is not a label field)."""
-    from ..judge.batch import latest
+    from ..records import latest
     from .reliability import field_reliability
     from .scored import rated_fields, scored_units
 

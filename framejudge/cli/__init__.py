@@ -388,7 +388,7 @@ def grade(
                          decoding=Decoding(decode_workers, decode_timeout, decode_memory_mb))
     problems = []
     if review_out is not None:
-        from ..judge.batch import latest, read_records
+        from ..records import latest, read_records
 
         keys = {(it.id, t) for it in the_items for t in range(len(it.turns))}
         standing = [v for k, v in sorted(latest(read_records(out_path))[0].items()) if k in keys]
@@ -426,7 +426,7 @@ def calibrate(
     from ..calibration.inputs import (LabelsError, gold_rows, human_rows, judge_rows, load_gold_labels,
                                      load_human_labels, swap_consistency, video_qa_fields)
     from ..files import OutputError
-    from ..judge import ItemsError, read_records
+    from ..records import ItemsError, read_records
 
     try:
         check_outputs({"result": out_path, "report": report, "disagreements": disagreements},

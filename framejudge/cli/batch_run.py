@@ -19,7 +19,8 @@ from . import err, fail, progress_line
 
 if TYPE_CHECKING:  # the judge and runner load when a batch runs, not with the CLI
     from ..judge.batch import GradeSummary
-    from ..judge.pipeline import Grader, Record
+    from ..judge.pipeline import Grader
+    from ..records import Record
     from ..runner.resume import ResumePlan
     from ..schema import Item
 

@@ -64,9 +64,10 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
 
     from ..files import OutputError, check_output, first_problem
     from ..frame_sampler import InvalidRequest, make_params
-    from ..judge import Grader, ItemsError, JudgeSpecError, read_records
+    from ..judge import Grader, JudgeSpecError
     from ..judge.base import spends
     from ..leaderboard.plan import battle_options
+    from ..records import ItemsError, read_records
     from ..rubrics import RubricError, get_rubric
     from ..runner.judges import Judges, JudgesFileError
     from ..runner.local import planned_turns

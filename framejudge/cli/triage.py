@@ -40,7 +40,7 @@ def triage(
     from ..calibration.inputs import LabelsError, human_rows, judge_rows, load_human_labels, video_qa_fields
     from ..calibration.triage import calibrate_triage, no_threshold_reason
     from ..files import OutputError
-    from ..judge import ItemsError, read_records
+    from ..records import ItemsError, read_records
 
     try:
         for name, value in (("--target", target), ("--delta", delta)):

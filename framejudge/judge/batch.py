@@ -11,13 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..files import NotJSON, first_problem, jsonl_objects, read_text, strict_json
-from ..schema import Item, JudgeError, Preference, Verdict
-from .pipeline import Record
-
-
-class ItemsError(ValueError):
-    """An items file that cannot be graded; the message names the file and line."""
+from ..files import first_problem, jsonl_objects, read_text
+from ..records import ItemsError, Record, latest, swap_consistency
+from ..records import read_records as read_records  # read here by framejudge.judge's users
+from ..schema import Item, Preference, Verdict
 
 
 def load_items(path: str | os.PathLike[str]) -> list[Item]:
@@ -47,37 +44,6 @@ def checked_items(rows: Iterable[tuple[str, Any]], error: type[ValueError]) -> l
         seen.add(item.id)
         items.append(item)
     return items
-
-
-def read_records(path: Path, repair: bool = False) -> list[Record]:
-    """Records of an output file; a torn last line (a run killed mid-write, or one being written
-    now) is left out, and cut from the file only with `repair` (by the run about to append to it;
-    a reader must not cut the line a running grade is writing)."""
-    if not path.exists():
-        return []
-    out: list[Record] = []
-    data = path.read_bytes()
-    keep = len(data)
-    lines = data.split(b"\n")
-    offset = 0
-    for i, raw in enumerate(lines):
-        end = offset + len(raw) + 1
-        if raw.strip():
-            try:
-                obj = strict_json(raw)
-                if not isinstance(obj, dict):
-                    raise NotJSON("not an object")
-                out.append(JudgeError.model_validate(obj) if obj.get("record") == "judge_error" else Verdict.model_validate(obj))
-            except (NotJSON, ValidationError):
-                if i == len(lines) - 1:  # no newline after it: torn by a kill, drop it
-                    keep = offset
-                    break
-                raise ItemsError(f"{path}:{i + 1}: not a verdict or judge error record") from None
-        offset = end
-    if repair and keep < len(data):
-        with open(path, "r+b") as f:
-            f.truncate(keep)
-    return out
 
 
 class Interval(BaseModel):
@@ -127,26 +93,6 @@ def wilson(successes: int, n: int, z: float = 1.959964) -> Interval:
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return Interval(estimate=p, low=max(0.0, centre - half), high=min(1.0, centre + half), n=n)
-
-
-def latest(records: list[Record]) -> tuple[dict[tuple[str, int], Verdict], dict[tuple[str, int], JudgeError]]:
-    """The standing record of each (item, turn) in an output file: the last verdict; an error
-    only where no verdict exists (a rerun that succeeded supersedes the failure)."""
-    verdicts: dict[tuple[str, int], Verdict] = {}
-    errors: dict[tuple[str, int], JudgeError] = {}
-    for r in records:
-        key = (r.item_id, r.turn)
-        if isinstance(r, Verdict):
-            verdicts[key] = r
-            errors.pop(key, None)
-        elif key not in verdicts:
-            errors[key] = r
-    return verdicts, errors
-
-
-def swap_consistency(verdicts: list[Verdict]) -> float | None:
-    checked = [v for v in verdicts if v.swap is not None]
-    return sum(v.swap.consistent for v in checked) / len(checked) if checked else None
 
 
 def summarize(records: list[Record], items: int) -> GradeSummary:

@@ -15,6 +15,7 @@ import diskcache
 
 from ..frame_sampler import FrameSamplerError, SampleResult, check_file, sample_frames, to_data_url
 from ..frame_sampler.cache import default_cache_dir
+from ..records import Record, turn_hash
 from ..rubrics.loader import require_kind
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame
@@ -42,18 +43,7 @@ from .confidence import (LabelProbs, blind_confidence, combine, logprob_confiden
                          sample_confidence, swap_confidence)
 from .reference import rank_pair
 
-Record = Verdict | JudgeError
-
-
 SampleFn = Callable[[Path, SamplerParams], SampleResult]
-
-
-def turn_hash(item: Item, turn: int) -> str:
-    """What grading one turn reads from its item: the video as given, the task and the
-    conversation up to this turn (an edited response or question gives another hash)."""
-    payload = {"video": item.video, "task": item.task_type.value, "expression": item.expression,
-               "domain": item.domain, "turns": [t.model_dump(mode="json") for t in item.turns[: turn + 1]]}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 def _swapped(item: Item) -> Item:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..judge.pipeline import Record
+from ..records import Record
 from ..schema import Category, JudgeError, Preference
 from .board import Tie, default_ties, tie_words
 from .plan import BattlePlan, standing

@@ -20,18 +20,19 @@ import itertools
 import json
 import random
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Annotated, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..files import first_problem
-from ..judge.batch import latest
-from ..judge.pipeline import Record, turn_hash
-from ..runner.resume import ResumePlan
+from ..records import Record, latest, turn_hash
 from ..schema import MAX_TURNS, GradeOptions, Item, JudgeError, ModelItem, ModelName, ModelTurn, TaskType
 from .inputs import Lineup, LineupError, check_same_item, check_same_turn
 from .outcomes import BattleOutcome
+
+if TYPE_CHECKING:
+    from ..runner.resume import ResumePlan
 
 BATTLE_KEY = "battle"  # the metadata key of a battle item that says what it is
 MAX_ID = 200
@@ -104,8 +105,7 @@ class BattlePlan:
             skip = skip | {t for t in range(len(item.turns)) if t not in graded[item.id]}
             if len(skip) < len(item.turns):
                 work.append((item, skip))
-        return ResumePlan(work=work, kept=resume.kept, superseded=resume.superseded,
-                          stale_errors=resume.stale_errors, rewrite=resume.rewrite)
+        return replace(resume, work=work)
 
 
 def model_pairs(models: Sequence[str], baseline: str | None = None, all_pairs: bool = False) -> list[tuple[str, str]]:

@@ -19,8 +19,9 @@ from typing import Any, TypeVar
 
 from ..endpoint import Endpoint
 from ..judge.base import JudgeStopped, PlannedTurn, wants_frames
-from ..judge.batch import GradeSummary, read_records, summarize
-from ..judge.pipeline import Grader, Record
+from ..judge.batch import GradeSummary, summarize
+from ..judge.pipeline import Grader
+from ..records import Record, read_records
 from ..schema import Item, JudgeError
 from .resume import ResumePlan, apply_plan, plan_resume
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..judge.base import wants_frames
-from ..judge.batch import read_records
-from ..judge.pipeline import Grader, Record, turn_hash
+from ..judge.pipeline import Grader
+from ..records import Record, read_records, turn_hash
 from ..schema import GradeOptions, Item, JudgeError, Provenance, Verdict
 
 EXAMPLES = 3  # turns named per kind of difference

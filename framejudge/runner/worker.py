@@ -20,7 +20,7 @@ from collections.abc import Callable
 from sqlalchemy.engine import Engine
 
 from ..judge import JudgeSpecError
-from ..judge.pipeline import Record
+from ..records import Record
 from ..rubrics import rubric_by_id
 from ..schema import Item, JudgeError, JudgeErrorKind
 from . import queue

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ...calibration.adjudication import majority_values
-from ...judge.batch import latest
+from ...records import latest
 from ...schema import LABEL_FIELDS, HumanLabel, Item, JudgeError, LabelValues, ReviewDecision, Verdict, judge_values
 
 # why a unit is worth reviewing, most important first
