@@ -49,14 +49,15 @@ def align(
     from ..calibration.inputs import LabelsError, load_human_labels
     from ..files import OutputError, first_problem
     from ..frame_sampler import InvalidRequest, make_params
-    from ..judge import ItemsError, JudgeSpecError, load_items, read_records
+    from ..judge import JudgeSpecError, load_items
     from ..judge.base import spends
+    from ..records import ItemsError, read_records
     from ..rubrics import RubricError, get_rubric, require_kind
-    from ..rubrics.align import AlignError
-    from ..rubrics.align import align as run_align
-    from ..rubrics.align import rubric_yaml
     from ..runner.judges import Judges, JudgesFileError
     from ..schema import GradeOptions
+    from ..workflows.align import AlignError
+    from ..workflows.align import align as run_align
+    from ..workflows.align import rubric_yaml
     from . import check_outputs
 
     try:

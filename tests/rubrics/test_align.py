@@ -13,12 +13,12 @@ import pytest
 from framejudge.calibration.inputs import load_human_labels
 from framejudge.judge import Grader, ReferenceJudge
 from framejudge.rubrics import get_rubric, parse_rubric
-from framejudge.rubrics.align import (AlignError, Gold, align, choose_corrections, gold_labels, rubric_yaml,
-                                      split_items)
 from framejudge.rubrics.corrections import corrections_for
 from framejudge.rubrics.model import Correction, Rubric
 from framejudge.rubrics.prompt import estimate_tokens, render_prompt, rubric_text
 from framejudge.schema import Category, HumanLabel, Item, Verdict
+from framejudge.workflows.align import (AlignError, Gold, align, choose_corrections, gold_labels, rubric_yaml,
+                                        split_items)
 
 BASE = get_rubric("video-qa")
 # The hash every verdict graded with the built-in rubric carries: corrections (none) leave it alone.
@@ -193,7 +193,7 @@ def test_corrections_are_chosen_round_robin_within_the_budget():
     assert {c.item_id for c in chosen[:3]} == {"s0", "m0", "m1"}  # one of each (category, cause) group first
     tight = choose_corrections(cands, 80)
     assert 0 < len(tight) < 7
-    from framejudge.rubrics.align import correction_tokens
+    from framejudge.workflows.align import correction_tokens
     assert correction_tokens(tight) <= 80
 
 

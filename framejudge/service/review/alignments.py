@@ -23,7 +23,6 @@ from ...db import Base
 from ...judge import JudgeSpecError
 from ...judge.base import JudgeStopped
 from ...rubrics import RubricError, rubric_by_id
-from ...rubrics.align import AlignError, AlignResult, align, rubric_yaml
 from ...runner.queue import Job
 from ...schema import (
     GradeOptions,
@@ -35,6 +34,7 @@ from ...schema import (
     Verdict,
     Whole,
 )
+from ...workflows.align import AlignError, AlignResult, align, rubric_yaml
 from ..jobs import JobStatus, create_job, job_status
 from ..problems import ProblemError
 from ..store import ApiKey

@@ -10,25 +10,34 @@ the figures are never measured on the examples the new rubric shows.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import random
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import yaml
 from pydantic import BaseModel
 
 from ..calibration.audit import FieldSpec, LabelRow, RunComparison, compare_runs, majority
-from ..schema import Cause, Category, HumanLabel, Item, Preference, Standing, Verdict
-from .model import Change, Correction, Rubric
-from .prompt import CORRECTIONS_HEADING, correction_text, estimate_tokens
+from ..calibration.inputs import judge_rows, video_qa_fields
+from ..frame_sampler import sample_frames
+from ..judge.base import Judge
+from ..judge.pipeline import Grader, SampleFn
+from ..records import Record, latest, read_records
+from ..rubrics.model import Change, Correction, Rubric
+from ..rubrics.prompt import CORRECTIONS_HEADING, correction_text, estimate_tokens
+from ..runner.local import run_batch
+from ..schema import Cause, Category, GradeOptions, HumanLabel, Item, Preference, Standing, Verdict
 
 FIELDS = ("category_a", "category_b", "preference")
 GOLD = "gold"
+E = TypeVar("E", bound=Enum)
 
 
 class AlignError(ValueError):
@@ -92,7 +101,7 @@ class AlignResult(BaseModel):
 
 # ----------------------------------------------------------------------------- gold
 
-def _metadata_enum(label: HumanLabel, key: str, enum: type[Any], where: str) -> Any:
+def _metadata_enum(label: HumanLabel, key: str, enum: type[E], where: str) -> E | None:
     value = label.metadata.get(key)
     if value in (None, ""):
         return None
@@ -154,7 +163,7 @@ def split_items(item_ids: Sequence[str], holdout: float, seed: int,
 
 # ----------------------------------------------------------------------------- corrections
 
-def _label(value: Any) -> str:
+def _label(value: Enum | None) -> str:
     return "none" if value is None else value.value
 
 
@@ -248,20 +257,15 @@ def rubric_yaml(rubric: Rubric) -> str:
 
 # ----------------------------------------------------------------------------- grading and measuring
 
-async def grade_items(grader: Any, items: Sequence[Item], concurrency: int = 4) -> list[Any]:
+async def grade_items(grader: Grader, items: Sequence[Item], concurrency: int = 4) -> list[Record]:
     """Records of grading `items` through the runner `framejudge grade` uses (into a temporary file)."""
-    from ..judge.batch import read_records
-    from ..runner import run_batch
-
     with tempfile.TemporaryDirectory(prefix="framejudge-align-") as folder:
         out = Path(folder) / "verdicts.jsonl"
         await run_batch(grader, list(items), out, concurrency=concurrency)
         return read_records(out)
 
 
-def verdict_map(records: Sequence[Any]) -> dict[tuple[str, int], Verdict]:
-    from ..judge.batch import latest
-
+def verdict_map(records: Sequence[Record]) -> dict[tuple[str, int], Verdict]:
     return latest(list(records))[0]
 
 
@@ -269,8 +273,6 @@ def measure(gold: Sequence[Gold], before: dict[tuple[str, int], Verdict], after:
             replicates: int = 1000, seed: int = 0) -> tuple[list[RunComparison], list[FieldAgreement]]:
     """Each run against the gold on `gold`'s units: Krippendorff's alpha with the paired bootstrap
     interval of the difference (over items), and the plain share of units that agree."""
-    from ..calibration.inputs import judge_rows, video_qa_fields
-
     fields = [f for f in video_qa_fields() if f.name in FIELDS]
     keys = {(g.item_id, g.turn) for g in gold}
     rows_b = [r for r in judge_rows(list(before.values()))[0] if (r.item_id, r.turn) in keys]
@@ -332,21 +334,17 @@ class Aligned:
     warnings: list[str]
 
 
-def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: Sequence[Item], judge: Any,
-          judge_spec: str, *, items_where: str = "the items", verdicts: Sequence[Any] | None = None,
-          verdicts_where: str = "the verdicts", options: Any = None, media_root: Path | None = None,
+def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: Sequence[Item], judge: Judge,
+          judge_spec: str, *, items_where: str = "the items", verdicts: Sequence[Record] | None = None,
+          verdicts_where: str = "the verdicts", options: GradeOptions | None = None, media_root: Path | None = None,
           holdout: float = 0.5, seed: int = 0, budget_tokens: int = 1500, replicates: int = 1000,
-          rubric_id: str | None = None, today: date | None = None, sample: Any = None) -> Aligned:
+          rubric_id: str | None = None, today: date | None = None, sample: SampleFn | None = None) -> Aligned:
     """Split, find and choose the corrections, make the new rubric, and measure base and new
     rubric on the held-apart units (graded with `judge` through the runner; `sample` decodes the
     frames, as for Grader: in this process by default)."""
-    import asyncio
-    from functools import partial
 
-    from ..frame_sampler import sample_frames
-    from ..judge import Grader as PlainGrader
-
-    Grader = partial(PlainGrader, sample=sample or sample_frames)  # noqa: N806
+    def grader(rubric: Rubric) -> Grader:
+        return Grader(judge, rubric, options, media_root=media_root, sample=sample or sample_frames)
 
     if budget_tokens < 1:
         raise AlignError(f"--budget-tokens {budget_tokens}: the budget must be at least 1 token")
@@ -357,7 +355,7 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
     warnings: list[str] = []
     example_items = [by_id[i] for i in split.example_items]
     if verdicts is None:
-        judged = verdict_map(asyncio.run(grade_items(Grader(judge, base, options, media_root=media_root), example_items)))
+        judged = verdict_map(asyncio.run(grade_items(grader(base), example_items)))
     else:
         judged = verdict_map(verdicts)
         other = sorted({v.provenance.rubric_hash for k, v in judged.items() if k[0] in set(split.example_items)}
@@ -387,8 +385,8 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
     sha = file_sha256(labels_path)
     new = aligned_rubric(base, chosen, labels_path.name, sha, judge_spec, today, rubric_id)
     held = [by_id[i] for i in split.held_apart_items]
-    before = verdict_map(asyncio.run(grade_items(Grader(judge, base, options, media_root=media_root), held)))
-    after = verdict_map(asyncio.run(grade_items(Grader(judge, new, options, media_root=media_root), held)))
+    before = verdict_map(asyncio.run(grade_items(grader(base), held)))
+    after = verdict_map(asyncio.run(grade_items(grader(new), held)))
     comparison, agreement = measure(split.held_apart, before, after, replicates, seed)
     unit = lambda g: Unit(item_id=g.item_id, turn=g.turn)  # noqa: E731
     result = AlignResult(
