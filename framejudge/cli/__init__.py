@@ -15,9 +15,24 @@ import typer
 from rich.console import Console, ConsoleDimensions
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperGroup
 
 from ..env import cache_off
+from ..errors import FramejudgeError
 from ..schema import Strategy
+
+
+class Commands(TyperGroup):
+    """framejudge's commands, with the one place where an error a user caused (a bad file, option
+    or setting: a FramejudgeError, whichever command or library call raised it) becomes an
+    `error: <message>` line on stderr and exit status 2."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FramejudgeError as exc:
+            fail(str(exc))
+
 
 app = typer.Typer(
     name="framejudge",
@@ -25,6 +40,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=Commands,
 )
 examples_app = typer.Typer(help="The bundled example clips.", no_args_is_help=True)
 app.add_typer(examples_app, name="examples")
@@ -113,19 +129,16 @@ def frames(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
 ) -> None:
     """Sample frames from VIDEO and print what was sampled."""
-    from ..files import OutputError, check_output, check_output_folder, write_problem
-    from ..frame_sampler import FrameSamplerError, SamplingWarning, sample_frames
+    from ..files import check_output, check_output_folder, write_problem
+    from ..frame_sampler import SamplingWarning, sample_frames
     from ..frame_sampler import contact_sheet as make_sheet
     from ..frame_sampler import to_jpeg
 
-    try:
-        if out_dir is not None:
-            check_output_folder(out_dir, "frames")
-        if contact_sheet is not None:
-            check_output(contact_sheet, "contact sheet", inputs=[video])
-            check_image_name(contact_sheet)
-    except OutputError as exc:
-        fail(str(exc))
+    if out_dir is not None:
+        check_output_folder(out_dir, "frames")
+    if contact_sheet is not None:
+        check_output(contact_sheet, "contact sheet", inputs=[video])
+        check_image_name(contact_sheet)
     if not no_cache and not cache_off():
         check_cache_folder("pass --no-cache")
     writing = "frames"
@@ -153,8 +166,6 @@ def frames(
         if contact_sheet is not None:
             writing = "contact sheet"
             make_sheet([f.image for f in result.frames], result.timestamps).save(contact_sheet)
-    except FrameSamplerError as exc:
-        fail(str(exc))
     except OSError as exc:
         fail(write_problem(out_dir if writing == "frames" else contact_sheet, writing, exc))
 
@@ -229,13 +240,11 @@ def examples_make(
 ) -> None:
     """Generate the bundled example clips (moving shapes, text, a scene cut, a countdown)."""
     from ..examples.clips import make_examples
-    from ..files import OutputError, check_output_folder, write_problem
+    from ..files import check_output_folder, write_problem
 
     try:
         check_output_folder(directory, "examples")
         paths = make_examples(directory, overwrite=overwrite)
-    except OutputError as exc:
-        fail(str(exc))
     except OSError as exc:
         fail(write_problem(directory, "examples", exc))
     for p in paths:
@@ -291,16 +300,16 @@ def grade(
     """Grade ITEMS and append verdicts to --out as they finish, then print a summary."""
     from pydantic import ValidationError
 
-    from ..files import OutputError, check_output, first_problem, write_problem
-    from ..frame_sampler import InvalidRequest, make_params
+    from ..files import check_output, first_problem, write_problem
+    from ..frame_sampler import make_params
     from ..service.settings import MAX_DECODE_MEMORY_MB, MAX_DECODE_WORKERS
-    from ..judge import Grader, ItemsError, JudgeSpecError, load_items
+    from ..judge import Grader, ItemsError, load_items
     from ..judge.base import unused_options
-    from ..rubrics import RubricError, get_rubric
-    from ..runner.judges import Judges, JudgesFileError
+    from ..rubrics import get_rubric
+    from ..runner.judges import Judges
     from ..runner.local import planned_turns
     from ..calibration.triage import marker, mismatch, review_rows
-    from ..runner.resume import ResumeConflict, mark_kept, plan_resume, superseded_path
+    from ..runner.resume import mark_kept, plan_resume, superseded_path
     from ..schema import GradeOptions
     from .triage import load_thresholds
 
@@ -359,9 +368,6 @@ def grade(
             mark_kept(plan, out_path, the_items, mark)
         if plan.superseded:
             check_output(superseded_path(out_path), "superseded verdicts", inputs=[items], read_back=True)
-    except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest, ResumeConflict,
-            OutputError) as exc:
-        fail(str(exc))
     except ValidationError as exc:  # an option the shared models refuse, named as the model names it
         fail(first_problem(exc, "option"))
     todo = plan.turns
@@ -423,23 +429,19 @@ def calibrate(
     from ..calibration.reliability import reliability
     from ..calibration.inputs import (LabelsError, gold_rows, human_rows, judge_rows, load_gold_labels,
                                      load_human_labels, swap_consistency, video_qa_fields)
-    from ..files import OutputError
-    from ..judge import ItemsError, read_records
+    from ..judge import read_records
 
-    try:
-        check_outputs({"result": out_path, "report": report, "disagreements": disagreements},
-                      inputs=[human, judge_path, compare, gold])
-        labels = load_human_labels(human)
-        golden = load_gold_labels(gold, {(h.item_id, h.turn) for h in labels}) if gold is not None else None
-        for verdicts in (judge_path, compare):
-            if verdicts is not None and not verdicts.is_file():
-                raise LabelsError(f"{verdicts}: " + ("not a regular file" if verdicts.exists() else "no such verdicts file"))
-        records = read_records(judge_path)
-        second = read_records(compare) if compare is not None else None
-        if replicates < 1:
-            raise LabelsError("--replicates must be at least 1")
-    except (LabelsError, ItemsError, OutputError) as exc:
-        fail(str(exc))
+    check_outputs({"result": out_path, "report": report, "disagreements": disagreements},
+                  inputs=[human, judge_path, compare, gold])
+    labels = load_human_labels(human)
+    golden = load_gold_labels(gold, {(h.item_id, h.turn) for h in labels}) if gold is not None else None
+    for verdicts in (judge_path, compare):
+        if verdicts is not None and not verdicts.is_file():
+            raise LabelsError(f"{verdicts}: " + ("not a regular file" if verdicts.exists() else "no such verdicts file"))
+    records = read_records(judge_path)
+    second = read_records(compare) if compare is not None else None
+    if replicates < 1:
+        raise LabelsError("--replicates must be at least 1")
     rows_j, errors = judge_rows(records)
     fields = video_qa_fields()
     rows_h = human_rows(labels)
@@ -600,12 +602,9 @@ def report_problems(problems: list[Optional[str]]) -> None:
 
 def service_settings():  # type: ignore[no-untyped-def]
     """The service's settings from the environment; a bad variable is an error line, exit 2."""
-    from ..service.settings import Settings, SettingsError
+    from ..service.settings import Settings
 
-    try:
-        return Settings.from_env()
-    except SettingsError as exc:
-        fail(str(exc))
+    return Settings.from_env()
 
 
 def service_database(url: str):  # type: ignore[no-untyped-def]
@@ -658,12 +657,9 @@ def keys_list() -> None:
 def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key's id, as `keys list` shows it, or the whole key "
                                                               "(its secret must match)")]) -> None:
     """Revoke an API key: requests with it are refused (401) from then on."""
-    from ..service.store import WrongSecret, revoke_key
+    from ..service.store import revoke_key
 
-    try:
-        revoked = revoke_key(service_database(service_settings().database_url), key_id)
-    except WrongSecret as exc:
-        fail(str(exc))
+    revoked = revoke_key(service_database(service_settings().database_url), key_id)
     if revoked is None:
         fail(f"no API key with id {key_id.split('_', 2)[1] if key_id.startswith('fj_') else key_id!r}")
     print(f"revoked {revoked}")
@@ -706,7 +702,6 @@ def serve(
     import uvicorn
 
     from ..db import shown_url
-    from ..runner.judges import JudgesFileError
     from ..service.app import create_app
     from ..service.store import list_keys
 
@@ -716,10 +711,7 @@ def serve(
     settings = service_settings()
     engine = service_database(settings.database_url)
     check_cache_folder()
-    try:
-        app = create_app(settings)
-    except JudgesFileError as exc:
-        fail(str(exc))
+    app = create_app(settings)
     try:  # bound here, so an address in use or a bad host is an error line before anything starts
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         sock = socket.create_server((host, port), family=family)
@@ -784,15 +776,12 @@ def worker(
     from ..frame_sampler import IsolatedSampler
     from ..runner.decode import SharedDecodes
     from ..runner.graders import GraderCache
-    from ..runner.judges import Judges, JudgesFileError, load_judges_file
+    from ..runner.judges import Judges, load_judges_file
     from ..db import shown_url
     from ..runner.worker import QueueWorker
 
     settings = service_settings()
-    try:
-        configs = load_judges_file(settings.judges_file) if settings.judges_file else []
-    except JudgesFileError as exc:
-        fail(str(exc))
+    configs = load_judges_file(settings.judges_file) if settings.judges_file else []
     engine = service_database(settings.database_url)
     if max_in_flight is not None and max_in_flight < 1:
         fail("--max-in-flight must be at least 1")
@@ -853,14 +842,11 @@ def rubrics_show(
     as_json: Annotated[bool, typer.Option("--json", help="the validated data as JSON")] = False,
 ) -> None:
     """Print a rubric as the text a judge receives (or as JSON)."""
-    from ..rubrics import RubricError, get_rubric
+    from ..rubrics import get_rubric
     from ..rubrics.prompt import rubric_text
 
     check_rubric_dirs(dirs)
-    try:
-        rubric = get_rubric(ref, dirs or [])
-    except RubricError as exc:
-        fail(str(exc))
+    rubric = get_rubric(ref, dirs or [])
     if as_json:
         out.print_json(rubric.model_dump_json())
     else:
@@ -878,14 +864,10 @@ def mcq_score(
     details: Annotated[Optional[Path], typer.Option(help="write per-row results (JSONL) here")] = None,
 ) -> None:
     """Accuracy of multiple-choice predictions, with unparseable replies counted apart."""
-    from ..files import OutputError
-    from ..rubrics.mcq import MCQScoreError, score_files
+    from ..rubrics.mcq import score_files
 
-    try:
-        check_outputs({"details": details}, inputs=[predictions, gold])
-        report = score_files(predictions, gold, key, prediction_field, gold_field, options_field)
-    except (MCQScoreError, OutputError) as exc:
-        fail(str(exc))
+    check_outputs({"details": details}, inputs=[predictions, gold])
+    report = score_files(predictions, gold, key, prediction_field, gold_field, options_field)
     out.print_json(report.model_dump_json(exclude={"rows"}))
     if details is not None:
         report_problems([write_output(details, "details", "".join(row.model_dump_json() + "\n"
@@ -926,4 +908,5 @@ def main() -> None:
 
 
 # the command groups kept in their own modules register themselves on `app`
-from . import align, labels, leaderboard, triage  # noqa: E402,F401
+from . import align, leaderboard, triage  # noqa: E402,F401
+from . import labels as labels_commands  # noqa: E402,F401

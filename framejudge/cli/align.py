@@ -47,13 +47,12 @@ def align(
 
     from ..calibration.inputs import LabelsError, load_human_labels
     from ..files import OutputError, first_problem
-    from ..frame_sampler import InvalidRequest, make_params
-    from ..judge import ItemsError, JudgeSpecError, load_items, read_records
-    from ..rubrics import RubricError, get_rubric, require_kind
-    from ..rubrics.align import AlignError
+    from ..frame_sampler import make_params
+    from ..judge import ItemsError, load_items, read_records
+    from ..rubrics import get_rubric, require_kind
     from ..rubrics.align import align as run_align
     from ..rubrics.align import rubric_yaml
-    from ..runner.judges import Judges, JudgesFileError
+    from ..runner.judges import Judges
     from ..schema import GradeOptions
     from . import check_outputs
 
@@ -80,22 +79,17 @@ def align(
         judges = Judges.from_env(judges_file)
         the_judge = judges.make(judge)
         options = GradeOptions(sampler=make_params(n=n), cache=True)
-    except (OutputError, RubricError, LabelsError, ItemsError, JudgeSpecError, JudgesFileError, InvalidRequest) as exc:
-        fail(str(exc))
     except ValidationError as exc:
         fail(first_problem(exc, "option"))
     if getattr(the_judge, "spends", False) and not yes:
         fail("this judge spends tokens: pass --yes to run without a prompt")
     if the_judge.backend != "reference":
         check_cache_folder()
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # stdout holds the results alone
-            done = run_align(base, labels_path, labels, the_items, the_judge, judge, items_where=str(items),
-                             verdicts=records, verdicts_where=str(verdicts), options=options,
-                             media_root=media_root or items.resolve().parent, holdout=holdout, seed=seed,
-                             budget_tokens=budget_tokens, replicates=replicates, rubric_id=rubric_id)
-    except AlignError as exc:
-        fail(str(exc))
+    with contextlib.redirect_stdout(sys.stderr):  # stdout holds the results alone
+        done = run_align(base, labels_path, labels, the_items, the_judge, judge, items_where=str(items),
+                         verdicts=records, verdicts_where=str(verdicts), options=options,
+                         media_root=media_root or items.resolve().parent, holdout=holdout, seed=seed,
+                         budget_tokens=budget_tokens, replicates=replicates, rubric_id=rubric_id)
     for w in done.warnings:
         err.print(flagged("warning:", "yellow", w), highlight=False, soft_wrap=True)
     problems = [write_output(out_path, "rubric", rubric_yaml(done.rubric))]

@@ -61,14 +61,14 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     with its progress; the file's records afterwards."""
     from pydantic import ValidationError
 
-    from ..files import OutputError, check_output, first_problem
-    from ..frame_sampler import InvalidRequest, make_params
-    from ..judge import Grader, ItemsError, JudgeSpecError, read_records
+    from ..files import check_output, first_problem
+    from ..frame_sampler import make_params
+    from ..judge import Grader, ItemsError, read_records
     from ..leaderboard.plan import battle_options
-    from ..rubrics import RubricError, get_rubric
-    from ..runner.judges import Judges, JudgesFileError
+    from ..rubrics import get_rubric
+    from ..runner.judges import Judges
     from ..runner.local import planned_turns
-    from ..runner.resume import ResumeConflict, plan_resume, superseded_path
+    from ..runner.resume import plan_resume, superseded_path
     from ..schema import GradeOptions
     from .batch_run import Decoding, Words, run_graded
 
@@ -94,9 +94,6 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
         resume = plan.restrict(plan_resume(grader, items, battles, regrade=regrade))
         if resume.superseded:
             check_output(superseded_path(battles), "superseded verdicts", inputs=inputs, read_back=True)
-    except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest, ResumeConflict,
-            OutputError) as exc:
-        fail(str(exc))
     except ValidationError as exc:
         fail(first_problem(exc, "option"))
     planned = planned_turns(grader, resume.work)
@@ -131,12 +128,9 @@ def warn_unanswered(lineup: Any) -> None:
 
 
 def load_inputs(paths: list[Path], named: list[tuple[str, Path]]) -> Any:
-    from ..leaderboard.inputs import LineupError, load_lineup
+    from ..leaderboard.inputs import load_lineup
 
-    try:
-        return load_lineup(paths, named)
-    except LineupError as exc:
-        fail(str(exc))
+    return load_lineup(paths, named)
 
 
 @app.command()
@@ -173,8 +167,8 @@ def leaderboard(
     yes: Yes = False,
 ) -> None:
     """Grade battles between models' answers to the same turns, then print their leaderboard."""
-    from ..files import OutputError, check_output
-    from ..leaderboard.plan import PlanError, model_pairs, outcomes, plan_battles
+    from ..files import check_output
+    from ..leaderboard.plan import model_pairs, outcomes, plan_battles
     from ..leaderboard.stats import check_slice_keys
 
     named = parse_named(model)
@@ -184,22 +178,16 @@ def leaderboard(
         fail("name the models' items files (ITEMS... or --model NAME=FILE)")
     if replicates < 1:
         fail("--replicates must be at least 1")
-    try:
-        check_output(battles, "battles", inputs=inputs, read_back=True)
-        check_outputs({"board": out_path, "page": html, "battle items": items_out}, inputs=[*inputs, battles])
-    except OutputError as exc:
-        fail(str(exc))
+    check_output(battles, "battles", inputs=inputs, read_back=True)
+    check_outputs({"board": out_path, "page": html, "battle items": items_out}, inputs=[*inputs, battles])
     lineup = load_inputs(paths, named)
     warn_unanswered(lineup)
     try:  # before anything is graded: a slice key the battles cannot have
         check_slice_keys(by or [], {k for it in lineup.items for k in it.metadata})
     except ValueError as exc:
         fail(f"--{exc}")
-    try:
-        the_pairs = model_pairs(lineup.models, baseline, all_pairs=pairs is Pairs.all)
-        plan = plan_battles(lineup, the_pairs, budget=budget, seed=seed, baseline=baseline or lineup.models[0])
-    except PlanError as exc:
-        fail(str(exc))
+    the_pairs = model_pairs(lineup.models, baseline, all_pairs=pairs is Pairs.all)
+    plan = plan_battles(lineup, the_pairs, budget=budget, seed=seed, baseline=baseline or lineup.models[0])
     if budget is not None and plan.size < plan.possible:
         err.print(f"budget: {plan.size} of the {plan.possible} possible battle(s)", highlight=False)
     if items_out is not None:
@@ -316,22 +304,16 @@ def compare(
 ) -> None:
     """Grade NEW against BASELINE turn by turn: wins, ties and losses, an exact paired test on
     Successful, and the turns that flipped."""
-    from ..files import OutputError, check_output
+    from ..files import check_output
     from ..leaderboard.compare import compare as compare_runs
-    from ..leaderboard.plan import PlanError, plan_battles
+    from ..leaderboard.plan import plan_battles
 
-    try:
-        check_output(battles, "battles", inputs=[new, baseline], read_back=True)
-        check_outputs({"flipped turns": flipped, "comparison": out_path}, inputs=[new, baseline, battles])
-    except OutputError as exc:
-        fail(str(exc))
+    check_output(battles, "battles", inputs=[new, baseline], read_back=True)
+    check_outputs({"flipped turns": flipped, "comparison": out_path}, inputs=[new, baseline, battles])
     names = (new.stem, baseline.stem) if new.stem != baseline.stem else ("new", "baseline")
     lineup = load_inputs([], [(names[0], new), (names[1], baseline)])
     warn_unanswered(lineup)
-    try:
-        plan = plan_battles(lineup, [names], seed=seed, baseline=names[1])
-    except PlanError as exc:
-        fail(str(exc))
+    plan = plan_battles(lineup, [names], seed=seed, baseline=names[1])
     records = grade_battles(plan, battles, [new, baseline], judge, api_base, judges_file, rubric, frames, swap,
                             no_cache, media_root, concurrency, regrade, yes)
     result = compare_runs(records, plan, *names, rubric=graded_under(rubric))

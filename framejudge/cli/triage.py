@@ -39,24 +39,20 @@ def triage(
     labelled items; report coverage and agreement on the rest."""
     from ..calibration.inputs import LabelsError, human_rows, judge_rows, load_human_labels, video_qa_fields
     from ..calibration.triage import calibrate_triage, no_threshold_reason
-    from ..files import OutputError
-    from ..judge import ItemsError, read_records
+    from ..judge import read_records
 
-    try:
-        for name, value in (("--target", target), ("--delta", delta)):
-            if not 0 < value < 1:
-                raise LabelsError(f"{name} {value}: give a number between 0 and 1 (not either)")
-        if not 0 < split <= 1:
-            raise LabelsError(f"--split {split}: give the calibration part's share, more than 0 and at most 1")
-        if min_units < 1:
-            raise LabelsError("--min-units must be at least 1")
-        check_outputs({"thresholds": out_path, "report": report}, inputs=[human, judge_path])
-        labels = load_human_labels(human)
-        if not judge_path.is_file():
-            raise LabelsError(f"{judge_path}: " + ("not a regular file" if judge_path.exists() else "no such verdicts file"))
-        records = read_records(judge_path)
-    except (LabelsError, ItemsError, OutputError) as exc:
-        fail(str(exc))
+    for name, value in (("--target", target), ("--delta", delta)):
+        if not 0 < value < 1:
+            raise LabelsError(f"{name} {value}: give a number between 0 and 1 (not either)")
+    if not 0 < split <= 1:
+        raise LabelsError(f"--split {split}: give the calibration part's share, more than 0 and at most 1")
+    if min_units < 1:
+        raise LabelsError("--min-units must be at least 1")
+    check_outputs({"thresholds": out_path, "report": report}, inputs=[human, judge_path])
+    labels = load_human_labels(human)
+    if not judge_path.is_file():
+        raise LabelsError(f"{judge_path}: " + ("not a regular file" if judge_path.exists() else "no such verdicts file"))
+    records = read_records(judge_path)
     rows_h = human_rows(labels)
     rows_j, _ = judge_rows(records)
     if not rows_j:

@@ -8,6 +8,7 @@ import os
 # framejudge downloads nothing at run time (litellm's bundled copy is used).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from ..errors import FramejudgeError
 from ..schema import JudgeConfig
 from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult, JudgeStopped
 from .batch import GradeSummary, ItemsError, load_items, read_records, summarize
@@ -15,8 +16,10 @@ from .pipeline import GradeOptions, Grader
 from .reference import ReferenceJudge
 
 
-class JudgeSpecError(ValueError):
+class JudgeSpecError(FramejudgeError, ValueError):
     """A --judge value that names no available backend."""
+
+    code = "judge_unavailable"
 
 
 def judge_class(spec: str) -> type | None:

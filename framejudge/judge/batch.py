@@ -11,13 +11,16 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ..errors import FramejudgeError
 from ..files import NotJSON, first_problem, jsonl_objects, read_text, strict_json
 from ..schema import Item, JudgeError, Preference, Verdict
 from .pipeline import Record
 
 
-class ItemsError(ValueError):
+class ItemsError(FramejudgeError, ValueError):
     """An items file that cannot be graded; the message names the file and line."""
+
+    code = "invalid_items"
 
 
 def load_items(path: str | os.PathLike[str]) -> list[Item]:

@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel
 
 from ..calibration.audit import FieldSpec, LabelRow, RunComparison, compare_runs, majority
+from ..errors import FramejudgeError
 from ..schema import Cause, Category, HumanLabel, Item, Preference, Standing, Verdict
 from .model import Change, Correction, Rubric
 from .prompt import CORRECTIONS_HEADING, correction_text, estimate_tokens
@@ -31,8 +32,10 @@ FIELDS = ("category_a", "category_b", "preference")
 GOLD = "gold"
 
 
-class AlignError(ValueError):
+class AlignError(FramejudgeError, ValueError):
     """Labels, items or options that cannot be aligned from; the message says which and why."""
+
+    code = "cannot_align"
 
 
 class Unit(BaseModel):

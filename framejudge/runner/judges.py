@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 from pydantic import ValidationError
 
+from ..errors import FramejudgeError
 from ..files import first_problem, line_of, parse_yaml_model, plain_problem, read_text
 from ..judge import Judge, JudgeSpecError, make_judge
 from ..schema import JudgeConfig, JudgesFile
@@ -22,8 +23,10 @@ LOCAL_KINDS = {"reference": "the reference judge runs in this process and calls 
                "transformers": "a transformers judge runs its model in this process: no server, key, pace or price"}
 
 
-class JudgesFileError(ValueError):
+class JudgesFileError(FramejudgeError, ValueError):
     """A judges file that cannot be used; the message names the file, line and field."""
+
+    code = "invalid_judges_file"
 
 
 def load_judges_file(path: str | os.PathLike[str]) -> list[JudgeConfig]:
