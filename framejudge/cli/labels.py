@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from . import app, check_outputs, out, report_problems, write_output
+from .console import out
+from .outputs import check_outputs, report_problems, write_output
 
 labels_app = typer.Typer(help="Human labels: import from labelling tools.", no_args_is_help=True)
-app.add_typer(labels_app, name="labels")
 
 
 class Tool(str, Enum):

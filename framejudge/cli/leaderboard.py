@@ -3,7 +3,6 @@ battles, each an ordinary pairwise grading (rules first, both orders, cache, res
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -11,8 +10,10 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from . import app, check_cache_folder, check_outputs, err, fail, flagged, out, report_problems, write_output
 from ..env import cache_off
+from .console import err, fail, flagged, out
+from .options import ApiBase, Frames, JudgeSpec, JudgesPath, NoCache, RubricRef, Yes, check_media_root, confirm_spending
+from .outputs import check_cache_folder, check_outputs, report_problems, write_output
 
 
 class Pairs(str, Enum):
@@ -22,25 +23,15 @@ class Pairs(str, Enum):
 
 Battles = Annotated[Path, typer.Option("--battles", help="battle verdicts JSONL; a rerun into it grades only the "
                                                          "battles it lacks")]
-JudgeSpec = Annotated[str, typer.Option(help="reference | litellm:<model> | transformers:<path>",
-                                        envvar="FRAMEJUDGE_JUDGE")]
-ApiBase = Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for litellm",
-                                                envvar="FRAMEJUDGE_API_BASE")]
-JudgesPath = Annotated[Optional[Path], typer.Option("--judges", help="judges file (YAML), as for grade",
-                                                    envvar="FRAMEJUDGE_JUDGES_FILE")]
-RubricRef = Annotated[str, typer.Option(help="rubric id or file", envvar="FRAMEJUDGE_RUBRIC")]
-Frames = Annotated[int, typer.Option("-n", "--frames", help="frame budget per turn")]
 Swap = Annotated[Optional[bool], typer.Option("--swap/--no-swap", help="grade every battle in both orders (on "
                                                                       "unless --no-swap, as for a job of battle items)",
                                              show_default=False)]
-NoCache = Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")]
 MediaRoot = Annotated[Optional[Path], typer.Option(help="relative video paths are under here (default: the first "
                                                         "items file's folder)")]
 Concurrency = Annotated[Optional[int], typer.Option(help="model calls in flight at the start (default: the judges "
                                                          "file's, else 8; 4 items)")]
 Regrade = Annotated[bool, typer.Option("--regrade", help="grade again the battles in --battles graded differently; "
                                                          "the old records move to <battles>.superseded.jsonl")]
-Yes = Annotated[bool, typer.Option("--yes", help="do not ask before spending tokens")]
 
 
 def parse_named(named: Optional[list[str]]) -> list[tuple[str, Path]]:
@@ -84,8 +75,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
         judges.override(judge, concurrency, None)
         the_judge = judges.make(judge)
         params = make_params(n=frames)
-        if media_root is not None and not media_root.is_dir():
-            raise ItemsError(f"--media-root {media_root}: " + ("not a folder" if media_root.exists() else "no such folder"))
+        check_media_root(media_root)
         if the_judge.backend != "reference" and not (no_cache and cache_off()):
             check_cache_folder("pass --no-cache and set FRAMEJUDGE_NO_CACHE=1 to use neither cache")
         grader = Grader(the_judge, the_rubric, battle_options(GradeOptions(sampler=params, swap=swap,
@@ -106,11 +96,8 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     if resume.superseded:
         err.print(f"regrading: {len(resume.superseded)} verdict(s) graded differently move to "
                   f"{superseded_path(battles)}", highlight=False)
-    if todo and getattr(the_judge, "spends", False) and not yes:
-        if not sys.stdin.isatty():
-            fail("this judge spends tokens: pass --yes to run without a prompt")
-        if not typer.confirm("Go ahead?"):
-            raise typer.Exit(1)
+    if todo:
+        confirm_spending(the_judge, yes)
     run_graded(grader, items, battles, todo=todo, concurrency=concurrency, plan=resume, decoding=Decoding(),
                words=Words(label="battles", finished="battle(s)", in_hand="battle item(s)", kind="battles"),
                empty_bar=False)
@@ -133,7 +120,6 @@ def load_inputs(paths: list[Path], named: list[tuple[str, Path]]) -> Any:
     return load_lineup(paths, named)
 
 
-@app.command()
 def leaderboard(
     items: Annotated[Optional[list[Path]], typer.Argument(
         help="items files: one whose turns carry responses (model -> answer), or one per model (its answers as "
@@ -281,7 +267,6 @@ def bias_line(bias: Any) -> str:
     return f"{position}; {longer}; length coefficient {interval(bias.length_coefficient, 2) or 'undefined'}"
 
 
-@app.command()
 def compare(
     new: Annotated[Path, typer.Argument(help="items file of the new version's answers (response_a)")],
     baseline: Annotated[Path, typer.Argument(help="items file of the baseline's answers to the same turns")],

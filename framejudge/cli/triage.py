@@ -9,14 +9,15 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from . import app, check_calibration_inputs, check_outputs, err, fail, flagged, out, report_problems, write_output
+from .calibrate import check_calibration_inputs
+from .console import err, fail, flagged, out
+from .outputs import check_outputs, report_problems, write_output
 
 
 def percent(x: Optional[float]) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
 
-@app.command()
 def triage(
     human: Annotated[Path, typer.Option("--human", help="human labels, JSONL or CSV")],
     judge_path: Annotated[Path, typer.Option("--judge", help="verdicts JSONL (with confidence) from framejudge grade")],
