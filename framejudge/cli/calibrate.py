@@ -17,7 +17,7 @@ from .outputs import check_outputs, report_problems, write_output
 def calibrate(
     human: Annotated[Path, typer.Option("--human", help="human labels, JSONL or CSV")],
     judge_path: Annotated[Path, typer.Option("--judge", help="verdicts JSONL from framejudge grade")],
-    replicates: Annotated[int, typer.Option(help="bootstrap replicates (>= 1000 recommended)")] = 1000,
+    replicates: Annotated[int, typer.Option(help="bootstrap replicates (>= 1000 recommended)", min=1)] = 1000,
     seed: Annotated[int, typer.Option(help="bootstrap seed", min=0, max=2**32 - 1)] = 0,
     out_path: Annotated[Optional[Path], typer.Option("--out", help="write the full result as JSON")] = None,
     disagreements: Annotated[Optional[Path], typer.Option(help="write disagreements to review (JSONL label rows to fill in and feed back with --human)")] = None,
@@ -45,8 +45,6 @@ def calibrate(
             raise LabelsError(f"{verdicts}: " + ("not a regular file" if verdicts.exists() else "no such verdicts file"))
     records = read_records(judge_path)
     second = read_records(compare) if compare is not None else None
-    if replicates < 1:
-        raise LabelsError("--replicates must be at least 1")
     rows_j, errors = judge_rows(records)
     fields = video_qa_fields()
     rows_h = human_rows(labels)

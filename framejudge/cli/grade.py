@@ -31,7 +31,7 @@ def grade(
     lookback: Annotated[float, typer.Option(help="seconds before a multi-turn question to show")] = 30.0,
     max_side: Annotated[int, typer.Option(help="longest side of frames sent to the judge")] = 768,
     swap: Annotated[Optional[bool], typer.Option("--swap/--no-swap", help="also grade B/A (default: on for model judges)")] = None,
-    samples: Annotated[int, typer.Option(help="k samples with majority vote")] = 1,
+    samples: Annotated[int, typer.Option(help="k samples with majority vote", min=1)] = 1,
     sample_temperature: Annotated[float, typer.Option(
         help="temperature of each of k > 1 samples (sample i has seed i); one sample is drawn at 0")] = 0.7,
     blind: Annotated[bool, typer.Option(help="blind control: grade again without frames")] = False,
@@ -96,8 +96,6 @@ def grade(
         judges.override(judge, concurrency, max_concurrency)
         the_judge = judges.make(judge)
         params = make_params(n=n, strategy=strategy, fps=fps, lookback=lookback, max_side=max_side)
-        if samples < 1:
-            raise ItemsError("--samples must be at least 1")
         options = GradeOptions(sampler=params, swap=swap, samples=samples, sample_temperature=sample_temperature,
                                blind=blind, cache=not no_cache)
         unused = unused_options(the_judge, judge, samples, blind)

@@ -29,7 +29,7 @@ Swap = Annotated[Optional[bool], typer.Option("--swap/--no-swap", help="grade ev
 MediaRoot = Annotated[Optional[Path], typer.Option(help="relative video paths are under here (default: the first "
                                                         "items file's folder)")]
 Concurrency = Annotated[Optional[int], typer.Option(help="model calls in flight at the start (default: the judges "
-                                                         "file's, else 8; 4 items)")]
+                                                         "file's, else 8; 4 items)", min=1)]
 Regrade = Annotated[bool, typer.Option("--regrade", help="grade again the battles in --battles graded differently; "
                                                          "the old records move to <battles>.superseded.jsonl")]
 
@@ -70,8 +70,6 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
         judges.api_base = api_base or judges.api_base
         if judges.configs and judge not in judges.configs and judge != "reference":
             raise ItemsError(f"judge {judge!r} is not in the judges file (it has: {', '.join(judges.configs)})")
-        if concurrency is not None and concurrency < 1:
-            raise ItemsError("--concurrency must be at least 1")
         judges.override(judge, concurrency, None)
         the_judge = judges.make(judge)
         params = make_params(n=frames)
@@ -132,7 +130,7 @@ def leaderboard(
     budget: Annotated[Optional[int], typer.Option(help="at most this many battles, spread evenly over the pairs and "
                                                        "the items")] = None,
     seed: Annotated[int, typer.Option(help="seed of the battle plan and the bootstrap", min=0, max=2**32 - 1)] = 0,
-    replicates: Annotated[int, typer.Option(help="bootstrap replicates")] = 1000,
+    replicates: Annotated[int, typer.Option(help="bootstrap replicates", min=1)] = 1000,
     by: Annotated[Optional[list[str]], typer.Option("--by", help="also a table per value of: domain, task_type, or a "
                                                                  "metadata field (repeatable)")] = None,
     out_path: Annotated[Optional[Path], typer.Option("--out", help="write the board as JSON here")] = None,
@@ -162,8 +160,6 @@ def leaderboard(
     inputs = paths + [p for _, p in named]
     if not inputs:
         fail("name the models' items files (ITEMS... or --model NAME=FILE)")
-    if replicates < 1:
-        fail("--replicates must be at least 1")
     check_output(battles, "battles", inputs=inputs, read_back=True)
     check_outputs({"board": out_path, "page": html, "battle items": items_out}, inputs=[*inputs, battles])
     lineup = load_inputs(paths, named)

@@ -31,7 +31,7 @@ def triage(
     seed: Annotated[int, typer.Option(help="seed of the split into calibration and test items", min=0,
                                       max=2**32 - 1)] = 0,
     min_units: Annotated[int, typer.Option(help="test a threshold only with at least this many calibration units "
-                                                "at or above it")] = 30,
+                                                "at or above it", min=1)] = 30,
     report: Annotated[Optional[Path], typer.Option(help="write a self-contained HTML report (coverage against "
                                                         "agreement, reliability) here")] = None,
 ) -> None:
@@ -42,13 +42,12 @@ def triage(
     from ..calibration.triage import calibrate_triage, no_threshold_reason
     from ..judge import read_records
 
+    # checked here, not by Typer's FloatRange: NaN passes its bounds
     for name, value in (("--target", target), ("--delta", delta)):
         if not 0 < value < 1:
             raise LabelsError(f"{name} {value}: give a number between 0 and 1 (not either)")
     if not 0 < split <= 1:
         raise LabelsError(f"--split {split}: give the calibration part's share, more than 0 and at most 1")
-    if min_units < 1:
-        raise LabelsError("--min-units must be at least 1")
     check_outputs({"thresholds": out_path, "report": report}, inputs=[human, judge_path])
     labels = load_human_labels(human)
     if not judge_path.is_file():

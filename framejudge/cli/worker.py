@@ -6,14 +6,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from .console import err, fail
+from .console import err
 from .outputs import check_cache_folder
 from .service_config import service_database, service_settings
 
 
 def worker(
-    max_in_flight: Annotated[Optional[int], typer.Option(help="items graded at once, at most (default: "
-                                                              "FRAMEJUDGE_WORKER_IN_FLIGHT, else 256)")] = None,
+    max_in_flight: Annotated[Optional[int], typer.Option(min=1, help="items graded at once, at most (default: "
+                                                                     "FRAMEJUDGE_WORKER_IN_FLIGHT, else 256)")] = None,
 ) -> None:
     """Grade queued job items from the service's database, with no HTTP (run any number, on any
     machine that reaches the database and the videos). Same settings as `serve`
@@ -33,8 +33,6 @@ def worker(
     settings = service_settings()
     configs = load_judges_file(settings.judges_file) if settings.judges_file else []
     engine = service_database(settings.database_url)
-    if max_in_flight is not None and max_in_flight < 1:
-        fail("--max-in-flight must be at least 1")
     check_cache_folder()
     decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,
                               max_memory_mb=settings.decode_memory_mb)
