@@ -35,7 +35,7 @@ ENTRY_POINT_GROUP = "framejudge.judges"
 class JudgeSpecError(FramejudgeError, ValueError):
     """A judge spec that names no available backend, or a backend that cannot be used here."""
 
-    code = "judge_spec_error"
+    code = "judge_unavailable"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from .errors import FramejudgeError
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -54,8 +56,10 @@ def not_utf8(exc: UnicodeDecodeError) -> str:
     return f"not UTF-8 text (byte 0x{data[offset]:02x} at column {column}); save the file as UTF-8"
 
 
-class NotJSON(ValueError):
+class NotJSON(FramejudgeError, ValueError):
     """Text that strict JSON does not allow; the message says what, but not the file and line."""
+
+    code = "not_json"
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -258,8 +262,10 @@ def plain_problem(exc: ValidationError) -> str:
     return exc.errors()[0]["msg"].removeprefix("Value error, ")
 
 
-class OutputError(ValueError):
+class OutputError(FramejudgeError, ValueError):
     """An output path that cannot be written; the message names it and why."""
+
+    code = "unwritable_output"
 
 
 def check_output(path: str | os.PathLike[str], what: str, inputs: Iterable[str | os.PathLike[str] | None] = (),

@@ -13,14 +13,17 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from .errors import FramejudgeError
 from .files import NotJSON, strict_json
 from .schema import Item, JudgeError, Verdict
 
 Record = Verdict | JudgeError
 
 
-class ItemsError(ValueError):
+class ItemsError(FramejudgeError, ValueError):
     """An items file that cannot be graded; the message names the file and line."""
+
+    code = "invalid_items"
 
 
 def turn_hash(item: Item, turn: int) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..errors import FramejudgeError
 from ..files import cell_text, first_problem, jsonl_objects, read_text
 from ..records import latest, swap_consistency as batch_swap_consistency
 from ..schema import FLAG_FIELDS, Category, HumanLabel, JudgeError, Preference, Verdict, text_switch
@@ -19,8 +20,10 @@ from .audit import JUDGE, FieldSpec, LabelRow
 BOOL = [False, True]
 
 
-class LabelsError(ValueError):
+class LabelsError(FramejudgeError, ValueError):
     """A labels file that cannot be used; the message names the file and line."""
+
+    code = "invalid_labels"
 
 
 def video_qa_fields() -> list[FieldSpec]:

@@ -9,33 +9,32 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from .. import backends
-from . import app, check_cache_folder, err, fail, flagged, out, report_problems, write_output
+from .. import config
+
+from .console import err, fail, flagged, out
+from .options import Frames, JudgeSpec, JudgesPath, MediaRoot, Yes, check_media_root
+from .outputs import check_cache_folder, check_outputs, report_problems, write_output
 
 
-@app.command()
 def align(
     labels_path: Annotated[Path, typer.Option("--labels", help="gold labels (adjudicated, JSONL or CSV), or human "
                                                                "labels (the majority is the gold)")],
     items: Annotated[Path, typer.Option("--items", help="items JSONL the labels are of")],
     out_path: Annotated[Path, typer.Option("--out", help="the new rubric file (YAML); must not exist")],
-    rubric: Annotated[str, typer.Option(help="base rubric id or file", envvar="FRAMEJUDGE_RUBRIC")] = "video-qa",
+    rubric: Annotated[str, typer.Option(help="base rubric id or file", envvar=config.name("FRAMEJUDGE_RUBRIC"))] = "video-qa",
     verdicts: Annotated[Optional[Path], typer.Option(
         help="the judge's verdicts with the base rubric (default: grade the example items now)")] = None,
-    judge: Annotated[str, typer.Option(help=backends.help_text(),
-                                       envvar="FRAMEJUDGE_JUDGE")] = "reference",
-    judges_file: Annotated[Optional[Path], typer.Option(
-        "--judges", help="judges file (YAML), as for grade", envvar="FRAMEJUDGE_JUDGES_FILE")] = None,
+    judge: JudgeSpec = "reference",
+    judges_file: JudgesPath = None,
     holdout: Annotated[float, typer.Option(help="share of the labelled items held apart to measure on")] = 0.5,
     seed: Annotated[int, typer.Option(help="seed of the split and the bootstrap", min=0, max=2**32 - 1)] = 0,
     budget_tokens: Annotated[int, typer.Option(help="most tokens the corrected examples may add to the prompt")] = 1500,
     replicates: Annotated[int, typer.Option(help="bootstrap replicates")] = 1000,
     rubric_id: Annotated[Optional[str], typer.Option(
         "--id", help="id of the new rubric (default: the base's; give its own to keep it in a rubrics folder)")] = None,
-    n: Annotated[int, typer.Option("-n", "--frames", help="frame budget per turn")] = 8,
-    media_root: Annotated[Optional[Path], typer.Option(
-        help="relative video paths are under here (default: the items file's folder)")] = None,
-    yes: Annotated[bool, typer.Option("--yes", help="do not ask before spending tokens")] = False,
+    n: Frames = 8,
+    media_root: MediaRoot = None,
+    yes: Yes = False,
     report: Annotated[Optional[Path], typer.Option(help="write the result (split, corrections, comparison) as JSON")] = None,
 ) -> None:
     """Write a new version of the rubric whose prompt carries the judge's corrected mistakes on some
@@ -48,17 +47,15 @@ def align(
 
     from ..calibration.inputs import LabelsError, load_human_labels
     from ..files import OutputError, first_problem
-    from ..frame_sampler import InvalidRequest, make_params
-    from ..judge import JudgeSpecError, load_items
+    from ..frame_sampler import make_params
+    from ..judge import load_items
     from ..judge.base import spends
-    from ..records import ItemsError, read_records
-    from ..rubrics import RubricError, get_rubric, require_kind
-    from ..runner.judges import Judges, JudgesFileError
-    from ..schema import GradeOptions
-    from ..workflows.align import AlignError
+    from ..records import read_records
+    from ..rubrics import get_rubric, require_kind
     from ..workflows.align import align as run_align
     from ..workflows.align import rubric_yaml
-    from . import check_outputs
+    from ..runner.judges import Judges
+    from ..schema import GradeOptions
 
     try:
         if out_path.exists() or out_path.is_symlink():
@@ -78,27 +75,21 @@ def align(
             if not verdicts.is_file():
                 raise LabelsError(f"{verdicts}: " + ("not a regular file" if verdicts.exists() else "no such verdicts file"))
             records = read_records(verdicts)
-        if media_root is not None and not media_root.is_dir():
-            raise ItemsError(f"--media-root {media_root}: " + ("not a folder" if media_root.exists() else "no such folder"))
+        check_media_root(media_root)
         judges = Judges.from_env(judges_file)
         the_judge = judges.make(judge)
         options = GradeOptions(sampler=make_params(n=n), cache=True)
-    except (OutputError, RubricError, LabelsError, ItemsError, JudgeSpecError, JudgesFileError, InvalidRequest) as exc:
-        fail(str(exc))
     except ValidationError as exc:
         fail(first_problem(exc, "option"))
     if spends(the_judge) and not yes:
         fail("this judge spends tokens: pass --yes to run without a prompt")
     if the_judge.backend != "reference":
         check_cache_folder()
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # stdout holds the results alone
-            done = run_align(base, labels_path, labels, the_items, the_judge, judge, items_where=str(items),
-                             verdicts=records, verdicts_where=str(verdicts), options=options,
-                             media_root=media_root or items.resolve().parent, holdout=holdout, seed=seed,
-                             budget_tokens=budget_tokens, replicates=replicates, rubric_id=rubric_id)
-    except AlignError as exc:
-        fail(str(exc))
+    with contextlib.redirect_stdout(sys.stderr):  # stdout holds the results alone
+        done = run_align(base, labels_path, labels, the_items, the_judge, judge, items_where=str(items),
+                         verdicts=records, verdicts_where=str(verdicts), options=options,
+                         media_root=media_root or items.resolve().parent, holdout=holdout, seed=seed,
+                         budget_tokens=budget_tokens, replicates=replicates, rubric_id=rubric_id)
     for w in done.warnings:
         err.print(flagged("warning:", "yellow", w), highlight=False, soft_wrap=True)
     problems = [write_output(out_path, "rubric", rubric_yaml(done.rubric))]

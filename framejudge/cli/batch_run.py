@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from . import err, fail, progress_line
+from .console import err, fail, progress_line
 
 if TYPE_CHECKING:  # the judge and runner load when a batch runs, not with the CLI
     from ..judge.batch import GradeSummary

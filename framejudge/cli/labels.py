@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from . import app, check_outputs, fail, out, report_problems, write_output
+from .console import out
+from .outputs import check_outputs, report_problems, write_output
 
 labels_app = typer.Typer(help="Human labels: import from labelling tools.", no_args_is_help=True)
-app.add_typer(labels_app, name="labels")
 
 
 class Tool(str, Enum):
@@ -33,19 +33,15 @@ def labels_import(
     """Turn a labelling tool's export into framejudge label rows."""
     from ..calibration.adjudication import label_rows_csv, label_rows_jsonl
     from ..calibration.imports import import_label_studio, import_potato, load_mapping
-    from ..calibration.inputs import LabelsError
     from ..files import OutputError
 
     suffix = out_path.suffix.lower()
-    try:
-        if suffix not in (".jsonl", ".csv"):
-            raise OutputError(f"--out {out_path}: name a .jsonl or .csv file (the label row formats)")
-        check_outputs({"labels": out_path}, inputs=[export, mapping])
-        the_mapping = load_mapping(mapping)
-        read = import_label_studio if tool is Tool.label_studio else import_potato
-        labels = read(export, the_mapping)
-    except (LabelsError, OutputError) as exc:
-        fail(str(exc))
+    if suffix not in (".jsonl", ".csv"):
+        raise OutputError(f"--out {out_path}: name a .jsonl or .csv file (the label row formats)")
+    check_outputs({"labels": out_path}, inputs=[export, mapping])
+    the_mapping = load_mapping(mapping)
+    read = import_label_studio if tool is Tool.label_studio else import_potato
+    labels = read(export, the_mapping)
     text = label_rows_csv(labels) if suffix == ".csv" else label_rows_jsonl(labels)
     report_problems([write_output(out_path, "labels", text)])
     out.print(f"{len(labels)} label(s) by {len(labels.annotators)} annotator(s) on {len(labels.units)} unit(s) "

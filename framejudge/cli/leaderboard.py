@@ -3,7 +3,6 @@ battles, each an ordinary pairwise grading (rules first, both orders, cache, res
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -11,9 +10,10 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from .. import backends
-from . import app, check_cache_folder, check_outputs, err, fail, flagged, out, report_problems, write_output
 from ..env import cache_off
+from .console import err, fail, flagged, out
+from .options import ApiBase, Frames, JudgeSpec, JudgesPath, NoCache, RubricRef, Yes, check_media_root, confirm_spending
+from .outputs import check_cache_folder, check_outputs, report_problems, write_output
 
 
 class Pairs(str, Enum):
@@ -23,25 +23,15 @@ class Pairs(str, Enum):
 
 Battles = Annotated[Path, typer.Option("--battles", help="battle verdicts JSONL; a rerun into it grades only the "
                                                          "battles it lacks")]
-JudgeSpec = Annotated[str, typer.Option(help=backends.help_text(),
-                                        envvar="FRAMEJUDGE_JUDGE")]
-ApiBase = Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for litellm",
-                                                envvar="FRAMEJUDGE_API_BASE")]
-JudgesPath = Annotated[Optional[Path], typer.Option("--judges", help="judges file (YAML), as for grade",
-                                                    envvar="FRAMEJUDGE_JUDGES_FILE")]
-RubricRef = Annotated[str, typer.Option(help="rubric id or file", envvar="FRAMEJUDGE_RUBRIC")]
-Frames = Annotated[int, typer.Option("-n", "--frames", help="frame budget per turn")]
 Swap = Annotated[Optional[bool], typer.Option("--swap/--no-swap", help="grade every battle in both orders (on "
                                                                       "unless --no-swap, as for a job of battle items)",
                                              show_default=False)]
-NoCache = Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")]
 MediaRoot = Annotated[Optional[Path], typer.Option(help="relative video paths are under here (default: the first "
                                                         "items file's folder)")]
 Concurrency = Annotated[Optional[int], typer.Option(help="model calls in flight at the start (default: the judges "
-                                                         "file's, else 8; 4 items)")]
+                                                         "file's, else 8; 4 items)", min=1)]
 Regrade = Annotated[bool, typer.Option("--regrade", help="grade again the battles in --battles graded differently; "
                                                          "the old records move to <battles>.superseded.jsonl")]
-Yes = Annotated[bool, typer.Option("--yes", help="do not ask before spending tokens")]
 
 
 def parse_named(named: Optional[list[str]]) -> list[tuple[str, Path]]:
@@ -62,16 +52,15 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     with its progress; the file's records afterwards."""
     from pydantic import ValidationError
 
-    from ..files import OutputError, check_output, first_problem
-    from ..frame_sampler import InvalidRequest, make_params
-    from ..judge import Grader, JudgeSpecError
-    from ..judge.base import spends
-    from ..leaderboard.plan import battle_options
+    from ..files import check_output, first_problem
+    from ..frame_sampler import make_params
+    from ..judge import Grader
     from ..records import ItemsError, read_records
-    from ..rubrics import RubricError, get_rubric
-    from ..runner.judges import Judges, JudgesFileError
+    from ..leaderboard.plan import battle_options
+    from ..rubrics import get_rubric
+    from ..runner.judges import Judges
     from ..runner.local import planned_turns
-    from ..runner.resume import ResumeConflict, plan_resume, superseded_path
+    from ..runner.resume import plan_resume, superseded_path
     from ..schema import GradeOptions
     from .batch_run import Decoding, Words, run_graded
 
@@ -82,13 +71,10 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
         judges.api_base = api_base or judges.api_base
         if judges.configs and judge not in judges.configs and judge != "reference":
             raise ItemsError(f"judge {judge!r} is not in the judges file (it has: {', '.join(judges.configs)})")
-        if concurrency is not None and concurrency < 1:
-            raise ItemsError("--concurrency must be at least 1")
         judges.override(judge, concurrency, None)
         the_judge = judges.make(judge)
         params = make_params(n=frames)
-        if media_root is not None and not media_root.is_dir():
-            raise ItemsError(f"--media-root {media_root}: " + ("not a folder" if media_root.exists() else "no such folder"))
+        check_media_root(media_root)
         if the_judge.backend != "reference" and not (no_cache and cache_off()):
             check_cache_folder("pass --no-cache and set FRAMEJUDGE_NO_CACHE=1 to use neither cache")
         grader = Grader(the_judge, the_rubric, battle_options(GradeOptions(sampler=params, swap=swap,
@@ -97,9 +83,6 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
         resume = plan.restrict(plan_resume(grader, items, battles, regrade=regrade))
         if resume.superseded:
             check_output(superseded_path(battles), "superseded verdicts", inputs=inputs, read_back=True)
-    except (ItemsError, RubricError, JudgeSpecError, JudgesFileError, InvalidRequest, ResumeConflict,
-            OutputError) as exc:
-        fail(str(exc))
     except ValidationError as exc:
         fail(first_problem(exc, "option"))
     planned = planned_turns(grader, resume.work)
@@ -112,11 +95,8 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     if resume.superseded:
         err.print(f"regrading: {len(resume.superseded)} verdict(s) graded differently move to "
                   f"{superseded_path(battles)}", highlight=False)
-    if todo and spends(the_judge) and not yes:
-        if not sys.stdin.isatty():
-            fail("this judge spends tokens: pass --yes to run without a prompt")
-        if not typer.confirm("Go ahead?"):
-            raise typer.Exit(1)
+    if todo:
+        confirm_spending(the_judge, yes)
     run_graded(grader, items, battles, todo=todo, concurrency=concurrency, plan=resume, decoding=Decoding(),
                words=Words(label="battles", finished="battle(s)", in_hand="battle item(s)", kind="battles"),
                empty_bar=False)
@@ -134,15 +114,11 @@ def warn_unanswered(lineup: Any) -> None:
 
 
 def load_inputs(paths: list[Path], named: list[tuple[str, Path]]) -> Any:
-    from ..leaderboard.inputs import LineupError, load_lineup
+    from ..leaderboard.inputs import load_lineup
 
-    try:
-        return load_lineup(paths, named)
-    except LineupError as exc:
-        fail(str(exc))
+    return load_lineup(paths, named)
 
 
-@app.command()
 def leaderboard(
     items: Annotated[Optional[list[Path]], typer.Argument(
         help="items files: one whose turns carry responses (model -> answer), or one per model (its answers as "
@@ -155,7 +131,7 @@ def leaderboard(
     budget: Annotated[Optional[int], typer.Option(help="at most this many battles, spread evenly over the pairs and "
                                                        "the items")] = None,
     seed: Annotated[int, typer.Option(help="seed of the battle plan and the bootstrap", min=0, max=2**32 - 1)] = 0,
-    replicates: Annotated[int, typer.Option(help="bootstrap replicates")] = 1000,
+    replicates: Annotated[int, typer.Option(help="bootstrap replicates", min=1)] = 1000,
     by: Annotated[Optional[list[str]], typer.Option("--by", help="also a table per value of: domain, task_type, or a "
                                                                  "metadata field (repeatable)")] = None,
     out_path: Annotated[Optional[Path], typer.Option("--out", help="write the board as JSON here")] = None,
@@ -176,8 +152,8 @@ def leaderboard(
     yes: Yes = False,
 ) -> None:
     """Grade battles between models' answers to the same turns, then print their leaderboard."""
-    from ..files import OutputError, check_output
-    from ..leaderboard.plan import PlanError, model_pairs, outcomes, plan_battles
+    from ..files import check_output
+    from ..leaderboard.plan import model_pairs, outcomes, plan_battles
     from ..leaderboard.stats import check_slice_keys
 
     named = parse_named(model)
@@ -185,24 +161,16 @@ def leaderboard(
     inputs = paths + [p for _, p in named]
     if not inputs:
         fail("name the models' items files (ITEMS... or --model NAME=FILE)")
-    if replicates < 1:
-        fail("--replicates must be at least 1")
-    try:
-        check_output(battles, "battles", inputs=inputs, read_back=True)
-        check_outputs({"board": out_path, "page": html, "battle items": items_out}, inputs=[*inputs, battles])
-    except OutputError as exc:
-        fail(str(exc))
+    check_output(battles, "battles", inputs=inputs, read_back=True)
+    check_outputs({"board": out_path, "page": html, "battle items": items_out}, inputs=[*inputs, battles])
     lineup = load_inputs(paths, named)
     warn_unanswered(lineup)
     try:  # before anything is graded: a slice key the battles cannot have
         check_slice_keys(by or [], {k for it in lineup.items for k in it.metadata})
     except ValueError as exc:
         fail(f"--{exc}")
-    try:
-        the_pairs = model_pairs(lineup.models, baseline, all_pairs=pairs is Pairs.all)
-        plan = plan_battles(lineup, the_pairs, budget=budget, seed=seed, baseline=baseline or lineup.models[0])
-    except PlanError as exc:
-        fail(str(exc))
+    the_pairs = model_pairs(lineup.models, baseline, all_pairs=pairs is Pairs.all)
+    plan = plan_battles(lineup, the_pairs, budget=budget, seed=seed, baseline=baseline or lineup.models[0])
     if budget is not None and plan.size < plan.possible:
         err.print(f"budget: {plan.size} of the {plan.possible} possible battle(s)", highlight=False)
     if items_out is not None:
@@ -296,7 +264,6 @@ def bias_line(bias: Any) -> str:
     return f"{position}; {longer}; length coefficient {interval(bias.length_coefficient, 2) or 'undefined'}"
 
 
-@app.command()
 def compare(
     new: Annotated[Path, typer.Argument(help="items file of the new version's answers (response_a)")],
     baseline: Annotated[Path, typer.Argument(help="items file of the baseline's answers to the same turns")],
@@ -319,22 +286,16 @@ def compare(
 ) -> None:
     """Grade NEW against BASELINE turn by turn: wins, ties and losses, an exact paired test on
     Successful, and the turns that flipped."""
-    from ..files import OutputError, check_output
+    from ..files import check_output
     from ..leaderboard.compare import compare as compare_runs
-    from ..leaderboard.plan import PlanError, plan_battles
+    from ..leaderboard.plan import plan_battles
 
-    try:
-        check_output(battles, "battles", inputs=[new, baseline], read_back=True)
-        check_outputs({"flipped turns": flipped, "comparison": out_path}, inputs=[new, baseline, battles])
-    except OutputError as exc:
-        fail(str(exc))
+    check_output(battles, "battles", inputs=[new, baseline], read_back=True)
+    check_outputs({"flipped turns": flipped, "comparison": out_path}, inputs=[new, baseline, battles])
     names = (new.stem, baseline.stem) if new.stem != baseline.stem else ("new", "baseline")
     lineup = load_inputs([], [(names[0], new), (names[1], baseline)])
     warn_unanswered(lineup)
-    try:
-        plan = plan_battles(lineup, [names], seed=seed, baseline=names[1])
-    except PlanError as exc:
-        fail(str(exc))
+    plan = plan_battles(lineup, [names], seed=seed, baseline=names[1])
     records = grade_battles(plan, battles, [new, baseline], judge, api_base, judges_file, rubric, frames, swap,
                             no_cache, media_root, concurrency, regrade, yes)
     result = compare_runs(records, plan, *names, rubric=graded_under(rubric))

@@ -9,14 +9,15 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from . import app, check_calibration_inputs, check_outputs, err, fail, flagged, out, report_problems, write_output
+from .calibrate import check_calibration_inputs
+from .console import err, fail, flagged, out
+from .outputs import check_outputs, report_problems, write_output
 
 
 def percent(x: Optional[float]) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
 
-@app.command()
 def triage(
     human: Annotated[Path, typer.Option("--human", help="human labels, JSONL or CSV")],
     judge_path: Annotated[Path, typer.Option("--judge", help="verdicts JSONL (with confidence) from framejudge grade")],
@@ -30,7 +31,7 @@ def triage(
     seed: Annotated[int, typer.Option(help="seed of the split into calibration and test items", min=0,
                                       max=2**32 - 1)] = 0,
     min_units: Annotated[int, typer.Option(help="test a threshold only with at least this many calibration units "
-                                                "at or above it")] = 30,
+                                                "at or above it", min=1)] = 30,
     report: Annotated[Optional[Path], typer.Option(help="write a self-contained HTML report (coverage against "
                                                         "agreement, reliability) here")] = None,
 ) -> None:
@@ -39,24 +40,19 @@ def triage(
     labelled items; report coverage and agreement on the rest."""
     from ..calibration.inputs import LabelsError, human_rows, judge_rows, load_human_labels, video_qa_fields
     from ..calibration.triage import calibrate_triage, no_threshold_reason
-    from ..files import OutputError
-    from ..records import ItemsError, read_records
+    from ..records import read_records
 
-    try:
-        for name, value in (("--target", target), ("--delta", delta)):
-            if not 0 < value < 1:
-                raise LabelsError(f"{name} {value}: give a number between 0 and 1 (not either)")
-        if not 0 < split <= 1:
-            raise LabelsError(f"--split {split}: give the calibration part's share, more than 0 and at most 1")
-        if min_units < 1:
-            raise LabelsError("--min-units must be at least 1")
-        check_outputs({"thresholds": out_path, "report": report}, inputs=[human, judge_path])
-        labels = load_human_labels(human)
-        if not judge_path.is_file():
-            raise LabelsError(f"{judge_path}: " + ("not a regular file" if judge_path.exists() else "no such verdicts file"))
-        records = read_records(judge_path)
-    except (LabelsError, ItemsError, OutputError) as exc:
-        fail(str(exc))
+    # checked here, not by Typer's FloatRange: NaN passes its bounds
+    for name, value in (("--target", target), ("--delta", delta)):
+        if not 0 < value < 1:
+            raise LabelsError(f"{name} {value}: give a number between 0 and 1 (not either)")
+    if not 0 < split <= 1:
+        raise LabelsError(f"--split {split}: give the calibration part's share, more than 0 and at most 1")
+    check_outputs({"thresholds": out_path, "report": report}, inputs=[human, judge_path])
+    labels = load_human_labels(human)
+    if not judge_path.is_file():
+        raise LabelsError(f"{judge_path}: " + ("not a regular file" if judge_path.exists() else "no such verdicts file"))
+    records = read_records(judge_path)
     rows_h = human_rows(labels)
     rows_j, _ = judge_rows(records)
     if not rows_j:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from ..errors import FramejudgeError
 
-class FrameSamplerError(Exception):
-    """Base class. `code` is a stable machine-readable name; str(err) is for people."""
+
+class FrameSamplerError(FramejudgeError):
+    """Base class of the sampler's errors. `code` is a stable machine-readable name; str(err) is for
+    people (the path, when known, and the message)."""
 
     code = "frame_sampler_error"
 

@@ -29,6 +29,7 @@ from typing import Any
 import pebble
 
 from ..env import cache_off
+from ..errors import FramejudgeError
 from ..schema import SamplerParams
 from .cache import FrameCache, default_cache_dir
 from .errors import DecodeTimedOut, DecoderDied, FrameSamplerError
@@ -99,9 +100,11 @@ class _Recycled(Exception):
     """The worker had run out of memory on an earlier video and exited instead of taking this one."""
 
 
-class UnguardedScript(RuntimeError):
+class UnguardedScript(FramejudgeError, RuntimeError):
     """The decoding processes could not start: each imports the caller's script, whose code makes
     an IsolatedSampler without an `if __name__ == "__main__":` guard."""
+
+    code = "unguarded_script"
 
 
 def _marker(parent_pid: int) -> str:

@@ -16,12 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import FramejudgeError
+
 CATEGORIES = ["Successful", "Not Successful", "Irrelevant", "Missing", "Error message"]
 PREFERENCES = ["A", "B", "Both", "Neither"]
 
 
-class DataError(ValueError):
+class DataError(FramejudgeError, ValueError):
     """A labelled file that is absent or has a row that cannot be graded."""
+
+    code = "invalid_labelled_data"
 
 
 @dataclass

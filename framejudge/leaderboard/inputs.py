@@ -12,12 +12,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..errors import FramejudgeError
 from ..files import first_problem, jsonl_objects, read_text
 from ..schema import Item, ModelItem, ModelTurn
 
 
-class LineupError(ValueError):
+class LineupError(FramejudgeError, ValueError):
     """Answers of models that cannot be compared; the message names the file and line."""
+
+    code = "invalid_lineup"
 
 
 @dataclass

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..errors import FramejudgeError
 from ..files import first_problem
 from ..records import Record, latest, turn_hash
 from ..schema import MAX_TURNS, GradeOptions, Item, JudgeError, ModelItem, ModelName, ModelTurn, TaskType
@@ -38,9 +39,11 @@ BATTLE_KEY = "battle"  # the metadata key of a battle item that says what it is
 MAX_ID = 200
 
 
-class PlanError(ValueError):
+class PlanError(FramejudgeError, ValueError):
     """A battle plan that cannot be made (an unknown baseline, models with no turn in common), or
     battle items read back that are not one plan's battles."""
+
+    code = "invalid_battle_plan"
 
 
 class BattleMeta(BaseModel):

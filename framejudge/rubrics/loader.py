@@ -9,12 +9,15 @@ from importlib import resources
 from pathlib import Path
 
 from .. import config
+from ..errors import FramejudgeError
 from ..files import parse_yaml_model, read_text
 from .model import Rubric
 
 
-class RubricError(Exception):
+class RubricError(FramejudgeError):
     """A rubric file that cannot be used; the message names the file and line."""
+
+    code = "invalid_rubric"
 
 
 def parse_rubric(text: str, source: str = "<rubric>") -> Rubric:

@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ..errors import FramejudgeError
+
 LETTERS = "ABCD"
 Method = Literal["letter", "option_text", "stated", "none"]
 
@@ -174,8 +176,10 @@ def score_mcq(
     return MCQScore(answer=answer, gold=g, correct=answer.letter == g)
 
 
-class MCQScoreError(ValueError):
+class MCQScoreError(FramejudgeError, ValueError):
     """A predictions or gold file that cannot be scored; the message names file and line."""
+
+    code = "invalid_mcq_files"
 
 
 class MCQRow(BaseModel):

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import FramejudgeError
 from ..schema import Item, Judgement
 from .corrections import corrections_for
 from .model import Correction, Rubric
@@ -28,8 +29,10 @@ IMAGE_TOKENS = 300
 DEFAULT_BUDGET = 32_000
 
 
-class PromptTooLong(ValueError):
+class PromptTooLong(FramejudgeError, ValueError):
     """Even the rules alone, with one frame, do not fit the token budget."""
+
+    code = "prompt_too_long"
 
 
 @dataclass(frozen=True)

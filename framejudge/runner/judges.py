@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from .. import config
 from ..backends import calls_server, parse
 from ..endpoint import Endpoint, EndpointState
+from ..errors import FramejudgeError
 from ..files import first_problem, line_of, parse_yaml_model, plain_problem, read_text
 from ..judge import Judge, JudgeSpecError, make_judge
 from ..schema import JudgeConfig, JudgesFile
@@ -22,8 +23,10 @@ JUDGES_FILE_ENV = config.name("FRAMEJUDGE_JUDGES_FILE")
 # judges that run in this process: an entry of theirs gives only the spec
 
 
-class JudgesFileError(ValueError):
+class JudgesFileError(FramejudgeError, ValueError):
     """A judges file that cannot be used; the message names the file, line and field."""
+
+    code = "invalid_judges_file"
 
 
 def load_judges_file(path: str | os.PathLike[str]) -> list[JudgeConfig]:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import FramejudgeError
 from ..judge.base import wants_frames
 from ..judge.pipeline import Grader
 from ..records import Record, read_records, turn_hash
@@ -26,8 +27,10 @@ from ..schema import GradeOptions, Item, JudgeError, Provenance, Verdict
 EXAMPLES = 3  # turns named per kind of difference
 
 
-class ResumeConflict(ValueError):
+class ResumeConflict(FramejudgeError, ValueError):
     """An output file holding verdicts graded differently from this run."""
+
+    code = "resume_conflict"
 
 
 def superseded_path(out: Path) -> Path:

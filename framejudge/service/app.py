@@ -17,12 +17,13 @@ from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from ..errors import FramejudgeError
 from ..files import not_utf8, text_line
 from ..schema import RECORD_KINDS
 from .bodies import json_type
 from .context import MAX_BODY, Service
 from .limits import BodyLimit, BodyTimedOut, BodyTimeout
-from .problems import ProblemError, document_problems, problem
+from .problems import ProblemError, document_problems, error_problem, problem
 from .review.routes import install as install_review  # before the database opens: its tables
 from .routes import calibration, grading, info, jobs, leaderboards
 from .settings import Settings
@@ -159,7 +160,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             from .review.routes import problem_page
 
             return problem_page(request, exc)
-        return problem(exc.status, exc.title, exc.detail, exc.headers)
+        return problem(exc.status, exc.title, exc.detail, exc.headers, exc.code)
+
+    @app.exception_handler(FramejudgeError)
+    async def _framejudge_error(request: Request, exc: FramejudgeError) -> Any:
+        """An error the request caused that its route did not answer itself: a problem with the
+        error's code, never a 500."""
+        return await _problem(request, error_problem(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Any:

@@ -27,7 +27,7 @@ def strict_body(raw: str | bytes, where: str = "body") -> Any:
     try:
         return strict_loads(raw)
     except NotJSON as exc:
-        raise ProblemError(422, "Invalid request", f"{where}: {exc}") from None
+        raise ProblemError(422, "Invalid request", f"{where}: {exc}", code=exc.code) from None
     except RecursionError:
         raise ProblemError(422, "Invalid request", f"{where}: nested too deeply to read") from None
     except (json.JSONDecodeError, UnicodeDecodeError):

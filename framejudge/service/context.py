@@ -119,11 +119,11 @@ class Service:
         try:
             found = rubric_by_id(rubric_id)
         except RubricError as exc:
-            raise ProblemError(400, "Unknown rubric", str(exc)) from None
+            raise ProblemError(400, "Unknown rubric", str(exc), code=exc.code) from None
         try:
             return require_kind(found, "video_qa")
         except RubricError as exc:
-            raise ProblemError(400, "Wrong kind of rubric", str(exc)) from None
+            raise ProblemError(400, "Wrong kind of rubric", str(exc), code=exc.code) from None
 
     @staticmethod
     def _judge_class(spec: str) -> type | None:
@@ -165,7 +165,7 @@ class Service:
         try:
             return self.graders.get(spec, rubric, options)
         except JudgeSpecError as exc:
-            raise ProblemError(400, "Judge not available", str(exc)) from None
+            raise ProblemError(400, "Judge not available", str(exc), code=exc.code) from None
 
     async def resolved(self, items: list[Item], key: ApiKey,
                        fetched: list[Upload] | None = None) -> tuple[list[Item], list[str | None]]:

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from ..errors import FramejudgeError
 from ..files import NotJSON, strict_loads, utf8_text
 from ..runner.judges import judge_endpoint
 from ..runner.queue import Job, JobItem, JobRecord, live_workers, throughput
@@ -25,8 +26,10 @@ from ..schema import GradeOptions, Item
 from .store import owned_page
 
 
-class IdempotencyMismatch(ValueError):
+class IdempotencyMismatch(FramejudgeError, ValueError):
     """An Idempotency-Key reused for a different request."""
+
+    code = "idempotency_key_reused"
 
 
 def request_hash(judge: str, rubric: str, options: GradeOptions, priority: int, items: list[dict[str, Any]]) -> str:

@@ -6,7 +6,10 @@ import json
 from typing import Any
 
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+from ..errors import FramejudgeError
+from ..frame_sampler.errors import FrameSamplerError
 
 PROBLEM = "application/problem+json"
 
@@ -18,19 +21,50 @@ class Problem(BaseModel):
     title: str
     status: int
     detail: str
+    code: str | None = Field(None, description="the error's stable machine-readable name (an extension member), "
+                                               "where the request was refused for a framejudge error: invalid_items, "
+                                               "invalid_rubric, not_a_video, ...")
 
 
 class ProblemError(Exception):
-    """Raised anywhere in a request; answered as problem+json with this status, title and detail."""
+    """Raised anywhere in a request; answered as problem+json with this status, title and detail
+    (and `code`, the FramejudgeError's, where one is why)."""
 
-    def __init__(self, status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, title: str, detail: str, headers: dict[str, str] | None = None,
+                 code: str | None = None) -> None:
         super().__init__(f"{status} {title}: {detail}")
-        self.status, self.title, self.detail, self.headers = status, title, detail, headers
+        self.status, self.title, self.detail, self.headers, self.code = status, title, detail, headers, code
 
 
-def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    body = Problem(title=title, status=status, detail=detail).model_dump()
+def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None,
+            code: str | None = None) -> JSONResponse:
+    body = Problem(title=title, status=status, detail=detail, code=code).model_dump(exclude_none=True)
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
+
+
+# A FramejudgeError that no route answered itself: the status and title of its class's code (or of
+# the nearest base's), as the routes answer the same errors; any other is the request's fault: 422
+ERROR_STATUS = {
+    "video_not_found": (404, "No such video"),
+    "not_a_regular_file": (404, "No such video"),
+    "not_a_video": (415, "Not a video"),
+    "no_video_stream": (415, "Not a video"),
+    "invalid_request": (422, "Invalid request"),
+    "frame_sampler_error": (422, "Unusable video"),
+    "invalid_rubric": (400, "Unknown rubric"),
+    "judge_unavailable": (400, "Judge not available"),
+    "idempotency_key_reused": (422, "Idempotency-Key reused"),
+    "invalid_decision": (422, "Invalid decision"),
+}
+
+
+def error_problem(exc: FramejudgeError) -> ProblemError:
+    """The problem a FramejudgeError is answered with: its class's status and title, its message
+    (a video's without the server's path to it) and its code."""
+    status, title = next((ERROR_STATUS[code] for code in (vars(cls).get("code") for cls in type(exc).__mro__)
+                          if code in ERROR_STATUS), (422, "Invalid request"))
+    detail = exc.message if isinstance(exc, FrameSamplerError) else str(exc)
+    return ProblemError(status, title, detail, code=exc.code)
 
 
 def not_json(exc: json.JSONDecodeError) -> str:

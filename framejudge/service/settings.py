@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from .. import config
 from ..env import cache_off
+from ..errors import FramejudgeError
 
 MAX_DECODE_WORKERS = 256  # decoding processes: each holds a decoder and its imports
 MAX_DECODE_MEMORY_MB = 1024 * 1024  # 1 TiB per process: far above it the address-space limit overflows
@@ -185,8 +186,10 @@ class Settings(BaseModel):
             raise SettingsError(f"{var}: {err['msg'].removeprefix('Value error, ')}") from None
 
 
-class SettingsError(ValueError):
+class SettingsError(FramejudgeError, ValueError):
     """A FRAMEJUDGE_* variable with a value the service cannot use; the message names it."""
+
+    code = "invalid_setting"
 
 
 # variable -> setting, from the one table of variables (framejudge.config); values are converted and

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from ..db import Base, engine_for, ping  # noqa: F401 - routes and commands take the shared engine from here
+from ..errors import FramejudgeError
 
 SCOPES = ("grade", "calibrate", "review", "metrics", "admin")
 
@@ -134,8 +135,10 @@ def revoke_key(engine: Engine, given: str) -> str | None:
         return key_id
 
 
-class WrongSecret(ValueError):
+class WrongSecret(FramejudgeError, ValueError):
     """A whole key was given whose secret is not the stored key's."""
+
+    code = "wrong_secret"
 
 
 def key_by_id(engine: Engine, key_id: str) -> ApiKey | None:

@@ -154,10 +154,10 @@ class UploadStore:
             info = (await asyncio.to_thread(self.sampler.sample, final, SamplerParams(n=1), cache=False)).video
         except (NotAVideo, NoVideoStream) as exc:
             final.unlink(missing_ok=True)
-            raise ProblemError(415, "Not a video", f"{incoming.filename}: {exc.message}") from None
+            raise ProblemError(415, "Not a video", f"{incoming.filename}: {exc.message}", code=exc.code) from None
         except FrameSamplerError as exc:
             final.unlink(missing_ok=True)
-            raise ProblemError(422, "Unusable video", f"{incoming.filename}: {exc.message}") from None
+            raise ProblemError(422, "Unusable video", f"{incoming.filename}: {exc.message}", code=exc.code) from None
         upload = Upload(id=incoming.token, key_id=key_id, filename=incoming.filename, stored_as=final.name,
                         bytes=incoming.size, sha256=incoming.digest.hexdigest(), container=incoming.container or "",
                         created_at=datetime.now(timezone.utc))

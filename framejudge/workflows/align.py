@@ -25,6 +25,7 @@ import yaml
 from pydantic import BaseModel
 
 from ..calibration.audit import FieldSpec, LabelRow, RunComparison, compare_runs, majority
+from ..errors import FramejudgeError
 from ..calibration.inputs import judge_rows, video_qa_fields
 from ..frame_sampler import sample_frames
 from ..judge.base import Judge
@@ -40,8 +41,10 @@ GOLD = "gold"
 E = TypeVar("E", bound=Enum)
 
 
-class AlignError(ValueError):
+class AlignError(FramejudgeError, ValueError):
     """Labels, items or options that cannot be aligned from; the message says which and why."""
+
+    code = "cannot_align"
 
 
 class Unit(BaseModel):

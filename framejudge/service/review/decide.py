@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ...calibration.adjudication import standing_labels
+from ...errors import FramejudgeError
 from ...files import first_problem
 from ...rubrics.loader import all_rubrics
 from ...rubrics.rules import check_labels
@@ -41,8 +42,10 @@ class DecisionRequest(BaseModel):
         return self
 
 
-class DecisionError(ValueError):
+class DecisionError(FramejudgeError, ValueError):
     """A decision that cannot be made (the message says why)."""
+
+    code = "invalid_decision"
 
 
 def standing(unit: Unit, unit_decisions: Sequence[ReviewDecision], labels: Sequence[HumanLabel]) -> LabelValues:

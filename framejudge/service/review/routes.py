@@ -313,7 +313,7 @@ async def decide_form(request: Request, run_id: str, svc: ServiceDep, who: Revie
     except DecisionError as exc:
         unit = queue.by_key.get((form.get("item", ""), form_turn(form)))
         if unit is None:
-            raise ProblemError(422, "Invalid decision", str(exc)) from None
+            raise ProblemError(422, "Invalid decision", str(exc), code=exc.code) from None
         return await _unit(request, queue, unit, who, filters, str(exc), status=422)
     await asyncio.to_thread(add_decision, svc.engine, run_id, decision)
     queue = load_queue(svc, run_id, who.key)
@@ -416,7 +416,7 @@ async def decide_api(run_id: str, body: DecisionRequest, svc: ServiceDep,
     try:
         decision = make_decision(unit, body, key.id, queue.of_unit.get(unit.key, []), queue.inputs.labels)
     except DecisionError as exc:
-        raise ProblemError(422, "Invalid decision", str(exc)) from None
+        raise ProblemError(422, "Invalid decision", str(exc), code=exc.code) from None
     await asyncio.to_thread(add_decision, svc.engine, run_id, decision)
     await figures(svc, load_queue(svc, run_id, key))  # the refresh starts now, in the background
     return decision

@@ -61,9 +61,9 @@ async def frames(body: FramesRequest, svc: ServiceDep, key: GradeKey) -> FramesR
         path = await svc.media.resolve(body.video, key.id, fetched)
         result = await asyncio.to_thread(svc.decoder.sample, path, body.sampler)
     except (VideoNotFound, NotARegularFile) as exc:  # named as the client named it, as grade's records do
-        raise ProblemError(404, "No such video", f"{body.video}: {exc.message}") from None
+        raise ProblemError(404, "No such video", f"{body.video}: {exc.message}", code=exc.code) from None
     except FrameSamplerError as exc:
-        raise ProblemError(422, "Unusable video", f"{body.video}: {exc.message}") from None
+        raise ProblemError(422, "Unusable video", f"{body.video}: {exc.message}", code=exc.code) from None
     finally:
         for upload in fetched:
             svc.store.forget(upload)

@@ -112,7 +112,7 @@ async def submit_job(
                                              idempotency_key, refs, priority=job_priority, fingerprint=fingerprint,
                                              judge_endpoint=svc.judges.endpoint_of(judge))
         except IdempotencyMismatch as exc:
-            raise ProblemError(422, "Idempotency-Key reused", str(exc)) from None
+            raise ProblemError(422, "Idempotency-Key reused", str(exc), code=exc.code) from None
     except BaseException:
         _forget(svc, form, fetched)
         raise

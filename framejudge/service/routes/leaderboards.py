@@ -73,7 +73,7 @@ async def build(body: LeaderboardRequest, svc: ServiceDep, key: GradeKey) -> Lea
         battles = battles_from_items(job_items(svc.engine, body.job_id))
     except PlanError as exc:
         raise ProblemError(422, "Not a battle job", f"job {body.job_id}: {exc} (write battle items with "
-                           "framejudge leaderboard --items-out and submit them as the job)") from None
+                           "framejudge leaderboard --items-out and submit them as the job)", code=exc.code) from None
     records = [RECORD.validate_json(r) for r in job_records(svc.engine, body.job_id, 0, None)]
     found = outcomes(records, battles)
     try:

@@ -1,0 +1,164 @@
+"""framejudge grade: an items file graded into a verdicts file (resumed on a rerun), with a
+summary; optionally each verdict marked for automatic use or review."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .. import config
+from ..env import cache_off
+from ..schema import Strategy
+from .console import err, fail, out
+from .options import (ApiBase, Fps, Frames, JudgeSpec, MediaRoot, NoCache, RubricRef, StrategyOption, Yes,
+                      check_media_root, confirm_spending)
+from .outputs import check_cache_folder, check_outputs, report_problems, write_output
+
+
+def grade(
+    items: Annotated[Path, typer.Argument(help="items JSONL (one item per line)")],
+    out_path: Annotated[Path, typer.Option("--out", help="verdicts JSONL; a rerun resumes it")] = Path("verdicts.jsonl"),
+    judge: JudgeSpec = "reference",
+    api_base: ApiBase = None,
+    judges_file: Annotated[Optional[Path], typer.Option(
+        "--judges", help="judges file (YAML): API base, key variable, concurrency, rate limits, timeout, price "
+                         "per judge", envvar=config.name("FRAMEJUDGE_JUDGES_FILE"))] = None,
+    rubric: RubricRef = "video-qa",
+    n: Frames = 8,
+    strategy: StrategyOption = Strategy.uniform,
+    fps: Fps = None,
+    lookback: Annotated[float, typer.Option(help="seconds before a multi-turn question to show")] = 30.0,
+    max_side: Annotated[int, typer.Option(help="longest side of frames sent to the judge")] = 768,
+    swap: Annotated[Optional[bool], typer.Option("--swap/--no-swap", help="also grade B/A (default: on for model judges)")] = None,
+    samples: Annotated[int, typer.Option(help="k samples with majority vote", min=1)] = 1,
+    sample_temperature: Annotated[float, typer.Option(
+        help="temperature of each of k > 1 samples (sample i has seed i); one sample is drawn at 0")] = 0.7,
+    blind: Annotated[bool, typer.Option(help="blind control: grade again without frames")] = False,
+    concurrency: Annotated[Optional[int], typer.Option(
+        help="model calls in flight at the start (then adapted to the endpoint); items at once for judges "
+             "without an endpoint (default: the judges file's, else 8; 4 items)")] = None,
+    max_concurrency: Annotated[Optional[int], typer.Option(
+        help="model calls in flight never above this (default: the judges file's, else 32)")] = None,
+    media_root: MediaRoot = None,
+    no_cache: NoCache = False,
+    regrade: Annotated[bool, typer.Option(
+        "--regrade", help="grade again the turns whose verdicts in --out were graded differently (another rubric, "
+                          "judge, options or content); the old records move to <out>.superseded.jsonl")] = False,
+    yes: Yes = False,
+    summary_json: Annotated[Optional[Path], typer.Option(help="also write the summary as JSON here")] = None,
+    decode_timeout: Annotated[float, typer.Option(
+        help="each video's sampling is limited to this many seconds in its decoding process")] = 600.0,
+    decode_memory_mb: Annotated[int, typer.Option(help="memory cap per decoding process, MB (at least 256)")] = 4096,
+    decode_workers: Annotated[Optional[int], typer.Option(
+        help="decoding processes, working while model calls wait (default: the CPU count)")] = None,
+    triage_path: Annotated[Optional[Path], typer.Option(
+        "--triage", help="a thresholds file from framejudge triage, or 'default': the reference judge's own, "
+                         "earned on its development data (refused for other judges): mark every verdict auto or "
+                         "to_review")] = None,
+    review_out: Annotated[Optional[Path], typer.Option(
+        help="with --triage: write the to_review turns as JSONL label rows to fill in (and feed back with --human)")] = None,
+) -> None:
+    """Grade ITEMS and append verdicts to --out as they finish, then print a summary."""
+    from pydantic import ValidationError
+
+    from ..files import check_output, first_problem, write_problem
+    from ..frame_sampler import make_params
+    from ..service.settings import MAX_DECODE_MEMORY_MB, MAX_DECODE_WORKERS
+    from ..judge import Grader, ItemsError, load_items
+    from ..judge.base import unused_options
+    from ..rubrics import get_rubric
+    from ..runner.judges import Judges
+    from ..runner.local import planned_turns
+    from ..calibration.triage import marker, mismatch, review_rows
+    from ..runner.resume import mark_kept, plan_resume, superseded_path
+    from ..schema import GradeOptions
+    from .triage import load_thresholds
+
+    try:
+        the_items = load_items(items)
+        check_output(out_path, "verdicts", inputs=[items], read_back=True)
+        if summary_json is not None and str(summary_json) != "-":
+            check_output(summary_json, "summary", inputs=[items, out_path])
+        if review_out is not None:
+            if triage_path is None:
+                raise ItemsError("--review-out writes the turns --triage sends to review: give --triage too")
+            check_outputs({"summary": summary_json if str(summary_json) != "-" else None, "review rows": review_out},
+                          inputs=[items, out_path, triage_path])
+        thresholds = load_thresholds(triage_path) if triage_path is not None else None
+        the_rubric = get_rubric(rubric)
+        judges = Judges.from_env(judges_file)
+        judges.api_base = api_base or judges.api_base
+        if judges.configs and judge not in judges.configs and judge != "reference":
+            raise ItemsError(f"judge {judge!r} is not in the judges file (it has: {', '.join(judges.configs)})")
+        if (concurrency is not None and concurrency < 1) or (max_concurrency is not None and max_concurrency < 1):
+            raise ItemsError("--concurrency and --max-concurrency must be at least 1")
+        judges.override(judge, concurrency, max_concurrency)
+        the_judge = judges.make(judge)
+        params = make_params(n=n, strategy=strategy, fps=fps, lookback=lookback, max_side=max_side)
+        options = GradeOptions(sampler=params, swap=swap, samples=samples, sample_temperature=sample_temperature,
+                               blind=blind, cache=not no_cache)
+        unused = unused_options(the_judge, judge, samples, blind)
+        if unused:
+            raise ItemsError(unused)
+        check_media_root(media_root)
+        if not decode_timeout > 0 or decode_timeout == float("inf"):
+            raise ItemsError("--decode-timeout must be more than 0 seconds")
+        if decode_memory_mb < 256:
+            raise ItemsError(f"--decode-memory-mb {decode_memory_mb}: the cap must be at least 256 (there is no "
+                             "uncapped decoding)")
+        if decode_memory_mb > MAX_DECODE_MEMORY_MB:
+            raise ItemsError(f"--decode-memory-mb {decode_memory_mb}: the cap must be at most {MAX_DECODE_MEMORY_MB}")
+        if decode_workers is not None and decode_workers < 1:
+            raise ItemsError("--decode-workers must be at least 1")
+        if decode_workers is not None and decode_workers > MAX_DECODE_WORKERS:
+            raise ItemsError(f"--decode-workers {decode_workers}: at most {MAX_DECODE_WORKERS} decoding processes")
+        if the_judge.backend != "reference" and not (no_cache and cache_off()):
+            # the verdict cache (--no-cache: none), the frame cache of the decodes (FRAMEJUDGE_NO_CACHE: none)
+            check_cache_folder("pass --no-cache and set FRAMEJUDGE_NO_CACHE=1 to use neither cache")
+        grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent)
+        if thresholds is not None:
+            problem = mismatch(thresholds, the_judge.backend, the_judge.model_id, grader.rubric_hash)
+            if problem:
+                raise ItemsError(f"--triage {triage_path}: {problem}")
+        plan = plan_resume(grader, the_items, out_path, regrade=regrade)
+        mark = marker(thresholds) if thresholds is not None else None
+        if mark is not None:
+            mark_kept(plan, out_path, the_items, mark)
+        if plan.superseded:
+            check_output(superseded_path(out_path), "superseded verdicts", inputs=[items], read_back=True)
+    except ValidationError as exc:  # an option the shared models refuse, named as the model names it
+        fail(first_problem(exc, "option"))
+    todo = plan.turns
+    planned = planned_turns(grader, plan.work)
+    calls = sum(p.calls for p in planned)
+    estimate = getattr(the_judge, "estimate", None)
+    est_text = estimate(the_rubric, planned, params.n) if estimate else "no tokens, no cost (runs locally)"
+    kept = f", {plan.kept} already graded in {out_path}" if plan.kept else ""
+    err.print(f"{len(the_items)} items, {todo} turn(s) to grade{kept}, about {calls} judge call(s): {est_text}",
+              highlight=False)
+    if plan.superseded:
+        err.print(f"regrading: {len(plan.superseded)} verdict(s) graded differently move to "
+                  f"{superseded_path(out_path)}", highlight=False)
+    confirm_spending(the_judge, yes)
+    from .batch_run import Decoding, run_graded
+
+    summary = run_graded(grader, the_items, out_path, todo=todo, concurrency=concurrency, plan=plan, mark=mark,
+                         decoding=Decoding(decode_workers, decode_timeout, decode_memory_mb))
+    problems = []
+    if review_out is not None:
+        from ..records import latest, read_records
+
+        keys = {(it.id, t) for it in the_items for t in range(len(it.turns))}
+        standing = [v for k, v in sorted(latest(read_records(out_path))[0].items()) if k in keys]
+        problems.append(write_output(review_out, "review rows", "".join(
+            row.model_dump_json(exclude_none=True) + "\n" for row in review_rows(standing))))
+    if summary_json is not None and str(summary_json) != "-":
+        try:
+            summary_json.write_text(summary.model_dump_json(indent=1), encoding="utf-8")
+        except OSError as exc:
+            out.print_json(summary.model_dump_json())
+            fail(write_problem(summary_json, "summary", exc))
+    out.print_json(summary.model_dump_json())
+    report_problems(problems)

@@ -1,0 +1,55 @@
+"""framejudge worker: grades the service's queued job items, with no HTTP."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .console import err
+from .outputs import check_cache_folder
+from .service_config import service_database, service_settings
+
+
+def worker(
+    max_in_flight: Annotated[Optional[int], typer.Option(min=1, help="items graded at once, at most (default: "
+                                                                     "FRAMEJUDGE_WORKER_IN_FLIGHT, else 256)")] = None,
+) -> None:
+    """Grade queued job items from the service's database, with no HTTP (run any number, on any
+    machine that reaches the database and the videos). Same settings as `serve`
+    (FRAMEJUDGE_SERVICE_DB, FRAMEJUDGE_JUDGES_FILE, FRAMEJUDGE_LEASE_SECONDS, ...). SIGTERM or
+    Ctrl-C: finishes the items in hand, hands back the rest, exits."""
+    import asyncio
+    import signal
+
+
+    from ..frame_sampler import IsolatedSampler
+    from ..runner.decode import SharedDecodes
+    from ..runner.graders import GraderCache
+    from ..runner.judges import Judges, load_judges_file
+    from ..db import shown_url
+    from ..runner.worker import QueueWorker
+
+    settings = service_settings()
+    configs = load_judges_file(settings.judges_file) if settings.judges_file else []
+    engine = service_database(settings.database_url)
+    check_cache_folder()
+    decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,
+                              max_memory_mb=settings.decode_memory_mb)
+    graders = GraderCache(SharedDecodes(decoder.sample), Judges(configs, api_base=settings.api_base))
+    queue_worker = QueueWorker(engine, graders, lease_s=settings.lease_s,
+                               max_in_flight=max_in_flight or settings.worker_max_in_flight)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        err.print(f"worker {queue_worker.name} grading from {shown_url(settings.database_url)}", highlight=False)
+        await queue_worker.run(stop)
+
+    try:
+        asyncio.run(main())
+    finally:
+        decoder.close()
+    err.print(f"worker {queue_worker.name} stopped: {queue_worker.graded} item(s) graded", highlight=False)
