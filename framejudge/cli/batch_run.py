@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -102,6 +103,9 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
                           prefetch=(decoder.workers if decoder else 0) + 2, plan=plan, mark=mark),
                 interrupted, interrupted_again))
         except Interrupted:
+            # the loop's handler went with the loop: a second Ctrl-C while the decoders shut down
+            # still ends the process at once, with its message and exit status
+            signal.signal(signal.SIGINT, lambda *_: (interrupted_again(), os._exit(INTERRUPTED_EXIT)))
             progress.stop()
             err.print(f"stopped: {run_state['now'].done} {words.finished} graded by this run are in {out_path}; "
                       "the same command grades the rest", highlight=False)
