@@ -1,0 +1,162 @@
+"""The core job from Python: grade items, then measure the grades against people.
+
+    from framejudge import calibrate, grade
+
+    records = grade("items.jsonl", judge="reference", out="verdicts.jsonl")
+    result = calibrate("labels.jsonl", "verdicts.jsonl")
+    for field in result.fields:
+        print(field.field, field.judge_percent.value, field.judge_kappa.value, field.human_alpha.estimate)
+
+They make the library calls the CLI's `grade` and `calibrate` make, with the same options model
+(`GradeOptions`) as the CLI and the HTTP API. Bad input raises a `FramejudgeError` (an `ItemsError`,
+`JudgeSpecError`, `LabelsError`, ... each with a stable `code`); a turn the judge could not grade is a
+`JudgeError` record among the results, never an exception and never a grade.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .calibration.audit import AuditResult, audit
+from .calibration.inputs import (LabelsError, human_rows, judge_rows, load_human_labels, swap_consistency,
+                                 unjudged_turns, video_qa_fields)
+from .calibration.reliability import reliability
+from .errors import FramejudgeError
+from .files import first_problem
+from .judge import Grader, JudgeSpecError, load_items
+from .judge.batch import checked_items
+from .judge.base import unused_options
+from .records import ItemsError, Record, latest, read_records
+from .rubrics import get_rubric
+from .rubrics.model import Rubric
+from .runner.judges import Judges
+from .runner.local import run_batch
+from .runner.resume import plan_resume
+from .schema import GradeOptions, HumanLabel, Item
+
+PathLike = str | os.PathLike[str]
+
+
+class InvalidOptions(FramejudgeError, ValueError):
+    """Grading options that the models refuse, or that would do nothing with the judge."""
+
+    code = "invalid_options"
+
+
+def _items(items: PathLike | Sequence[Item | Mapping[str, Any]]) -> tuple[list[Item], Path | None]:
+    if isinstance(items, (str, os.PathLike)):
+        return load_items(items), Path(items)
+    rows = [(f"items[{k}]", it.model_dump() if isinstance(it, Item) else it) for k, it in enumerate(items)]
+    return checked_items(rows, ItemsError), None
+
+
+def _options(options: GradeOptions | Mapping[str, Any] | None) -> GradeOptions:
+    if isinstance(options, GradeOptions):
+        return options
+    try:
+        return GradeOptions.model_validate(dict(options or {}))
+    except ValidationError as exc:
+        raise InvalidOptions(first_problem(exc, "options")) from None
+
+
+async def agrade(
+    items: PathLike | Sequence[Item | Mapping[str, Any]],
+    *,
+    judge: str = "reference",
+    rubric: str | Rubric = "video-qa",
+    options: GradeOptions | Mapping[str, Any] | None = None,
+    out: PathLike | None = None,
+    media_root: PathLike | None = None,
+    judges_file: PathLike | None = None,
+    api_base: str | None = None,
+    concurrency: int = 4,
+    regrade: bool = False,
+) -> list[Record]:
+    """`grade`, for code already inside an event loop."""
+    the_items, source = _items(items)
+    the_rubric = get_rubric(rubric) if isinstance(rubric, str) else rubric
+    the_options = _options(options)
+    if concurrency < 1:
+        raise InvalidOptions("concurrency must be at least 1")
+    judges = Judges.from_env(Path(judges_file) if judges_file is not None else None)
+    judges.api_base = api_base or judges.api_base
+    if judges.configs and judge not in judges.configs and judge != "reference":
+        raise JudgeSpecError(f"judge {judge!r} is not in the judges file (it has: {', '.join(judges.configs)})")
+    the_judge = judges.make(judge)
+    unused = unused_options(the_judge, judge, the_options.samples, the_options.blind, flag="options.")
+    if unused:
+        raise InvalidOptions(unused)
+    root = Path(media_root) if media_root is not None else (source.resolve().parent if source else Path.cwd())
+    if not root.is_dir():
+        raise ItemsError(f"media_root {root}: " + ("not a folder" if root.exists() else "no such folder"))
+    grader = Grader(the_judge, the_rubric, the_options, media_root=root)
+    with tempfile.TemporaryDirectory(prefix="framejudge-") as scratch:
+        out_path = Path(out) if out is not None else Path(scratch) / "verdicts.jsonl"
+        plan = plan_resume(grader, the_items, out_path, regrade=regrade)
+        await run_batch(grader, the_items, out_path, concurrency=concurrency, plan=plan)
+        verdicts, errors = latest(read_records(out_path))
+    standing: dict[tuple[str, int], Record] = {**errors, **verdicts}
+    return [standing[(it.id, t)] for it in the_items for t in range(len(it.turns)) if (it.id, t) in standing]
+
+
+def grade(
+    items: PathLike | Sequence[Item | Mapping[str, Any]],
+    *,
+    judge: str = "reference",
+    rubric: str | Rubric = "video-qa",
+    options: GradeOptions | Mapping[str, Any] | None = None,
+    out: PathLike | None = None,
+    media_root: PathLike | None = None,
+    judges_file: PathLike | None = None,
+    api_base: str | None = None,
+    concurrency: int = 4,
+    regrade: bool = False,
+) -> list[Record]:
+    """Grade every turn of `items` (an items JSONL file, or Items / dicts) with `judge` under
+    `rubric`, and return the standing record of each turn: a `Verdict`, or a `JudgeError` for a turn
+    that could not be graded.
+
+    `out`: a verdicts file to append to as records finish; a rerun grades only the turns without a
+    standing verdict made the same way (`regrade=True` grades those made differently again). Without
+    it the records go to a temporary file. `options` are the grading options of the CLI and the API
+    (`GradeOptions`: sampler, swap, samples, blind, cache, triage ...). `media_root`: where relative
+    video paths are (default: the items file's folder, else the working folder). `judges_file`,
+    `api_base`: as `--judges` and `--api-base` (default: FRAMEJUDGE_JUDGES_FILE, FRAMEJUDGE_API_BASE).
+    Raises a FramejudgeError for bad input before grading anything."""
+    return asyncio.run(agrade(items, judge=judge, rubric=rubric, options=options, out=out, media_root=media_root,
+                              judges_file=judges_file, api_base=api_base, concurrency=concurrency, regrade=regrade))
+
+
+def calibrate(
+    labels: PathLike | Sequence[HumanLabel],
+    verdicts: PathLike | Sequence[Record],
+    *,
+    replicates: int = 1000,
+    seed: int = 0,
+) -> AuditResult:
+    """The judge's agreement with people, beside the people's agreement with each other, per label
+    field (`result.fields`: percent agreement, Cohen's kappa and Krippendorff's alpha with bootstrap
+    intervals, the confusion matrix, ...), as `framejudge calibrate` computes it. `labels`: a human
+    labels file (JSONL or CSV) or HumanLabels; `verdicts`: a verdicts file or the records `grade`
+    returned. Raises LabelsError when no labelled turn has a verdict."""
+    human = load_human_labels(Path(labels)) if isinstance(labels, (str, os.PathLike)) else list(labels)
+    records = read_records(Path(verdicts)) if isinstance(verdicts, (str, os.PathLike)) else list(verdicts)
+    if replicates < 1:
+        raise InvalidOptions("replicates must be at least 1")
+    rows_h = human_rows(human)
+    unjudged, labelled = unjudged_turns(rows_h, records)
+    if labelled and len(unjudged) == labelled:
+        raise LabelsError(f"none of the {labelled} labelled turn(s) has a verdict (the labels name items such as "
+                          f"{unjudged[0][0]!r}): are these the labels of these verdicts?")
+    rows_j, errors = judge_rows(records)
+    result = audit(rows_h, rows_j, video_qa_fields(), judge_errors=errors, replicates=replicates, seed=seed)
+    result.swap_consistency = swap_consistency(records)
+    result.reliability = reliability(rows_h, records)
+    return result

@@ -1,0 +1,110 @@
+"""The core job from Python: grade, then calibrate, with the CLI's options and errors; the docs'
+example runs as written."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import framejudge
+from framejudge import FramejudgeError, GradeOptions, Item, Verdict, calibrate, grade
+
+ROOT = Path(__file__).parents[1]
+
+ITEMS = [
+    {"id": "cars", "turns": [{"question": "What colour is the car?", "golden": "The car is red.",
+                              "response_a": "The car is red.", "response_b": "It is blue."}]},
+    {"id": "count", "turns": [{"question": "How many dogs are there?", "golden": "There are three dogs.",
+                               "response_a": "Three dogs.", "response_b": "There are three dogs."}]},
+    {"id": "sign", "turns": [{"question": "What does the sign say?", "golden": "STOP",
+                              "response_a": "It says YIELD.", "response_b": "The sign says STOP."}]},
+]
+
+
+def _labels() -> list[dict]:
+    rows = []
+    for annotator, flip in (("ann1", False), ("ann2", True)):
+        rows += [
+            {"item_id": "cars", "turn": 0, "annotator": annotator, "category_a": "Successful",
+             "category_b": "Not Successful", "preference": "A"},
+            {"item_id": "count", "turn": 0, "annotator": annotator, "category_a": "Successful",
+             "category_b": "Successful", "preference": "Both"},
+            {"item_id": "sign", "turn": 0, "annotator": annotator,
+             "category_a": "Missing" if flip else "Not Successful", "category_b": "Successful", "preference": "B"},
+        ]
+    return rows
+
+
+def _write(folder: Path) -> None:
+    (folder / "items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in ITEMS))
+    (folder / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _labels()))
+
+
+def test_grade_then_calibrate(tmp_path):
+    _write(tmp_path)
+    out = tmp_path / "verdicts.jsonl"
+    records = grade(tmp_path / "items.jsonl", out=out, options={"cache": False})
+    assert [(r.item_id, r.turn) for r in records] == [("cars", 0), ("count", 0), ("sign", 0)]
+    assert all(isinstance(r, Verdict) for r in records)
+    assert records[0].response_a.category.value == "Successful" and records[0].preference.value == "A"
+    assert len(out.read_text().splitlines()) == 3
+    assert grade(tmp_path / "items.jsonl", out=out, options={"cache": False}) == records  # nothing regraded
+    assert len(out.read_text().splitlines()) == 3
+    result = calibrate(tmp_path / "labels.jsonl", out, replicates=50)
+    fields = {f.field: f for f in result.fields}
+    assert fields["category_a"].units == 3 and fields["preference"].judge_percent.value == 1.0
+    assert calibrate(tmp_path / "labels.jsonl", records, replicates=50).fields[0].units == 3  # records as given
+
+
+def test_grade_takes_items_and_dicts_without_a_file(tmp_path):
+    records = grade([Item.model_validate(ITEMS[0]), ITEMS[1]], options=GradeOptions(cache=False))
+    assert [r.item_id for r in records] == ["cars", "count"]
+
+
+def test_a_missing_video_is_a_judge_error_record_not_an_exception(tmp_path):
+    item = {"id": "v", "video": "nowhere.mp4", "turns": [{"question": "What does the sign on screen say?",
+                                                          "golden": "STOP", "response_a": "STOP."}]}
+    [record] = grade([item], media_root=tmp_path, options={"cache": False})
+    assert record.record == "judge_error" and "not found" in record.message
+
+
+@pytest.mark.parametrize("call, kind, code, words", [
+    (lambda p: grade(p / "nope.jsonl"), "ItemsError", "invalid_items", "nope.jsonl"),
+    (lambda p: grade(ITEMS, judge="nope:x"), "JudgeSpecError", "judge_unavailable", "unknown judge 'nope:x'"),
+    (lambda p: grade(ITEMS, options={"samples": 0}), "InvalidOptions", "invalid_options", "samples"),
+    (lambda p: grade(ITEMS, options={"samples": 3}), "InvalidOptions", "invalid_options", "deterministic"),
+    (lambda p: grade([{"id": "x"}]), "ItemsError", "invalid_items", "items[0]"),
+    (lambda p: calibrate(p / "labels.jsonl", []), "LabelsError", "invalid_labels", "none of the"),
+])
+def test_bad_input_is_a_framejudge_error_with_its_code(tmp_path, call, kind, code, words):
+    _write(tmp_path)
+    with pytest.raises(FramejudgeError) as caught:
+        call(tmp_path)
+    assert type(caught.value).__name__ == kind and caught.value.code == code and words in str(caught.value)
+
+
+def test_importing_the_package_loads_nothing_heavy():
+    code = ("import sys, framejudge; print(sorted(m for m in sys.modules if m.startswith('framejudge.')));"
+            "print(all(name in dir(framejudge) for name in framejudge.__all__))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout.splitlines() == ["['framejudge.errors']", "True"], proc.stderr
+    assert framejudge.grade is grade and framejudge.__version__
+
+
+def test_the_docs_example_runs_as_written(tmp_path):
+    page = (ROOT / "docs" / "python.md").read_text()
+    [example] = re.findall(r"```python\n(.*?)```", page, re.S)
+    _write(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == ["cars 0 Successful A", "count 0 Successful Both"] and lines[2].startswith("sign 0 ")
+    assert any(line.startswith("category_a: judge agrees with the human majority on ") for line in lines)
