@@ -255,7 +255,7 @@ def fit(turns: Sequence[Turn], version: str, rubric_id: str, rubric_hash: str,
 
     out: dict[str, FieldThreshold] = {}
     chosen: dict[str, float | None] = {}
-    for kind, fields in (("category", CATEGORY_FIELDS), ("preference", ("preference",))):
+    for _kind, fields in (("category", CATEGORY_FIELDS), ("preference", ("preference",))):
         units = [u for u in scored(shipped, fields) if u.confidence is not None]
         threshold, bound, tested = choose_threshold([u.confidence for u in units],  # type: ignore[misc]
                                                     [bool(u.correct) for u in units], TARGET, DELTA, MIN_UNITS)

@@ -313,7 +313,7 @@ def battles_from_items(items: Iterable[Item]) -> list[Battle]:
                                        "responses": {a: t.response_a, b: t.response_b}} for t in item.turns])
         except ValidationError as exc:
             raise PlanError(f"{where}: its battle is not an item ({first_problem(exc, 'item')})") from None
-        for k, t in enumerate(turns):
+        for t in turns:
             pair = (meta.item, frozenset((a, b)), t)
             if pair in met:
                 raise PlanError(f"{where}: the battle of {a!r} and {b!r} on item {meta.item!r} turn {t} is also "

@@ -70,7 +70,7 @@ def test_every_replicate_at_once_gives_the_values_of_one_at_a_time(level):
 
     rng = np.random.default_rng(5)
     units: list[dict] = []
-    for u in range(60):
+    for _ in range(60):
         kept = [r for r in ("a", "b", "c") if rng.random() < 0.7]
         base = int(rng.integers(1, 4))
         units.append({r: base if rng.random() < 0.7 else int(rng.integers(1, 4)) for r in kept})

@@ -40,7 +40,7 @@ class Server:
                 return
             except OSError:
                 if self.proc.poll() is not None:
-                    raise AssertionError(self.proc.stderr.read().decode()[-2000:])
+                    raise AssertionError(self.proc.stderr.read().decode()[-2000:]) from None
                 time.sleep(0.1)
         raise AssertionError("server did not start")
 

@@ -63,7 +63,7 @@ def test_uploads_a_calibration_shows_are_kept_and_pages_name_them_by_id(tmp_path
         made = client.post("/v1/calibrate", json={"verdicts": records, "items": [{**ITEMS[0], "video": unused}],
                                                   "labels": labels, "replicates": 20}, headers=bearer(stranger))
         assert made.status_code == 200, made.text
-        for ref, run in ((by_job, run_job.json()["id"]), (by_ref, run_ref.json()["id"])):
+        for ref, _run in ((by_job, run_job.json()["id"]), (by_ref, run_ref.json()["id"])):
             refused = client.delete(f"/v1/videos/{ref}", headers=auth)
             assert refused.status_code == 409, refused.text
             assert f"{ref} is shown by calibration " in refused.json()["detail"]  # by_job: the job's verdicts too
