@@ -95,6 +95,11 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("FRAMEJUDGE_REVIEW_FIGURES_WAIT", "seconds", "0.25",
              "how long a review queue page waits for its figures to refresh before showing the latest, marked stale",
              ("serve",), "review_figures_wait_s"),
+    Variable("FRAMEJUDGE_LOG_LEVEL", "debug, info, warning or error", "warning",
+             "the events `serve` and `worker` log on standard error; info adds jobs taken up and finished to the "
+             "warnings (endpoint cuts and Retry-After pauses, leases lost); as --log-level", ("serve", "worker")),
+    Variable("FRAMEJUDGE_LOG_JSON", "a switch", "off", "log JSON lines (one object per event); as --log-json",
+             ("serve", "worker")),
     Variable("FRAMEJUDGE_TRUSTED_PROXIES", "a comma-separated list of addresses or networks, or 'none'",
              "127.0.0.1,::1", "the reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are believed",
              ("serve",), "trusted_proxies"),

@@ -24,6 +24,7 @@ nothing of the policy: they report each attempt's outcome on the slot.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -33,6 +34,8 @@ from typing import Protocol
 
 from aiolimiter import AsyncLimiter
 from pydantic import BaseModel
+
+log = logging.getLogger("framejudge.endpoint")
 
 
 class EndpointState(BaseModel):
@@ -231,23 +234,36 @@ class Endpoint:
                     self._pace = max(MIN_PACE, PACE_START * (succeeding or self._limit))
                     self._last_pace_cut = now
                     self.decreases += 1
+                    log.warning("endpoint %s: rate limited (429); paced at %.2f calls a second", self.name,
+                                self._pace, extra={"endpoint": self.name, "event": "pace_cut", "pace": self._pace})
                 elif now - self._last_pace_cut >= self.cooldown_s:
                     self._pace = max(MIN_PACE, self._pace * PACE_CUT)
                     self._pace_slow_start = False
                     self._last_pace_cut = now
                     self.decreases += 1
-                if slot.retry_after:
-                    self._paused_until = max(self._paused_until, now + slot.retry_after)
+                    log.warning("endpoint %s: rate limited again; pace cut to %.2f calls a second", self.name,
+                                self._pace, extra={"endpoint": self.name, "event": "pace_cut", "pace": self._pace})
+                self._pause(now, slot.retry_after)
                 return
             self._slow_start = False
             if now - self._last_decrease >= self.cooldown_s:
                 self._limit = max(1.0, self._limit * self.decrease)
                 self._last_decrease = now
                 self.decreases += 1
-            if slot.retry_after:
-                self._paused_until = max(self._paused_until, now + slot.retry_after)
+                log.warning("endpoint %s: overloaded (429, 503 or a timeout); concurrency cut to %d", self.name,
+                            self.limit, extra={"endpoint": self.name, "event": "concurrency_cut", "limit": self.limit})
+            self._pause(now, slot.retry_after)
         else:
             self.failures += 1
+
+    def _pause(self, now: float, retry_after: float | None) -> None:
+        """Hold new calls for a Retry-After (logged when a pause begins, not when a burst extends it)."""
+        if retry_after and now + retry_after > self._paused_until:
+            begins = self._paused_until <= now
+            self._paused_until = now + retry_after
+            if begins:
+                log.warning("endpoint %s: asked to wait %.0f s (Retry-After); new calls wait", self.name,
+                            retry_after, extra={"endpoint": self.name, "event": "paused", "seconds": retry_after})
 
     def paused(self) -> bool:
         """Whether a Retry-After is holding new calls now (a retry then waits in `slot`, not in its own

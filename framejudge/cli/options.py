@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from enum import Enum
 from typing import Annotated, Any, Optional
 
 import typer
@@ -26,6 +27,21 @@ MediaRoot = Annotated[Optional[Path], typer.Option(
     help="relative video paths are under here (default: the items file's folder)")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="do not use the verdict cache")]
 Yes = Annotated[bool, typer.Option("--yes", help="do not ask before spending tokens")]
+
+
+class LogLevel(str, Enum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+LogLevelOption = Annotated[LogLevel, typer.Option(help="the events logged on standard error: info adds jobs taken up "
+                                                       "and finished to warnings (endpoint cuts and pauses, leases "
+                                                       "lost) and errors", envvar=config.name("FRAMEJUDGE_LOG_LEVEL"),
+                                                  case_sensitive=False)]
+LogJson = Annotated[bool, typer.Option("--log-json", help="log JSON lines (one object per event)",
+                                       envvar=config.name("FRAMEJUDGE_LOG_JSON"))]
 
 
 def check_media_root(media_root: Optional[Path]) -> None:

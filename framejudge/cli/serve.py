@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
+from ..logs import configure as configure_logs
 from .console import err, fail, flagged
+from .options import LogJson, LogLevel, LogLevelOption
 from .outputs import check_cache_folder
 from .service_config import service_database, service_settings
 
@@ -15,6 +17,8 @@ from .service_config import service_database, service_settings
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port")] = 8000,
+    log_level: LogLevelOption = LogLevel.warning,
+    log_json: LogJson = False,
 ) -> None:
     """Run the HTTP API (settings from FRAMEJUDGE_SERVICE_DB, FRAMEJUDGE_MEDIA_ROOT, ...)."""
     import socket
@@ -25,6 +29,7 @@ def serve(
     from ..service.app import create_app
     from ..service.store import list_keys
 
+    configure_logs(log_level.value, log_json)
     Serving = _serving()
     if not 0 <= port <= 65535:
         fail(f"--port: {port} is not a TCP port (0 to 65535)")

@@ -6,7 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..logs import configure as configure_logs
 from .console import err
+from .options import LogJson, LogLevel, LogLevelOption
 from .outputs import check_cache_folder
 from .service_config import service_database, service_settings
 
@@ -14,6 +16,8 @@ from .service_config import service_database, service_settings
 def worker(
     max_in_flight: Annotated[Optional[int], typer.Option(min=1, help="items graded at once, at most (default: "
                                                                      "FRAMEJUDGE_WORKER_IN_FLIGHT, else 256)")] = None,
+    log_level: LogLevelOption = LogLevel.warning,
+    log_json: LogJson = False,
 ) -> None:
     """Grade queued job items from the service's database, with no HTTP (run any number, on any
     machine that reaches the database and the videos). Same settings as `serve`
@@ -30,6 +34,7 @@ def worker(
     from ..db import shown_url
     from ..runner.worker import QueueWorker
 
+    configure_logs(log_level.value, log_json)
     settings = service_settings()
     configs = load_judges_file(settings.judges_file) if settings.judges_file else []
     engine = service_database(settings.database_url)

@@ -272,6 +272,15 @@ def finish(engine: Engine, worker: str, done: list[Finished]) -> list[Finished]:
     return [f for f in done if (f.job_id, f.position) not in held]
 
 
+def unfinished(engine: Engine, job_ids: list[str]) -> dict[str, int]:
+    """Per job, its items not yet done (pending or running)."""
+    with Session(engine) as s:
+        counts = dict(s.execute(select(JobItem.job_id, func.count()).where(JobItem.job_id.in_(job_ids),
+                                                                            JobItem.status != "done")
+                                .group_by(JobItem.job_id)).all())
+    return {job_id: counts.get(job_id, 0) for job_id in job_ids}
+
+
 def throughput(s: Session, job_id: str, window_s: float = 60.0) -> float | None:
     """Items per second this job finished over the last `window_s` seconds (None: too few)."""
     since = time.time() - window_s

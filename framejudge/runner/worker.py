@@ -85,6 +85,7 @@ class QueueWorker:
         self._described = json.dumps(graders.judges.described())
         self.graded = 0  # items this worker finished (records written)
         self.lost = 0  # items finished after their lease had gone to another worker (not written)
+        self._jobs_seen: set[str] = set()  # jobs this worker has taken items of (logged once each)
 
     def capacity(self) -> int:
         limits = [endpoint.limit for endpoint in self.graders.judges.endpoints()]  # every loop: no copies
@@ -113,6 +114,10 @@ class QueueWorker:
                 claimed = await self._db(queue.claim, self.engine, self.name, room, self.lease_s,
                                          self.graders.judges.endpoint_of) if room > 0 else []
                 for c in claimed or []:
+                    if c.job_id not in self._jobs_seen:
+                        self._jobs_seen.add(c.job_id)
+                        log.info("job %s: taken up (%s, judge %s)", c.job_id, c.kind, c.judge,
+                                 extra={"job": c.job_id, "event": "job_taken", "judge": c.judge, "worker": self.name})
                     running.add(asyncio.create_task(self._grade(c)))
                 if running:
                     done, _ = await asyncio.wait(running, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
@@ -164,7 +169,14 @@ class QueueWorker:
                 self.on_records(f.records)
         for f in lost:
             log.warning("job %s item %d: its lease had expired and another worker took it; these records "
-                        "were not written", f.job_id, f.position)
+                        "were not written", f.job_id, f.position,
+                        extra={"job": f.job_id, "item": f.position, "event": "lease_lost", "worker": self.name})
+        if written and log.isEnabledFor(logging.INFO):
+            left = await self._db(queue.unfinished, self.engine, sorted({f.job_id for f in written}))
+            for job_id, n in (left or {}).items():
+                if n == 0:
+                    log.info("job %s: finished (its last item written by %s)", job_id, self.name,
+                             extra={"job": job_id, "event": "job_finished", "worker": self.name})
         return True
 
     def _keep_leases(self, stop: threading.Event) -> None:
