@@ -181,18 +181,18 @@ def test_the_ranking_test_half_gives_figures_only(tmp_path):
     assert "misses (" not in proc.stdout and not any(r["id"] in proc.stdout for r in RANKING)
 
 
-def test_the_test_half_reproduces_the_figures_the_readme_gives(tmp_path):
-    """The whole test half, with the judge as installed here, against the README's "Today's figures"."""
+def test_the_test_half_reproduces_the_figures_the_docs_give(tmp_path):
+    """The whole test half, with the judge as installed here, against docs/figures.md's "Today's figures"."""
     import re
 
     from framejudge.judge import eyes, meaning
 
     if not meaning.available() or eyes.unavailable() is not None:
-        pytest.skip("the README's figures are those of the judge with framejudge[eyes] and framejudge[meaning]")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+        pytest.skip("the documented figures are those of the judge with framejudge[eyes] and framejudge[meaning]")
+    page = (ROOT / "docs" / "figures.md").read_text(encoding="utf-8")
     found = re.search(r"test half \*\*([\d.]+) % category\s+agreement, Cohen's kappa ([\d.]+), ([\d.]+) % preference "
-                      r"agreement\*\*", readme)
-    assert found, "the README states today's test-half figures"
+                      r"agreement\*\*", page)
+    assert found, "docs/figures.md states today's test-half figures"
     proc, result = command(tmp_path, "--half", "test")
     assert proc.returncode == 0, proc.stderr
     assert f"{100 * result['categories']['agreement']:.1f}" == found.group(1)

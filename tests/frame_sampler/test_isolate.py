@@ -90,12 +90,12 @@ def test_closed_samplers_start_again(clips):
 
 
 def _readme_example() -> str:
-    """The README's IsolatedSampler example, as written there."""
+    """The IsolatedSampler example of docs/frame-sampling.md, as written there."""
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    [code] = [c for c in re.findall(r"```python\n(.*?)```", readme, re.DOTALL) if "IsolatedSampler(" in c]
+    page = (Path(__file__).parents[2] / "docs" / "frame-sampling.md").read_text()
+    [code] = [c for c in re.findall(r"```python\n(.*?)```", page, re.DOTALL) if "IsolatedSampler(" in c]
     return code
 
 

@@ -29,7 +29,7 @@ def test_agreement_with_the_guideline_examples(shared_dir):
         got = cat(r["query"], r["response"], r["golden"])
         ok = {r["label"], *(r.get("also_acceptable") or [])}
         hits += got.value in ok
-    # A development figure, reported in the README: 37 of 42. It never looks at the video,
+    # A development figure, reported in docs/judging.md: 37 of 42. It never looks at the video,
     # so examples that hinge on what the clip shows (a cat that is there, a lamp that is not)
     # are beyond it. The floor guards against regressions.
     assert hits >= 37, hits
