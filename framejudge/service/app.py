@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from fastapi.routing import iter_route_contexts
+from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -51,6 +51,12 @@ def known_query(request: Request) -> None:
     if unknown:
         takes = f"takes {', '.join(known)}" if known else "takes no query parameters"
         raise ProblemError(422, "Invalid request", f"query.{unknown[0]}: unknown parameter (this operation {takes})")
+
+
+def operation_id(route: APIRoute) -> str:
+    """An operation is named after what it does (its function's name, or the operation_id its
+    route gives): the method names of generated clients."""
+    return route.name
 
 
 def route_of(app: FastAPI, scope: dict[str, Any]) -> str:
@@ -124,7 +130,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="framejudge", version="0.1.0", lifespan=lifespan,
                   description="LLM-as-judge grading for video question answering.",
-                  dependencies=[Depends(known_query)], docs_url=None, redoc_url=None)
+                  dependencies=[Depends(known_query)], docs_url=None, redoc_url=None,
+                  generate_unique_id_function=operation_id)
     app.state.service = service
     for module in (info, grading, jobs, calibration, leaderboards):
         app.include_router(module.router)

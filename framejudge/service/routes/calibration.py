@@ -77,7 +77,7 @@ def list_calibrations(svc: ServiceDep, key: CalibrateKey, page: PageDep) -> Cali
                            if r.reviewers else []) for r in rows])
 
 
-@router.get("/v1/calibrate/{run_id}/report", tags=["calibration"], response_class=HTMLResponse)
+@router.get("/v1/calibrate/{run_id}/report", tags=["calibration"], operation_id="get_calibration_report", response_class=HTMLResponse)
 def calibration_report(run_id: str, svc: ServiceDep, key: CalibrateKey) -> HTMLResponse:
     from ...calibration.report import render_html
 

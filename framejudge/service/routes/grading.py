@@ -50,7 +50,7 @@ async def grade(body: GradeRequest, svc: ServiceDep, key: GradeKey) -> GradeResp
     return GradeResponse(records=records)
 
 
-@router.post("/v1/frames", tags=["frames"], response_model=FramesResponse)
+@router.post("/v1/frames", tags=["frames"], operation_id="sample_frames", response_model=FramesResponse)
 async def frames(body: FramesRequest, svc: ServiceDep, key: GradeKey) -> FramesResponse:
     """Frames as JPEG data URLs, or one contact sheet. What a request may ask for is bounded before
     anything is decoded: the pixels (frames x max_side x max_side) and the answer's estimated size."""

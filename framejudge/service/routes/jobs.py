@@ -203,7 +203,7 @@ class JobPage(BaseModel):
     jobs: list[JobStatus] = Field(description="newest first")
 
 
-@router.get("/v1/jobs", tags=["jobs"], response_model=JobPage)
+@router.get("/v1/jobs", tags=["jobs"], operation_id="list_jobs", response_model=JobPage)
 def get_jobs(svc: ServiceDep, key: GradeKey, page: PageDep) -> Any:
     """This key's jobs, newest first, a page at a time (`offset`, `limit`); a deleted job is not listed."""
     return JobPage(offset=page.offset, limit=page.limit, jobs=list_jobs(svc.engine, key.id, page.offset, page.limit))
@@ -214,7 +214,7 @@ def get_job(job_id: str, svc: ServiceDep, key: GradeKey) -> Any:
     return svc.own_job(job_id, key)
 
 
-@router.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"])
+@router.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"], operation_id="list_job_verdicts")
 def get_job_verdicts(job_id: str, svc: ServiceDep, key: GradeKey, request: Request,
                      offset: int = Query(0, ge=0, le=MAX_RECORDS, description="records to skip"),
                      limit: int | None = Query(None, ge=1, le=MAX_RECORDS,

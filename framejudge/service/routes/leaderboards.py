@@ -59,7 +59,7 @@ class LeaderboardResponse(BaseModel):
     board: Board
 
 
-@router.post("/v1/leaderboards", tags=["leaderboards"], response_model=LeaderboardResponse, status_code=201)
+@router.post("/v1/leaderboards", tags=["leaderboards"], operation_id="build_leaderboard", response_model=LeaderboardResponse, status_code=201)
 async def build(body: LeaderboardRequest, svc: ServiceDep, key: GradeKey) -> LeaderboardResponse:
     """The leaderboard of a job's battles: win rates against the baseline (bootstrap over videos),
     Bradley-Terry strengths and ranks, length-controlled win rates, slices, the judge's biases."""
@@ -105,7 +105,7 @@ def _own(svc: object, board_id: str, key: ApiKey) -> LeaderboardRow:
         return row
 
 
-@router.get("/v1/leaderboards", tags=["leaderboards"], response_model=LeaderboardPage)
+@router.get("/v1/leaderboards", tags=["leaderboards"], operation_id="list_leaderboards", response_model=LeaderboardPage)
 def list_boards(svc: ServiceDep, key: GradeKey, page: PageDep) -> LeaderboardPage:
     """This key's leaderboards (without their boards: GET /v1/leaderboards/{id}), newest first."""
     rows = owned_page(svc.engine, LeaderboardRow, key.id, page.offset, page.limit)
@@ -113,13 +113,13 @@ def list_boards(svc: ServiceDep, key: GradeKey, page: PageDep) -> LeaderboardPag
         LeaderboardSummary(id=r.id, job_id=r.job_id, created_at=aware(r.created_at)) for r in rows])
 
 
-@router.get("/v1/leaderboards/{board_id}", tags=["leaderboards"], response_model=LeaderboardResponse)
+@router.get("/v1/leaderboards/{board_id}", tags=["leaderboards"], operation_id="get_leaderboard", response_model=LeaderboardResponse)
 def get(board_id: str, svc: ServiceDep, key: GradeKey) -> LeaderboardResponse:
     row = _own(svc, board_id, key)
     return LeaderboardResponse(id=row.id, job_id=row.job_id, board=Board.model_validate_json(row.board_json))
 
 
-@router.get("/v1/leaderboards/{board_id}/page", tags=["leaderboards"], response_class=HTMLResponse)
+@router.get("/v1/leaderboards/{board_id}/page", tags=["leaderboards"], operation_id="get_leaderboard_page", response_class=HTMLResponse)
 def page(board_id: str, svc: ServiceDep, key: GradeKey) -> HTMLResponse:
     """The board as a self-contained HTML page (forest plot, win-rate bars, per-slice heatmaps)."""
     from ...leaderboard.page import render_board_html
