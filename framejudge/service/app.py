@@ -23,6 +23,7 @@ from ..schema import RECORD_KINDS
 from .bodies import json_type
 from .context import MAX_BODY, Service
 from .limits import BodyLimit, BodyTimedOut, BodyTimeout
+from .openapi import unique_names
 from .problems import ProblemError, document_problems, error_problem, problem
 from .review.routes import install as install_review  # before the database opens: its tables
 from .routes import calibration, grading, info, jobs, leaderboards
@@ -131,7 +132,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="framejudge", version="0.1.0", lifespan=lifespan,
                   description="LLM-as-judge grading for video question answering.",
                   dependencies=[Depends(known_query)], docs_url=None, redoc_url=None,
-                  generate_unique_id_function=operation_id)
+                  generate_unique_id_function=operation_id, separate_input_output_schemas=False)
     app.state.service = service
     for module in (info, grading, jobs, calibration, leaderboards):
         app.include_router(module.router)
@@ -139,8 +140,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = document_problems(get_openapi(title=app.title, version=app.version,
-                                                               description=app.description, routes=app.routes))
+            app.openapi_schema = unique_names(document_problems(get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes,
+                separate_input_output_schemas=app.separate_input_output_schemas)))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
