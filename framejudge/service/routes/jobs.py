@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 from ...files import first_problem, not_utf8, text_line
 from ...judge.batch import checked_items
 from ...leaderboard.plan import check_battle_job
-from ...schema import MAX_TURNS, GradeOptions, Item
+from ...schema import MAX_TURNS, GradeOptions, Item, JudgeError, Verdict
 from ..bodies import StrictJsonRoute, strict_body
 from ..context import MAX_BODY, MAX_JOB_ITEMS, PageDep, Service, ServiceDep, authorized
 from ..jobs import (IdempotencyMismatch, JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status,
@@ -29,11 +29,14 @@ MAX_RECORDS = MAX_JOB_ITEMS * MAX_TURNS  # the most records a job holds
 
 ITEMS_SCHEMA = {"type": "array", "minItems": 1, "maxItems": MAX_JOB_ITEMS, "items": {"$ref": "#/components/schemas/Item"}}
 PRIORITY = {"type": "integer", "minimum": -100, "maximum": 100, "default": 0}
+# One shape per media type. A JSON body is documented as the object; a bare JSON list of items is
+# still taken (as it always was), but not documented: a oneOf of the two defeats client generators.
 JOBS_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"oneOf": [ITEMS_SCHEMA, {
-        "type": "object", "required": ["items"], "additionalProperties": False,
+    "application/json": {"schema": {
+        "title": "JobRequest", "type": "object", "required": ["items"], "additionalProperties": False,
+        "description": "the items, with options and priority (a bare JSON list of items is also taken)",
         "properties": {"items": ITEMS_SCHEMA, "options": {"$ref": "#/components/schemas/GradeOptions"},
-                       "priority": PRIORITY}}]}},
+                       "priority": PRIORITY}}},
     "application/x-ndjson": {"schema": {**ITEMS_SCHEMA, "description": "JSONL: one item per line"}},
     "multipart/form-data": {"schema": {"type": "object", "required": ["items"], "properties": {
         "items": {"type": "string", "description": "the items, as JSON or JSONL; a video named by an uploaded "
@@ -214,7 +217,23 @@ def get_job(job_id: str, svc: ServiceDep, key: GradeKey) -> Any:
     return svc.own_job(job_id, key)
 
 
-@router.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"], operation_id="list_job_verdicts")
+class VerdictPage(BaseModel):
+    """A page of a job's records, in item order."""
+
+    offset: int
+    limit: int
+    records: list[Verdict | JudgeError] = Field(description="verdicts and judge errors")
+
+
+VERDICTS_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
+    "model": VerdictPage,
+    "description": "A page of records as JSON; with Accept: application/x-ndjson, the records as JSONL",
+    "content": {"application/x-ndjson": {"schema": {"type": "string", "description": "JSONL: one record "
+                                                                                     "(Verdict or JudgeError) a line"}}}}}
+
+
+@router.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"], operation_id="list_job_verdicts",
+            response_model=None, responses=VERDICTS_RESPONSES)
 def get_job_verdicts(job_id: str, svc: ServiceDep, key: GradeKey, request: Request,
                      offset: int = Query(0, ge=0, le=MAX_RECORDS, description="records to skip"),
                      limit: int | None = Query(None, ge=1, le=MAX_RECORDS,
