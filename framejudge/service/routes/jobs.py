@@ -18,7 +18,7 @@ from ..context import MAX_BODY, MAX_JOB_ITEMS, PageDep, Service, ServiceDep, aut
 from ..jobs import (IdempotencyMismatch, JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status,
                     list_jobs, parse_items_body, remove_job, request_hash)
 from ..limits import capped_stream, check_frame_pixels
-from ..problems import ProblemError, not_json
+from ..problems import MEDIA, ProblemError, not_json, problems
 from ..store import ApiKey
 from ..uploads import UPLOAD_PREFIX, Form, Upload
 
@@ -46,7 +46,8 @@ JOBS_BODY = {"requestBody": {"required": True, "content": {
 }}}
 
 
-@router.post("/v1/jobs", tags=["jobs"], status_code=202, response_model=JobStatus, openapi_extra=JOBS_BODY)
+@router.post("/v1/jobs", tags=["jobs"], status_code=202, response_model=JobStatus, openapi_extra=JOBS_BODY,
+             responses=problems(*MEDIA))
 async def submit_job(
     request: Request, svc: ServiceDep, key: GradeKey,
     judge: str = Query("reference", max_length=500), rubric: str = Query("video-qa", max_length=200),
@@ -212,7 +213,7 @@ def get_jobs(svc: ServiceDep, key: GradeKey, page: PageDep) -> Any:
     return JobPage(offset=page.offset, limit=page.limit, jobs=list_jobs(svc.engine, key.id, page.offset, page.limit))
 
 
-@router.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus)
+@router.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus, responses=problems(404))
 def get_job(job_id: str, svc: ServiceDep, key: GradeKey) -> Any:
     return svc.own_job(job_id, key)
 
@@ -225,7 +226,7 @@ class VerdictPage(BaseModel):
     records: list[Verdict | JudgeError] = Field(description="verdicts and judge errors")
 
 
-VERDICTS_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
+VERDICTS_RESPONSES: dict[int | str, dict[str, Any]] = {**problems(404), 200: {
     "model": VerdictPage,
     "description": "A page of records as JSON; with Accept: application/x-ndjson, the records as JSONL",
     "content": {"application/x-ndjson": {"schema": {"type": "string", "description": "JSONL: one record "
@@ -265,7 +266,8 @@ def get_job_verdicts(job_id: str, svc: ServiceDep, key: GradeKey, request: Reque
 
 
 @router.delete("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus,
-               responses={204: {"description": "The job had finished: it is deleted with its records"}})
+               responses={204: {"description": "The job had finished: it is deleted with its records"},
+                          **problems(404, 409)})
 def delete_job(job_id: str, svc: ServiceDep, key: GradeKey) -> Any:
     """A job with items still to grade is cancelled: the answer is its status, and the records of
     the items already graded stay readable. A finished job (done, or cancelled with nothing still
