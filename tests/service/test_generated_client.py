@@ -1,0 +1,109 @@
+"""The OpenAPI document is usable by a client generator: openapi-python-client generates a client
+from /openapi.json without dropping a schema or an operation, and that client, against a real
+server on loopback, grades an item, submits a job and reads its verdicts, reads a rubric and a
+problem, each parsed into its typed model."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openapi_python_client", reason="openapi-python-client is a test dependency "
+                                                   "(pip install -e '.[test]')")
+
+from framejudge.service.app import create_app  # noqa: E402
+from framejudge.service.settings import Settings  # noqa: E402
+from framejudge.service.store import create_key, engine_for  # noqa: E402
+from tests.service.servers import uvicorn_server  # noqa: E402
+
+PACKAGE = "framejudge_generated_client"
+ITEM = {"id": "q1", "turns": [{"question": "How many people?", "golden": "2 people.",
+                               "response_a": "There are 2 people.", "response_b": "I cannot answer that."}]}
+# what the generator says when it leaves out a schema or an operation
+DROPPED = re.compile(r"Unable to (parse|process)|removal of|will not be generated|Could not find reference")
+
+
+def generate(schema: dict, folder: Path) -> str:
+    (folder / "openapi.json").write_text(json.dumps(schema))
+    bin_dir = str(Path(sys.executable).parent)  # ruff, which the generator runs on its output, is beside it
+    done = subprocess.run([sys.executable, "-m", "openapi_python_client", "generate", "--path", "openapi.json",
+                           "--output-path", PACKAGE, "--meta", "none"],
+                          cwd=folder, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")})
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    return output
+
+
+@pytest.fixture()
+def client_package(tmp_path):
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", upload_dir=tmp_path / "uploads")
+    app = create_app(settings)
+    output = generate(app.openapi(), tmp_path)
+    assert not DROPPED.search(output), output
+    sys.path.insert(0, str(tmp_path))
+    try:
+        yield importlib.import_module(PACKAGE), app, settings
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [n for n in sys.modules if n == PACKAGE or n.startswith(PACKAGE + ".")]:
+            del sys.modules[name]
+
+
+def test_a_generated_client_grades_submits_jobs_and_reads_typed_answers(client_package):
+    package, app, settings = client_package
+    api = importlib.import_module(f"{PACKAGE}.api")
+    grade = importlib.import_module(f"{PACKAGE}.api.grading.grade")
+    submit_job = importlib.import_module(f"{PACKAGE}.api.jobs.submit_job")
+    get_job = importlib.import_module(f"{PACKAGE}.api.jobs.get_job")
+    list_job_verdicts = importlib.import_module(f"{PACKAGE}.api.jobs.list_job_verdicts")
+    get_rubric = importlib.import_module(f"{PACKAGE}.api.rubrics.get_rubric")
+    models = importlib.import_module(f"{PACKAGE}.models")
+    assert api is not None
+    key = create_key(engine_for(settings.database_url), ["grade"])
+
+    with uvicorn_server(app) as url:
+        client = package.AuthenticatedClient(base_url=url, token=key, raise_on_unexpected_status=True)
+
+        graded = grade.sync(client=client, body=models.GradeRequest.from_dict({"item": ITEM}))
+        assert isinstance(graded, models.GradeResponse), graded
+        [verdict] = graded.records
+        assert isinstance(verdict, models.Verdict) and verdict.item_id == "q1"
+        assert verdict.preference.value == "A"
+
+        body = models.SubmitJobJsonJobRequest.from_dict(
+            {"items": [{**ITEM, "id": f"q{k}"} for k in range(3)], "priority": 5})
+        job = submit_job.sync(client=client, body=body)
+        assert isinstance(job, models.JobStatus) and job.items == 3, job
+        deadline = time.time() + 60
+        while job.state not in ("done", "cancelled"):
+            assert time.time() < deadline, f"job {job.id} did not finish: {job}"
+            time.sleep(0.05)
+            job = get_job.sync(job.id, client=client)
+            assert isinstance(job, models.JobStatus), job
+        assert job.state == "done" and job.done == 3
+
+        page = list_job_verdicts.sync(job.id, client=client, offset=1, limit=2)
+        assert isinstance(page, models.VerdictPage), page
+        assert (page.offset, page.limit) == (1, 2)
+        assert [r.item_id for r in page.records] == ["q1", "q2"]
+        assert all(isinstance(r, models.Verdict) for r in page.records)
+
+        rubric = get_rubric.sync("video-qa", client=client)
+        assert isinstance(rubric, models.Rubric) and rubric.id == "video-qa", rubric
+
+        missing = get_job.sync_detailed("0" * 32, client=client)
+        assert missing.status_code == 404
+        assert isinstance(missing.parsed, models.Problem) and missing.parsed.title == "No such job"
+
+        refused = grade.sync_detailed(client=package.AuthenticatedClient(base_url=url, token="fj_nope"),
+                                      body=models.GradeRequest.from_dict({"item": ITEM}))
+        assert refused.status_code == 401 and isinstance(refused.parsed, models.Problem)
