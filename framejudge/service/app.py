@@ -140,9 +140,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = unique_names(document_problems(get_openapi(
-                title=app.title, version=app.version, description=app.description, routes=app.routes,
-                separate_input_output_schemas=app.separate_input_output_schemas)))
+            schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                                 routes=app.routes, separate_input_output_schemas=app.separate_input_output_schemas)
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(jobs.SCHEMAS)  # bodies read by hand
+            app.openapi_schema = unique_names(document_problems(schema))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

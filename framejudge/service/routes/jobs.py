@@ -29,14 +29,16 @@ MAX_RECORDS = MAX_JOB_ITEMS * MAX_TURNS  # the most records a job holds
 
 ITEMS_SCHEMA = {"type": "array", "minItems": 1, "maxItems": MAX_JOB_ITEMS, "items": {"$ref": "#/components/schemas/Item"}}
 PRIORITY = {"type": "integer", "minimum": -100, "maximum": 100, "default": 0}
-# One shape per media type. A JSON body is documented as the object; a bare JSON list of items is
-# still taken (as it always was), but not documented: a oneOf of the two defeats client generators.
+# One shape per media type. A JSON body is documented as the object (a component: the JobRequest
+# model of generated clients); a bare JSON list of items is still taken (as it always was), but not
+# documented: a oneOf of the two defeats client generators.
+SCHEMAS = {"JobRequest": {
+    "title": "JobRequest", "type": "object", "required": ["items"], "additionalProperties": False,
+    "description": "A job: its items, with options and priority (a bare JSON list of items is also taken)",
+    "properties": {"items": ITEMS_SCHEMA, "options": {"$ref": "#/components/schemas/GradeOptions"},
+                   "priority": PRIORITY}}}
 JOBS_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {
-        "title": "JobRequest", "type": "object", "required": ["items"], "additionalProperties": False,
-        "description": "the items, with options and priority (a bare JSON list of items is also taken)",
-        "properties": {"items": ITEMS_SCHEMA, "options": {"$ref": "#/components/schemas/GradeOptions"},
-                       "priority": PRIORITY}}},
+    "application/json": {"schema": {"$ref": "#/components/schemas/JobRequest"}},
     "application/x-ndjson": {"schema": {**ITEMS_SCHEMA, "description": "JSONL: one item per line"}},
     "multipart/form-data": {"schema": {"type": "object", "required": ["items"], "properties": {
         "items": {"type": "string", "description": "the items, as JSON or JSONL; a video named by an uploaded "
