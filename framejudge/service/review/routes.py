@@ -445,7 +445,8 @@ def alignments_api(run_id: str, svc: ServiceDep, key: ReviewKey) -> list[Alignme
     return alignments(svc.engine, run_id)
 
 
-@api.get("/v1/calibrate/{run_id}/alignments/{alignment_id}/rubric", operation_id="get_aligned_rubric", response_class=Response,
+@api.get("/v1/calibrate/{run_id}/alignments/{alignment_id}/rubric", operation_id="get_aligned_rubric",
+         response_class=Response,
          responses={200: {"description": "the rubric file", "content": {"application/yaml": {}}}, **problems(404, 409)})
 def aligned_rubric_api(run_id: str, alignment_id: str, svc: ServiceDep, key: ReviewKey) -> Response:
     """The aligned rubric as a YAML file (`framejudge grade --rubric aligned.yaml`)."""
@@ -516,7 +517,8 @@ class Reviewers(BaseModel):
     reviewers: list[str] = Field(max_length=1000, description="ids of the API keys that may review (as `keys list` shows)")
 
 
-@api.put("/v1/calibrate/{run_id}/reviewers", operation_id="set_reviewers", response_model=Reviewers, responses=problems(404))
+@api.put("/v1/calibrate/{run_id}/reviewers", operation_id="set_reviewers", response_model=Reviewers,
+         responses=problems(404))
 def reviewers_api(run_id: str, body: Reviewers, svc: ServiceDep,
                   key: Annotated[ApiKey, Depends(authorized("calibrate"))]) -> Reviewers:
     """Who, besides this calibration's own key, may review it (only its own key, or an admin, says)."""

@@ -27,7 +27,8 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", tags=["health"], responses=problems(503), openapi_extra={"security": [{}]})  # the key is optional
+@router.get("/readyz", tags=["health"], responses=problems(503),
+            openapi_extra={"security": [{}]})  # the key is optional: without one, readiness alone
 async def readyz(svc: ServiceDep, authorization: AuthorizationDep) -> Any:
     """Whether the database answers and every allowed judge can be called. Without a key, just
     that (and how many judges cannot be called): which judges, their endpoints and why are for a
@@ -70,7 +71,8 @@ def list_rubrics(_: Annotated[ApiKey, Depends(authorized("grade"))]) -> list[Rub
             for r in all_rubrics().values()]
 
 
-@router.get("/v1/rubrics/{rubric_id}", tags=["rubrics"], operation_id="get_rubric", responses=problems(404), response_model=Rubric)
+@router.get("/v1/rubrics/{rubric_id}", tags=["rubrics"], operation_id="get_rubric", response_model=Rubric,
+            responses=problems(404))
 def show_rubric(rubric_id: str, _: Annotated[ApiKey, Depends(authorized("grade"))]) -> Rubric:
     known = all_rubrics()
     if rubric_id not in known:

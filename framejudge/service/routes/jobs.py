@@ -231,8 +231,8 @@ class VerdictPage(BaseModel):
 VERDICTS_RESPONSES: dict[int | str, dict[str, Any]] = {**problems(404), 200: {
     "model": VerdictPage,
     "description": "A page of records as JSON; with Accept: application/x-ndjson, the records as JSONL",
-    "content": {"application/x-ndjson": {"schema": {"type": "string", "description": "JSONL: one record "
-                                                                                     "(Verdict or JudgeError) a line"}}}}}
+    "content": {"application/x-ndjson": {"schema": {
+        "type": "string", "description": "JSONL: one record (Verdict or JudgeError) a line"}}}}}
 
 
 @router.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"], operation_id="list_job_verdicts",
