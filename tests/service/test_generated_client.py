@@ -141,3 +141,20 @@ def test_a_generated_client_grades_submits_jobs_and_reads_typed_answers(client_p
         refused = grade.sync_detailed(client=package.AuthenticatedClient(base_url=url, token="fj_nope"),
                                       body=models.GradeRequest.from_dict({"item": ITEM}))
         assert refused.status_code == 401 and isinstance(refused.parsed, models.Problem)
+
+
+def test_the_bearer_scheme_leaves_the_header_to_the_service(settings):
+    """The security scheme is documentation: the header is checked as it always was (any case of
+    'bearer', spaces around the key), and refused with the service's own problems."""
+    from fastapi.testclient import TestClient
+
+    key = create_key(engine_for(settings.database_url), ["grade"])
+    with TestClient(create_app(settings)) as client:
+        for header in ({}, {"Authorization": "Basic abc"}, {"Authorization": "Bearer"}):
+            r = client.get("/v1/rubrics", headers=header)
+            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", header
+            assert r.json()["detail"] == "send an API key as 'Authorization: Bearer <key>'", header
+        r = client.get("/v1/rubrics", headers={"Authorization": "Bearer "})
+        assert r.status_code == 401 and r.json()["detail"] == "unknown or revoked API key"
+        assert client.get("/v1/rubrics", headers={"Authorization": f"bEaReR   {key}  "}).status_code == 200
+        assert client.get("/readyz").json() == {"status": "ready"}  # the key is optional here
