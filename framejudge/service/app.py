@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from fastapi.routing import iter_route_contexts
+from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -23,6 +23,7 @@ from ..schema import RECORD_KINDS
 from .bodies import json_type
 from .context import MAX_BODY, Service
 from .limits import BodyLimit, BodyTimedOut, BodyTimeout
+from .openapi import unique_names
 from .problems import ProblemError, document_problems, error_problem, problem
 from .review.routes import install as install_review  # before the database opens: its tables
 from .routes import calibration, grading, info, jobs, leaderboards
@@ -51,6 +52,12 @@ def known_query(request: Request) -> None:
     if unknown:
         takes = f"takes {', '.join(known)}" if known else "takes no query parameters"
         raise ProblemError(422, "Invalid request", f"query.{unknown[0]}: unknown parameter (this operation {takes})")
+
+
+def operation_id(route: APIRoute) -> str:
+    """An operation is named after what it does (its function's name, or the operation_id its
+    route gives): the method names of generated clients."""
+    return route.name
 
 
 def route_of(app: FastAPI, scope: dict[str, Any]) -> str:
@@ -124,7 +131,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="framejudge", version="0.1.0", lifespan=lifespan,
                   description="LLM-as-judge grading for video question answering.",
-                  dependencies=[Depends(known_query)], docs_url=None, redoc_url=None)
+                  dependencies=[Depends(known_query)], docs_url=None, redoc_url=None,
+                  generate_unique_id_function=operation_id, separate_input_output_schemas=False)
     app.state.service = service
     for module in (info, grading, jobs, calibration, leaderboards):
         app.include_router(module.router)
@@ -132,8 +140,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = document_problems(get_openapi(title=app.title, version=app.version,
-                                                               description=app.description, routes=app.routes))
+            schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                                 routes=app.routes, separate_input_output_schemas=app.separate_input_output_schemas)
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(jobs.SCHEMAS)  # bodies read by hand
+            app.openapi_schema = unique_names(document_problems(schema))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

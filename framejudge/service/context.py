@@ -8,7 +8,8 @@ import os
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Header, Query, Request
+from fastapi import Depends, Query, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..backends import parse
 from ..frame_sampler import IsolatedSampler
@@ -202,10 +203,25 @@ def service(request: Request) -> Service:
     return request.app.state.service  # type: ignore[no-any-return]
 
 
+# The API key, as the OpenAPI document declares it (an HTTP bearer scheme: Swagger UI's Authorize
+# button, a token argument in generated clients). It never refuses a request itself: the header is
+# read as sent and checked by Service.authorize, which says what is wrong with it.
+BEARER = HTTPBearer(scheme_name="bearer", auto_error=False, description="an API key (framejudge keys create)")
+
+
+def authorization(request: Request,
+                  _: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None) -> str | None:
+    """The request's Authorization header, as sent (None without one)."""
+    return request.headers.get("authorization")
+
+
+AuthorizationDep = Annotated[str | None, Depends(authorization)]
+
+
 def authorized(scope: str):  # type: ignore[no-untyped-def]
     """A dependency: the request's API key, which must hold `scope` (or admin)."""
 
-    def dependency(request: Request, authorization: Annotated[str | None, Header()] = None) -> ApiKey:
+    def dependency(request: Request, authorization: AuthorizationDep) -> ApiKey:
         return service(request).authorize(authorization, scope)
 
     return dependency

@@ -76,31 +76,43 @@ ERRORS = {
     "401": "No API key, or an unknown or revoked one",
     "403": "The key lacks the scope, or the video lies outside what this server reads",
     "404": "No such resource (or not this key's)",
+    "408": "The request body stopped arriving",
     "409": "In use: an upload a job still to grade names, or a cancelled job whose items are still being graded",
     "413": "Body, upload or fetched video over its limit",
     "415": "Not a video, or not the expected media type",
     "422": "The request is well formed but invalid",
     "429": "Rate limit reached; see Retry-After",
     "500": "Internal error (details are logged, never returned)",
+    "503": "The database or a judge backend is not reachable",
 }
+PROBLEM_BODY = {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+MEDIA = (400, 403, 404, 413, 415)  # what naming a video can be answered with (a path, an upload or a URL)
+
+
+def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """An operation's own error statuses (a route's `responses=`), besides those document_problems
+    gives every operation of its kind."""
+    return {status: {"description": ERRORS[str(status)], "content": PROBLEM_BODY} for status in statuses}
 
 
 def document_problems(schema: dict[str, Any]) -> dict[str, Any]:
-    """Every /v1 operation answers errors as problem+json: say so in the OpenAPI schema (in place
-    of FastAPI's default 422 body, which this API never sends)."""
+    """Errors are answered as problem+json: say so in the OpenAPI schema (in place of FastAPI's
+    default 422 body, which this API never sends), with the statuses each operation can answer:
+    its own (`problems`), 422 and 500 for any (an unknown query parameter is a 422), 401, 403
+    and 429 where it takes a key, 408, 413 and 415 where it takes a body."""
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components.pop("HTTPValidationError", None)
     components.pop("ValidationError", None)
     components["Problem"] = Problem.model_json_schema()
-    body = {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}
-    for path, operations in schema.get("paths", {}).items():
+    for operations in schema.get("paths", {}).values():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
-            if path.startswith("/v1/") or path == "/metrics":
-                for code, what in ERRORS.items():
-                    responses[code] = {"description": what, "content": body}
-            elif path == "/readyz":
-                responses["503"] = {"description": "The database or a judge backend is not reachable", "content": body}
-                for code in ("401", "403", "429"):  # a key is optional: it shows the judges and their endpoints
-                    responses[code] = {"description": ERRORS[code], "content": body}
+            codes = {"422", "500"} | {code for code in responses if code in ERRORS}
+            if any(operation.get("security", [])):
+                codes |= {"401", "403", "429"}
+            if "requestBody" in operation:
+                codes |= {"408", "413", "415"}
+            for code in codes:
+                responses[code] = {"description": ERRORS[code], "content": PROBLEM_BODY}
+            operation["responses"] = dict(sorted(responses.items()))
     return schema

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -22,11 +22,11 @@ from ...calibration.adjudication import label_rows_csv, label_rows_jsonl
 from ...calibration.audit import AuditResult
 from ...schema import LABEL_FIELDS, Category, Cause, Item, JudgeError, Preference, RecordIn, ReviewDecision, Verdict
 from ..bodies import StrictJsonRoute, form_fields
-from ..context import ServiceDep, authorized
+from ..context import AuthorizationDep, ServiceDep, authorized
 from ..forwarded import client_address
 from ..headers import PAGE_HEADERS
 from ..jobs import JobStatus, job_items, job_records
-from ..problems import ProblemError
+from ..problems import MEDIA, ProblemError, problems
 from ..store import ApiKey, CalibrationRun, check_key, holds, save_calibration
 from .alignments import AlignRequest, Alignment, aligned_rubric_file, alignments, calibration_judge, submit_alignment
 from .decide import DecisionError, DecisionRequest, form_turn, from_form, make_decision, rated_fields
@@ -376,7 +376,7 @@ def export_page(run_id: str, svc: ServiceDep, who: ReviewerDep, format: Literal[
 
 # ------------------------------------------------------------------------ the API twins
 
-def review_key(request: Request, authorization: Annotated[str | None, Header()] = None) -> ApiKey:
+def review_key(request: Request, authorization: AuthorizationDep) -> ApiKey:
     """A bearer key with the review or the calibrate scope (or admin)."""
     svc = request.app.state.service
     try:
@@ -390,8 +390,9 @@ def review_key(request: Request, authorization: Annotated[str | None, Header()] 
 ReviewKey = Annotated[ApiKey, Depends(review_key)]
 
 
-@api.get("/v1/calibrate/{run_id}/labels", response_class=Response,
-         responses={200: {"description": "label rows", "content": {"application/x-ndjson": {}, "text/csv": {}}}})
+@api.get("/v1/calibrate/{run_id}/labels", operation_id="export_labels", response_class=Response,
+         responses={200: {"description": "label rows", "content": {"application/x-ndjson": {}, "text/csv": {}}},
+                    **problems(404, 409)})
 def labels_api(run_id: str, svc: ServiceDep, key: ReviewKey,
                format: Annotated[Literal["csv", "jsonl"], Query(description="label rows as JSONL or CSV")] = "jsonl") -> Response:
     """The standing gold label of every labelled unit (unanimous, adjudicated or unresolved, with the
@@ -399,13 +400,15 @@ def labels_api(run_id: str, svc: ServiceDep, key: ReviewKey,
     return export_labels(load_queue(svc, run_id, key), format)
 
 
-@api.get("/v1/calibrate/{run_id}/decisions", response_model=list[ReviewDecision])
+@api.get("/v1/calibrate/{run_id}/decisions", operation_id="list_decisions", response_model=list[ReviewDecision],
+         responses=problems(404, 409))
 def decisions_api(run_id: str, svc: ServiceDep, key: ReviewKey) -> list[ReviewDecision]:
     """Every reviewer's decisions on this calibration's units, oldest first (none is ever overwritten)."""
     return load_queue(svc, run_id, key).decisions
 
 
-@api.post("/v1/calibrate/{run_id}/decisions", response_model=ReviewDecision, status_code=201)
+@api.post("/v1/calibrate/{run_id}/decisions", operation_id="decide", response_model=ReviewDecision, status_code=201,
+          responses=problems(404, 409))
 async def decide_api(run_id: str, body: DecisionRequest, svc: ServiceDep,
                      key: Annotated[ApiKey, Depends(authorized("review"))]) -> ReviewDecision:
     """A decision on one unit, as the review page makes it (needs the review scope)."""
@@ -422,7 +425,8 @@ async def decide_api(run_id: str, body: DecisionRequest, svc: ServiceDep,
     return decision
 
 
-@api.post("/v1/calibrate/{run_id}/alignments", response_model=JobStatus, status_code=202)
+@api.post("/v1/calibrate/{run_id}/alignments", operation_id="align", response_model=JobStatus, status_code=202,
+          responses=problems(*MEDIA, 409))
 async def align_api(run_id: str, body: AlignRequest, svc: ServiceDep,
                     key: Annotated[ApiKey, Depends(authorized("grade"))]) -> JobStatus:
     """Align the judge from this calibration's corrections: a new rubric version carrying the judge's
@@ -434,14 +438,16 @@ async def align_api(run_id: str, body: AlignRequest, svc: ServiceDep,
     return await submit_alignment(svc, load_queue(svc, run_id, key), key, body)
 
 
-@api.get("/v1/calibrate/{run_id}/alignments", response_model=list[Alignment])
+@api.get("/v1/calibrate/{run_id}/alignments", operation_id="list_alignments", response_model=list[Alignment],
+         responses=problems(404, 409))
 def alignments_api(run_id: str, svc: ServiceDep, key: ReviewKey) -> list[Alignment]:
     load_queue(svc, run_id, key)
     return alignments(svc.engine, run_id)
 
 
-@api.get("/v1/calibrate/{run_id}/alignments/{alignment_id}/rubric", response_class=Response,
-         responses={200: {"description": "the rubric file", "content": {"application/yaml": {}}}})
+@api.get("/v1/calibrate/{run_id}/alignments/{alignment_id}/rubric", operation_id="get_aligned_rubric",
+         response_class=Response,
+         responses={200: {"description": "the rubric file", "content": {"application/yaml": {}}}, **problems(404, 409)})
 def aligned_rubric_api(run_id: str, alignment_id: str, svc: ServiceDep, key: ReviewKey) -> Response:
     """The aligned rubric as a YAML file (`framejudge grade --rubric aligned.yaml`)."""
     load_queue(svc, run_id, key)
@@ -477,7 +483,8 @@ class ReviewCreated(BaseModel):
     units: int
 
 
-@api.post("/v1/reviews", response_model=ReviewCreated, status_code=201)
+@api.post("/v1/reviews", operation_id="create_review_queue", response_model=ReviewCreated, status_code=201,
+          responses=problems(404))
 async def review_queue_api(body: ReviewRequest, svc: ServiceDep, key: ReviewKey) -> ReviewCreated:
     """A review queue of the turns a triage sent to people: reviewers label them in /review, and
     the labels they decide are exported like a calibration's."""
@@ -510,7 +517,8 @@ class Reviewers(BaseModel):
     reviewers: list[str] = Field(max_length=1000, description="ids of the API keys that may review (as `keys list` shows)")
 
 
-@api.put("/v1/calibrate/{run_id}/reviewers", response_model=Reviewers)
+@api.put("/v1/calibrate/{run_id}/reviewers", operation_id="set_reviewers", response_model=Reviewers,
+         responses=problems(404))
 def reviewers_api(run_id: str, body: Reviewers, svc: ServiceDep,
                   key: Annotated[ApiKey, Depends(authorized("calibrate"))]) -> Reviewers:
     """Who, besides this calibration's own key, may review it (only its own key, or an admin, says)."""

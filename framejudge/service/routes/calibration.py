@@ -17,7 +17,7 @@ from ..context import PageDep, ServiceDep, authorized
 from ..headers import REPORT_HEADERS
 from ..jobs import aware, job_items, job_records
 from ..models import CalibrateRequest, CalibrateResponse, CalibrationPage, CalibrationSummary
-from ..problems import ProblemError
+from ..problems import ProblemError, problems
 from ..review.sessions import reviewers_problem
 from ..review.store import ReviewInputs
 from ..store import ApiKey, CalibrationRun, load_calibration, owned_page, save_calibration
@@ -27,7 +27,7 @@ CalibrateKey = Annotated[ApiKey, Depends(authorized("calibrate"))]
 RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(RecordIn)
 
 
-@router.post("/v1/calibrate", tags=["calibration"], response_model=CalibrateResponse)
+@router.post("/v1/calibrate", tags=["calibration"], response_model=CalibrateResponse, responses=problems(404))
 async def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) -> CalibrateResponse:
     if body.job_id is not None:
         status = svc.graded_job(body.job_id, key)
@@ -77,7 +77,8 @@ def list_calibrations(svc: ServiceDep, key: CalibrateKey, page: PageDep) -> Cali
                            if r.reviewers else []) for r in rows])
 
 
-@router.get("/v1/calibrate/{run_id}/report", tags=["calibration"], response_class=HTMLResponse)
+@router.get("/v1/calibrate/{run_id}/report", tags=["calibration"], operation_id="get_calibration_report",
+            response_class=HTMLResponse, responses=problems(404))
 def calibration_report(run_id: str, svc: ServiceDep, key: CalibrateKey) -> HTMLResponse:
     from ...calibration.report import render_html
 

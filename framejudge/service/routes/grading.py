@@ -17,7 +17,7 @@ from ..limits import check_frame_pixels, check_frames_response, too_large
 from ..models import (FramePayload, FramesRequest, FramesResponse, GradeRequest, GradeResponse, StoredVideo,
                       UploadedVideo, VideoPage,
                       UploadResponse)
-from ..problems import ProblemError
+from ..problems import MEDIA, ProblemError, problems
 from ..store import ApiKey, owned_page
 from ..uploads import UPLOAD_PREFIX, Upload
 
@@ -25,7 +25,7 @@ router = APIRouter(route_class=StrictJsonRoute)
 GradeKey = Annotated[ApiKey, Depends(authorized("grade"))]
 
 
-@router.post("/v1/grade", tags=["grading"], response_model=GradeResponse)
+@router.post("/v1/grade", tags=["grading"], response_model=GradeResponse, responses=problems(*MEDIA))
 async def grade(body: GradeRequest, svc: ServiceDep, key: GradeKey) -> GradeResponse:
     rubric = svc.judge_and_rubric(body.judge, body.rubric)
     options = body.grade_options()
@@ -50,7 +50,8 @@ async def grade(body: GradeRequest, svc: ServiceDep, key: GradeKey) -> GradeResp
     return GradeResponse(records=records)
 
 
-@router.post("/v1/frames", tags=["frames"], response_model=FramesResponse)
+@router.post("/v1/frames", tags=["frames"], operation_id="sample_frames", response_model=FramesResponse,
+             responses=problems(*MEDIA))
 async def frames(body: FramesRequest, svc: ServiceDep, key: GradeKey) -> FramesResponse:
     """Frames as JPEG data URLs, or one contact sheet. What a request may ask for is bounded before
     anything is decoded: the pixels (frames x max_side x max_side) and the answer's estimated size."""
@@ -100,7 +101,7 @@ def list_videos(svc: ServiceDep, key: GradeKey, page: PageDep) -> VideoPage:
                     container=u.container, created_at=aware(u.created_at)) for u in rows])
 
 
-@router.post("/v1/videos", tags=["videos"], status_code=201, response_model=UploadResponse,
+@router.post("/v1/videos", tags=["videos"], status_code=201, response_model=UploadResponse, responses=problems(400),
              openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
                  "type": "object", "properties": {"file": {"type": "array", "items": {
                      "type": "string", "format": "binary"}}}}}}}})
@@ -113,7 +114,7 @@ async def upload_videos(request: Request, svc: ServiceDep, key: GradeKey) -> Upl
     return UploadResponse(videos=[_uploaded(upload, info) for _, upload, info in form.files])
 
 
-@router.delete("/v1/videos/{upload_id}", tags=["videos"], status_code=204)
+@router.delete("/v1/videos/{upload_id}", tags=["videos"], status_code=204, responses=problems(404, 409))
 def delete_video(upload_id: str, svc: ServiceDep, key: GradeKey) -> None:
     """Delete one of this key's uploads; 409 while a job that names it has items still to grade
     (cancel the job, or wait for it, first), or while a stored calibration (a review queue) names it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header
+from fastapi import APIRouter, Depends
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -14,9 +14,9 @@ from ...judge import CallsServer, JudgeSpecError
 from ...rubrics import all_rubrics
 from ...rubrics.model import Rubric
 from ..bodies import StrictJsonRoute
-from ..context import ServiceDep, authorized
+from ..context import AuthorizationDep, ServiceDep, authorized
 from ..models import RubricSummary
-from ..problems import ProblemError, problem
+from ..problems import ProblemError, problem, problems
 from ..store import ApiKey, ping
 
 router = APIRouter(route_class=StrictJsonRoute)
@@ -27,8 +27,9 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", tags=["health"])
-async def readyz(svc: ServiceDep, authorization: Annotated[str | None, Header()] = None) -> Any:
+@router.get("/readyz", tags=["health"], responses=problems(503),
+            openapi_extra={"security": [{}]})  # the key is optional: without one, readiness alone
+async def readyz(svc: ServiceDep, authorization: AuthorizationDep) -> Any:
     """Whether the database answers and every allowed judge can be called. Without a key, just
     that (and how many judges cannot be called): which judges, their endpoints and why are for a
     key with the metrics scope, as /metrics is."""
@@ -58,7 +59,7 @@ async def readyz(svc: ServiceDep, authorization: Annotated[str | None, Header()]
     return {"status": "ready", "judges": judges} if shown else {"status": "ready"}
 
 
-@router.get("/metrics", tags=["health"], response_class=PlainTextResponse)
+@router.get("/metrics", tags=["health"], operation_id="metrics", response_class=PlainTextResponse)
 def prometheus(svc: ServiceDep, _: Annotated[ApiKey, Depends(authorized("metrics"))]) -> PlainTextResponse:
     """Prometheus text format; scrape with a key of scope 'metrics' (bearer_token in the scrape config)."""
     return PlainTextResponse(svc.metrics.render(svc.engine).decode(), media_type=CONTENT_TYPE_LATEST)
@@ -70,7 +71,8 @@ def list_rubrics(_: Annotated[ApiKey, Depends(authorized("grade"))]) -> list[Rub
             for r in all_rubrics().values()]
 
 
-@router.get("/v1/rubrics/{rubric_id}", tags=["rubrics"], response_model=Rubric)
+@router.get("/v1/rubrics/{rubric_id}", tags=["rubrics"], operation_id="get_rubric", response_model=Rubric,
+            responses=problems(404))
 def show_rubric(rubric_id: str, _: Annotated[ApiKey, Depends(authorized("grade"))]) -> Rubric:
     known = all_rubrics()
     if rubric_id not in known:

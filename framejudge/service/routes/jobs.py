@@ -12,13 +12,13 @@ from pydantic import BaseModel, Field, ValidationError
 from ...files import first_problem, not_utf8, text_line
 from ...judge.batch import checked_items
 from ...leaderboard.plan import check_battle_job
-from ...schema import MAX_TURNS, GradeOptions, Item
+from ...schema import MAX_TURNS, GradeOptions, Item, JudgeError, Verdict
 from ..bodies import StrictJsonRoute, strict_body
 from ..context import MAX_BODY, MAX_JOB_ITEMS, PageDep, Service, ServiceDep, authorized
 from ..jobs import (IdempotencyMismatch, JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status,
                     list_jobs, parse_items_body, remove_job, request_hash)
 from ..limits import capped_stream, check_frame_pixels
-from ..problems import ProblemError, not_json
+from ..problems import MEDIA, ProblemError, not_json, problems
 from ..store import ApiKey
 from ..uploads import UPLOAD_PREFIX, Form, Upload
 
@@ -29,11 +29,16 @@ MAX_RECORDS = MAX_JOB_ITEMS * MAX_TURNS  # the most records a job holds
 
 ITEMS_SCHEMA = {"type": "array", "minItems": 1, "maxItems": MAX_JOB_ITEMS, "items": {"$ref": "#/components/schemas/Item"}}
 PRIORITY = {"type": "integer", "minimum": -100, "maximum": 100, "default": 0}
+# One shape per media type. A JSON body is documented as the object (a component: the JobRequest
+# model of generated clients); a bare JSON list of items is still taken (as it always was), but not
+# documented: a oneOf of the two defeats client generators.
+SCHEMAS = {"JobRequest": {
+    "title": "JobRequest", "type": "object", "required": ["items"], "additionalProperties": False,
+    "description": "A job: its items, with options and priority (a bare JSON list of items is also taken)",
+    "properties": {"items": ITEMS_SCHEMA, "options": {"$ref": "#/components/schemas/GradeOptions"},
+                   "priority": PRIORITY}}}
 JOBS_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"oneOf": [ITEMS_SCHEMA, {
-        "type": "object", "required": ["items"], "additionalProperties": False,
-        "properties": {"items": ITEMS_SCHEMA, "options": {"$ref": "#/components/schemas/GradeOptions"},
-                       "priority": PRIORITY}}]}},
+    "application/json": {"schema": {"$ref": "#/components/schemas/JobRequest"}},
     "application/x-ndjson": {"schema": {**ITEMS_SCHEMA, "description": "JSONL: one item per line"}},
     "multipart/form-data": {"schema": {"type": "object", "required": ["items"], "properties": {
         "items": {"type": "string", "description": "the items, as JSON or JSONL; a video named by an uploaded "
@@ -43,7 +48,8 @@ JOBS_BODY = {"requestBody": {"required": True, "content": {
 }}}
 
 
-@router.post("/v1/jobs", tags=["jobs"], status_code=202, response_model=JobStatus, openapi_extra=JOBS_BODY)
+@router.post("/v1/jobs", tags=["jobs"], status_code=202, response_model=JobStatus, openapi_extra=JOBS_BODY,
+             responses=problems(*MEDIA))
 async def submit_job(
     request: Request, svc: ServiceDep, key: GradeKey,
     judge: str = Query("reference", max_length=500), rubric: str = Query("video-qa", max_length=200),
@@ -203,18 +209,34 @@ class JobPage(BaseModel):
     jobs: list[JobStatus] = Field(description="newest first")
 
 
-@router.get("/v1/jobs", tags=["jobs"], response_model=JobPage)
+@router.get("/v1/jobs", tags=["jobs"], operation_id="list_jobs", response_model=JobPage)
 def get_jobs(svc: ServiceDep, key: GradeKey, page: PageDep) -> Any:
     """This key's jobs, newest first, a page at a time (`offset`, `limit`); a deleted job is not listed."""
     return JobPage(offset=page.offset, limit=page.limit, jobs=list_jobs(svc.engine, key.id, page.offset, page.limit))
 
 
-@router.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus)
+@router.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus, responses=problems(404))
 def get_job(job_id: str, svc: ServiceDep, key: GradeKey) -> Any:
     return svc.own_job(job_id, key)
 
 
-@router.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"])
+class VerdictPage(BaseModel):
+    """A page of a job's records, in item order."""
+
+    offset: int
+    limit: int
+    records: list[Verdict | JudgeError] = Field(description="verdicts and judge errors")
+
+
+VERDICTS_RESPONSES: dict[int | str, dict[str, Any]] = {**problems(404), 200: {
+    "model": VerdictPage,
+    "description": "A page of records as JSON; with Accept: application/x-ndjson, the records as JSONL",
+    "content": {"application/x-ndjson": {"schema": {
+        "type": "string", "description": "JSONL: one record (Verdict or JudgeError) a line"}}}}}
+
+
+@router.get("/v1/jobs/{job_id}/verdicts", tags=["jobs"], operation_id="list_job_verdicts",
+            response_model=None, responses=VERDICTS_RESPONSES)
 def get_job_verdicts(job_id: str, svc: ServiceDep, key: GradeKey, request: Request,
                      offset: int = Query(0, ge=0, le=MAX_RECORDS, description="records to skip"),
                      limit: int | None = Query(None, ge=1, le=MAX_RECORDS,
@@ -246,7 +268,8 @@ def get_job_verdicts(job_id: str, svc: ServiceDep, key: GradeKey, request: Reque
 
 
 @router.delete("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobStatus,
-               responses={204: {"description": "The job had finished: it is deleted with its records"}})
+               responses={204: {"description": "The job had finished: it is deleted with its records"},
+                          **problems(404, 409)})
 def delete_job(job_id: str, svc: ServiceDep, key: GradeKey) -> Any:
     """A job with items still to grade is cancelled: the answer is its status, and the records of
     the items already graded stay readable. A finished job (done, or cancelled with nothing still

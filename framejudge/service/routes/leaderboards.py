@@ -24,7 +24,7 @@ from ..context import PageDep, ServiceDep, authorized
 from ..headers import REPORT_HEADERS
 from ..jobs import aware, job_items, job_records
 from ..models import LeaderboardPage, LeaderboardSummary
-from ..problems import ProblemError
+from ..problems import ProblemError, problems
 from ..store import ApiKey, generated_id, owned_page
 
 router = APIRouter(route_class=StrictJsonRoute)
@@ -59,7 +59,8 @@ class LeaderboardResponse(BaseModel):
     board: Board
 
 
-@router.post("/v1/leaderboards", tags=["leaderboards"], response_model=LeaderboardResponse, status_code=201)
+@router.post("/v1/leaderboards", tags=["leaderboards"], operation_id="build_leaderboard",
+             response_model=LeaderboardResponse, status_code=201, responses=problems(404))
 async def build(body: LeaderboardRequest, svc: ServiceDep, key: GradeKey) -> LeaderboardResponse:
     """The leaderboard of a job's battles: win rates against the baseline (bootstrap over videos),
     Bradley-Terry strengths and ranks, length-controlled win rates, slices, the judge's biases."""
@@ -105,7 +106,8 @@ def _own(svc: object, board_id: str, key: ApiKey) -> LeaderboardRow:
         return row
 
 
-@router.get("/v1/leaderboards", tags=["leaderboards"], response_model=LeaderboardPage)
+@router.get("/v1/leaderboards", tags=["leaderboards"], operation_id="list_leaderboards",
+            response_model=LeaderboardPage)
 def list_boards(svc: ServiceDep, key: GradeKey, page: PageDep) -> LeaderboardPage:
     """This key's leaderboards (without their boards: GET /v1/leaderboards/{id}), newest first."""
     rows = owned_page(svc.engine, LeaderboardRow, key.id, page.offset, page.limit)
@@ -113,13 +115,15 @@ def list_boards(svc: ServiceDep, key: GradeKey, page: PageDep) -> LeaderboardPag
         LeaderboardSummary(id=r.id, job_id=r.job_id, created_at=aware(r.created_at)) for r in rows])
 
 
-@router.get("/v1/leaderboards/{board_id}", tags=["leaderboards"], response_model=LeaderboardResponse)
+@router.get("/v1/leaderboards/{board_id}", tags=["leaderboards"], operation_id="get_leaderboard",
+            response_model=LeaderboardResponse, responses=problems(404))
 def get(board_id: str, svc: ServiceDep, key: GradeKey) -> LeaderboardResponse:
     row = _own(svc, board_id, key)
     return LeaderboardResponse(id=row.id, job_id=row.job_id, board=Board.model_validate_json(row.board_json))
 
 
-@router.get("/v1/leaderboards/{board_id}/page", tags=["leaderboards"], response_class=HTMLResponse)
+@router.get("/v1/leaderboards/{board_id}/page", tags=["leaderboards"], operation_id="get_leaderboard_page",
+            response_class=HTMLResponse, responses=problems(404))
 def page(board_id: str, svc: ServiceDep, key: GradeKey) -> HTMLResponse:
     """The board as a self-contained HTML page (forest plot, win-rate bars, per-slice heatmaps)."""
     from ...leaderboard.page import render_board_html
