@@ -38,7 +38,7 @@ DATA = ROOT / "bench" / "judge_eval"
 SHARED = Path(os.environ.get("FRAMEJUDGE_SHARED", ROOT.parent / "shared"))
 
 # the rows and their halves: the library's (the metamorphic checks read them the same way)
-from framejudge.judge.labelled import (  # noqa: E402,F401
+from framejudge.judge.labelled import (  # noqa: E402
     CATEGORIES, PREFERENCES, DataError, Row, read_rows, select, select_guideline, select_ranking, to_item)
 
 

@@ -223,7 +223,7 @@ class ModelServer:
             self._loop = loop
             try:
                 loop.run_until_complete(self.serve())
-            except BaseException as e:  # noqa: BLE001 - handed to the starting thread
+            except BaseException as e:
                 failure.append(e)
                 ready.set()
                 loop.close()

@@ -304,7 +304,7 @@ def main() -> None:
                 import psycopg  # noqa: F401
 
                 postgres = PostgresServer(found)
-        except Exception as exc:  # noqa: BLE001 - the two-worker row needs PostgreSQL; the rest does not
+        except Exception as exc:
             print(f"PostgreSQL unavailable ({exc}); the two-worker row is skipped", flush=True)
         saved = args.out / "runner.json"
         results = json.loads(saved.read_text()) if args.only and saved.exists() else {}

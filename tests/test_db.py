@@ -7,7 +7,7 @@ import sqlite3
 from sqlalchemy import inspect
 
 from framejudge.db import engine_for
-from framejudge.runner import queue  # noqa: F401 - the queue's tables
+from framejudge.runner import queue
 from framejudge.schema import GradeOptions, Item
 from framejudge.service.jobs import create_job, job_status
 

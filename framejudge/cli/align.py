@@ -103,7 +103,7 @@ def align(
               f"{len(r.held_apart_units)} unit(s) of {len(r.held_apart_items)} item(s), none of them a corrected "
               "example")
 
-    def fmt(iv) -> str:  # noqa: ANN001
+    def fmt(iv) -> str:
         if iv.estimate is None:
             return "undefined"
         return f"{iv.estimate:.3f}" + ("" if iv.low is None else f" [{iv.low:.3f}, {iv.high:.3f}]")

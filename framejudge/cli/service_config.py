@@ -21,5 +21,5 @@ def service_database(url: str):  # type: ignore[no-untyped-def]
 
     try:
         return engine_for(url)
-    except Exception as exc:  # noqa: BLE001 - a database that cannot be opened is a setup error
+    except Exception as exc:
         fail(f"FRAMEJUDGE_SERVICE_DB: cannot open the database {shown_url(url)}: {open_problem(exc)}")

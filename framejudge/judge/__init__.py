@@ -8,9 +8,9 @@ import os
 # framejudge downloads nothing at run time (litellm's bundled copy is used).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from ..backends import Backend, Capabilities, JudgeSpecError, backends, parse  # noqa: E402
-from ..schema import JudgeConfig  # noqa: E402
-from .base import (  # noqa: E402
+from ..backends import Backend, Capabilities, JudgeSpecError, backends, parse
+from ..schema import JudgeConfig
+from .base import (
     CallsServer,
     ChoosesFrames,
     Judge,
@@ -22,9 +22,9 @@ from .base import (  # noqa: E402
     RulesConfidence,
     Stoppable,
 )
-from .batch import GradeSummary, ItemsError, load_items, read_records, summarize  # noqa: E402
-from .pipeline import GradeOptions, Grader  # noqa: E402
-from .reference import ReferenceJudge  # noqa: E402
+from .batch import GradeSummary, ItemsError, load_items, read_records, summarize
+from .pipeline import GradeOptions, Grader
+from .reference import ReferenceJudge
 
 
 def judge_class(spec: str) -> type | None:

@@ -190,7 +190,7 @@ class QueueWorker:
                              *(((queue.reclaim_expired, (self.engine,)),) if beats % 2 else ())):
                 try:  # other workers' expired leases, every other beat
                     fn(*args)
-                except Exception as exc:  # noqa: BLE001 - the worker outlives a database restart
+                except Exception as exc:
                     log.warning("queue: %s failed (%s: %s); will retry", fn.__name__, type(exc).__name__,
                                 str(exc)[:200])
             beats += 1
@@ -199,7 +199,7 @@ class QueueWorker:
         """A queue call in a thread; a database that is away is logged and answered with None."""
         try:
             return await asyncio.to_thread(fn, *args)
-        except Exception as exc:  # noqa: BLE001 - the worker outlives a database restart
+        except Exception as exc:
             log.warning("queue: %s failed (%s: %s); will retry", fn.__name__, type(exc).__name__, str(exc)[:200])
             await asyncio.sleep(min(self.poll_s * 5, 1.0))
             return None
@@ -226,7 +226,7 @@ class QueueWorker:
                 from ..calibration.triage import mark_graded
 
                 records = mark_graded(records, thresholds, grader)
-        except Exception as exc:  # noqa: BLE001 - one item's failure must not stop the worker
+        except Exception as exc:
             log.error("job %s item %s: %s", c.job_id, item.id, exc, exc_info=not isinstance(exc, JudgeSpecError))
             records = [JudgeError(item_id=item.id, turn=turn, kind=JudgeErrorKind.backend_error,
                                   message=f"{type(exc).__name__}: {exc}", metadata=dict(item.metadata))

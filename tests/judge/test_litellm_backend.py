@@ -19,10 +19,10 @@ import pytest
 
 pytest.importorskip("litellm")
 
-from framejudge.judge import GradeOptions, Grader, make_judge  # noqa: E402
-from framejudge.judge.litellm_backend import LiteLLMJudge, retry_after_seconds  # noqa: E402
-from framejudge.rubrics import get_rubric  # noqa: E402
-from framejudge.schema import Item, JudgeError, Verdict  # noqa: E402
+from framejudge.judge import GradeOptions, Grader, make_judge
+from framejudge.judge.litellm_backend import LiteLLMJudge, retry_after_seconds
+from framejudge.rubrics import get_rubric
+from framejudge.schema import Item, JudgeError, Verdict
 
 RUBRIC = get_rubric("video-qa")
 ITEM = Item(id="pair", turns=[{"question": "What bird is this?", "golden": "A heron.",

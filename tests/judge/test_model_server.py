@@ -14,10 +14,10 @@ import pytest
 
 pytest.importorskip("aiohttp")
 
-from bench.model_server import ModelServer  # noqa: E402
-from framejudge.rubrics import get_rubric  # noqa: E402
-from framejudge.rubrics.prompt import PromptFrame, render_prompt  # noqa: E402
-from framejudge.schema import Item, Judgement  # noqa: E402
+from bench.model_server import ModelServer
+from framejudge.rubrics import get_rubric
+from framejudge.rubrics.prompt import PromptFrame, render_prompt
+from framejudge.schema import Item, Judgement
 
 ROOT = Path(__file__).resolve().parents[2]
 PIXEL = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"

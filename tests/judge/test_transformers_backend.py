@@ -13,13 +13,13 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("xgrammar")
 
-from framejudge.examples.clips import countdown  # noqa: E402
-from framejudge.examples.synth import cfr_times, write_video  # noqa: E402
-from framejudge.judge import GradeOptions, Grader, make_judge  # noqa: E402
-from framejudge.judge.confidence import label_keys  # noqa: E402
-from framejudge.judge.transformers_backend import allowed_preferences, preference_schema  # noqa: E402
-from framejudge.rubrics import get_rubric  # noqa: E402
-from framejudge.schema import Category, Item, SamplerParams, Verdict  # noqa: E402
+from framejudge.examples.clips import countdown
+from framejudge.examples.synth import cfr_times, write_video
+from framejudge.judge import GradeOptions, Grader, make_judge
+from framejudge.judge.confidence import label_keys
+from framejudge.judge.transformers_backend import allowed_preferences, preference_schema
+from framejudge.rubrics import get_rubric
+from framejudge.schema import Category, Item, SamplerParams, Verdict
 
 RUBRIC = get_rubric("video-qa")
 

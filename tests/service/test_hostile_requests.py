@@ -102,7 +102,7 @@ def redirector():
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self.send_response(302)
             self.send_header("Content-Length", "0")
             self.end_headers()

@@ -208,7 +208,7 @@ class VideoServer:
         served = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 served.hosts.append(self.headers.get("Host"))
                 if self.path == "/clip.mp4":
                     self._send(200, video, "video/mp4")

@@ -45,7 +45,7 @@ def gated(monkeypatch):
     gate.set()
 
 
-def test_the_queue_shows_the_latest_figures_marked_stale_while_they_refresh(tmp_path, database_url, gated):  # noqa: F811
+def test_the_queue_shows_the_latest_figures_marked_stale_while_they_refresh(tmp_path, database_url, gated):
     gate, calls = gated
     with review_app(tmp_path, database_url) as env:
         env.update(calibration(env))

@@ -15,7 +15,7 @@ from tests.test_cli_outputs import cli, refused
 from tests.test_cli_triage import reference_thresholds
 
 
-def test_a_job_with_thresholds_marks_every_verdict(db, tmp_path):  # noqa: F811
+def test_a_job_with_thresholds_marks_every_verdict(db, tmp_path):
     settings, key, _, _ = db
     thresholds = reference_thresholds(tmp_path / "t.json")
     options = {"triage": thresholds.model_dump(mode="json")}
@@ -39,7 +39,7 @@ def test_a_job_with_thresholds_marks_every_verdict(db, tmp_path):  # noqa: F811
         assert one.json()["records"][0]["triage"]["decision"] == "to_review"
 
 
-def test_thresholds_of_another_judge_or_rubric_are_refused(db, tmp_path):  # noqa: F811
+def test_thresholds_of_another_judge_or_rubric_are_refused(db, tmp_path):
     settings, key, _, _ = db
     other_model = reference_thresholds(tmp_path / "a.json", model_id="reference-0").model_dump(mode="json")
     other_rubric = {**reference_thresholds(tmp_path / "b.json").model_dump(mode="json"), "rubric_hash": "0" * 16}
@@ -54,7 +54,7 @@ def test_thresholds_of_another_judge_or_rubric_are_refused(db, tmp_path):  # noq
         assert r.status_code == 422 and "triage.target" in r.json()["detail"], r.text
 
 
-def test_the_default_thresholds_are_the_reference_judges_own(db):  # noqa: F811
+def test_the_default_thresholds_are_the_reference_judges_own(db):
     from framejudge.judge.rule_confidence import shipped_thresholds
 
     settings, key, _, _ = db
@@ -76,7 +76,7 @@ def test_the_default_thresholds_are_the_reference_judges_own(db):  # noqa: F811
                                                        "reference judge")
 
 
-def test_a_threshold_outside_0_to_1_is_refused_by_the_api_and_the_cli(db, bundled_examples, tmp_path):  # noqa: F811
+def test_a_threshold_outside_0_to_1_is_refused_by_the_api_and_the_cli(db, bundled_examples, tmp_path):
     settings, key, _, _ = db
     good = reference_thresholds(tmp_path / "t.json").model_dump(mode="json")
     field = next(iter(good["fields"]))
