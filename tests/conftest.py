@@ -141,3 +141,28 @@ def bundled_examples(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copy(Path(__file__).parents[1] / "examples" / "items.jsonl", folder / "items.jsonl")
     make_examples(folder / "videos")
     return folder / "items.jsonl"
+
+
+# Tests are marked by what they drive, so that `./run test --fast` can leave those out: a real model
+# (`model`), the PostgreSQL server (`postgres`), headless Chromium (`browser`), and the tests that
+# took a second or more in a full run (`slow`, listed in tests/slow.txt).
+MODEL_MODULES = {"test_transformers_backend.py", "test_litellm_real_server.py", "test_model_server.py"}
+SLOW = {line.strip() for line in (Path(__file__).parent / "slow.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    browser_modules: dict[str, bool] = {}
+    for item in items:
+        path = Path(str(item.fspath))
+        if path.name in MODEL_MODULES:
+            item.add_marker(pytest.mark.model)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "postgres" in getattr(item, "fixturenames", ()) or params.get("database_url") in ("postgresql", "postgres"):
+            item.add_marker(pytest.mark.postgres)
+        if path not in browser_modules:
+            browser_modules[path] = "tests.chromium" in path.read_text(encoding="utf-8")
+        if browser_modules[path]:
+            item.add_marker(pytest.mark.browser)
+        if item.nodeid in SLOW or item.nodeid.split("[")[0] in SLOW:
+            item.add_marker(pytest.mark.slow)
