@@ -20,7 +20,6 @@ from ..judge import Judge, JudgeSpecError, make_judge
 from ..schema import JudgeConfig, JudgesFile
 
 JUDGES_FILE_ENV = config.name("FRAMEJUDGE_JUDGES_FILE")
-# judges that run in this process: an entry of theirs gives only the spec
 
 
 class JudgesFileError(FramejudgeError, ValueError):
