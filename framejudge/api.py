@@ -30,7 +30,7 @@ from .calibration.inputs import (LabelsError, human_rows, judge_rows, load_human
 from .calibration.reliability import reliability
 from .errors import FramejudgeError
 from .files import first_problem
-from .judge import Grader, JudgeSpecError, load_items
+from .judge import Grader, load_items
 from .judge.batch import checked_items
 from .judge.base import unused_options
 from .records import ItemsError, Record, latest, read_records
@@ -87,8 +87,7 @@ async def agrade(
         raise InvalidOptions("concurrency must be at least 1")
     judges = Judges.from_env(Path(judges_file) if judges_file is not None else None)
     judges.api_base = api_base or judges.api_base
-    if judges.configs and judge not in judges.configs and judge != "reference":
-        raise JudgeSpecError(f"judge {judge!r} is not in the judges file (it has: {', '.join(judges.configs)})")
+    judges.require_listed(judge)
     the_judge = judges.make(judge)
     unused = unused_options(the_judge, judge, the_options.samples, the_options.blind, flag="options.")
     if unused:

@@ -42,6 +42,7 @@ def _labels() -> list[dict]:
 
 
 def _write(folder: Path) -> None:
+    (folder / "judges.yaml").write_text("judges:\n  - spec: litellm:openai/a\n    api_base: http://127.0.0.1:9/v1\n")
     (folder / "items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in ITEMS))
     (folder / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _labels()))
 
@@ -81,6 +82,8 @@ def test_a_missing_video_is_a_judge_error_record_not_an_exception(tmp_path):
     (lambda p: grade(ITEMS, options={"samples": 3}), "InvalidOptions", "invalid_options", "deterministic"),
     (lambda p: grade([{"id": "x"}]), "ItemsError", "invalid_items", "items[0]"),
     (lambda p: calibrate(p / "labels.jsonl", []), "LabelsError", "invalid_labels", "none of the"),
+    (lambda p: grade(ITEMS, judge="litellm:openai/b", judges_file=p / "judges.yaml"), "JudgeSpecError",
+     "judge_unavailable", "'litellm:openai/b' is not in the judges file (it has: litellm:openai/a)"),
 ])
 def test_bad_input_is_a_framejudge_error_with_its_code(tmp_path, call, kind, code, words):
     _write(tmp_path)

@@ -90,8 +90,7 @@ def grade(
         the_rubric = get_rubric(rubric)
         judges = Judges.from_env(judges_file)
         judges.api_base = api_base or judges.api_base
-        if judges.configs and judge not in judges.configs and judge != "reference":
-            raise ItemsError(f"judge {judge!r} is not in the judges file (it has: {', '.join(judges.configs)})")
+        judges.require_listed(judge)
         if (concurrency is not None and concurrency < 1) or (max_concurrency is not None and max_concurrency < 1):
             raise ItemsError("--concurrency and --max-concurrency must be at least 1")
         judges.override(judge, concurrency, max_concurrency)

@@ -55,7 +55,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     from ..files import check_output, first_problem
     from ..frame_sampler import make_params
     from ..judge import Grader
-    from ..records import ItemsError, read_records
+    from ..records import read_records
     from ..leaderboard.plan import battle_options
     from ..rubrics import get_rubric
     from ..runner.judges import Judges
@@ -69,8 +69,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
         the_rubric = get_rubric(rubric)
         judges = Judges.from_env(judges_file)
         judges.api_base = api_base or judges.api_base
-        if judges.configs and judge not in judges.configs and judge != "reference":
-            raise ItemsError(f"judge {judge!r} is not in the judges file (it has: {', '.join(judges.configs)})")
+        judges.require_listed(judge)
         judges.override(judge, concurrency, None)
         the_judge = judges.make(judge)
         params = make_params(n=frames)

@@ -96,6 +96,12 @@ class Judges:
         configs = load_judges_file(Path(path)) if path else []
         return cls(configs, api_base=config.get("FRAMEJUDGE_API_BASE") or None)
 
+    def require_listed(self, spec: str) -> None:
+        """A run given a judges file uses only the judges it lists (and the reference judge, which
+        needs no entry); JudgeSpecError naming the ones it has otherwise."""
+        if self.configs and spec not in self.configs and spec != "reference":
+            raise JudgeSpecError(f"judge {spec!r} is not in the judges file (it has: {', '.join(self.configs)})")
+
     def config(self, spec: str) -> JudgeConfig:
         found = self.configs.get(spec)
         if found is not None:
