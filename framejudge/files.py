@@ -10,7 +10,7 @@ import re
 import stat
 import sys
 from pathlib import Path
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import yaml
@@ -138,11 +138,17 @@ def jsonl_objects(path: str | os.PathLike[str], text: str, error: type[ValueErro
     return rows
 
 
-def first_problem(exc: ValidationError, default: str = "row") -> str:
-    """'field.path: message' for the first validation error, in plain words."""
+def first_problem(exc: ValidationError, default: str = "row", names: Mapping[str, str] | None = None) -> str:
+    """'field.path: message' for the first validation error, in plain words. `names`: what to call
+    top-level fields instead (a command-line flag for a field: '--flag VALUE: message')."""
     e = exc.errors()[0]
-    where = ".".join(str(x) for x in e["loc"]) or default
-    return f"{where}: {e['msg'].removeprefix('Value error, ')}"
+    loc = e["loc"]
+    message = e["msg"].removeprefix("Value error, ")
+    if names and loc and loc[0] in names:
+        return f"{names[str(loc[0])]} {e['input']}: {message}" if len(loc) == 1 else \
+            f"{names[str(loc[0])]} {'.'.join(str(x) for x in loc[1:])}: {message}"
+    where = ".".join(str(x) for x in loc) or default
+    return f"{where}: {message}"
 
 
 def line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:

@@ -27,17 +27,19 @@ def refused(proc: subprocess.CompletedProcess[str], words: str) -> None:
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--concurrency", "0"], "--concurrency and --max-concurrency must be at least 1"),
-    (["--concurrency", "-4"], "--concurrency and --max-concurrency must be at least 1"),
+    (["--concurrency", "0"], "--concurrency 0: Input should be greater than or equal to 1"),
+    (["--concurrency", "-4"], "--concurrency -4: Input should be greater than or equal to 1"),
+    (["--max-concurrency", "5000"], "--max-concurrency 5000: Input should be less than or equal to 4096"),
     (["--samples", "5"], "--samples 5: the reference judge is deterministic"),
     (["--samples", "1000"], "samples: Input should be less than or equal to 32"),
     (["--sample-temperature", "0"], "sample_temperature: Input should be greater than 0"),
     (["--media-root", "/nonexistent-media"], "--media-root /nonexistent-media: no such folder"),
     (["--media-root", EXAMPLES], f"--media-root {EXAMPLES}: not a folder"),
-    (["--decode-memory-mb", "0"], "--decode-memory-mb 0: the cap must be at least 256 (there is no uncapped"),
-    (["--decode-workers", "0"], "--decode-workers must be at least 1"),
-    (["--decode-workers", "100000"], "--decode-workers 100000: at most 256 decoding processes"),
-    (["--decode-memory-mb", "99999999999999"], "--decode-memory-mb 99999999999999: the cap must be at most 1048576"),
+    (["--decode-memory-mb", "0"], "--decode-memory-mb 0: Input should be greater than or equal to 256"),
+    (["--decode-workers", "0"], "--decode-workers 0: Input should be greater than or equal to 1"),
+    (["--decode-workers", "100000"], "--decode-workers 100000: Input should be less than or equal to 256"),
+    (["--decode-memory-mb", "99999999999999"], "--decode-memory-mb 99999999999999: Input should be less than or "
+                                                "equal to 1048576"),
 ])
 def test_grade_refuses_arguments_that_do_nothing(tmp_path, args, words):
     out = tmp_path / "v.jsonl"

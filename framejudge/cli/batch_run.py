@@ -23,16 +23,7 @@ if TYPE_CHECKING:  # the judge and runner load when a batch runs, not with the C
     from ..judge.pipeline import Grader
     from ..records import Record
     from ..runner.resume import ResumePlan
-    from ..schema import Item
-
-
-@dataclass(frozen=True)
-class Decoding:
-    """The isolated decoders' limits: processes (None: one per core), seconds and MiB per decode."""
-
-    workers: int | None = None
-    timeout_s: float = 600.0
-    max_memory_mb: int = 4096
+    from ..schema import DecodeLimits, Item
 
 
 @dataclass(frozen=True)
@@ -47,7 +38,7 @@ class Words:
 
 
 def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, concurrency: int | None,
-               plan: ResumePlan, decoding: Decoding, words: Words = Words(), empty_bar: bool = True,
+               plan: ResumePlan, decoding: DecodeLimits, words: Words = Words(), empty_bar: bool = True,
                mark: Callable[[Record], Record] | None = None) -> GradeSummary:
     """Grade `items` into `out_path` through the batch runner, resuming by `plan`; the run's summary.
     Exits 130 after an interrupt (the finished records stay) and 2 when the file cannot be written."""
@@ -67,8 +58,8 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
         from ..frame_sampler import IsolatedSampler
 
         # decoding is CPU work in processes of its own, overlapping the model calls
-        decoder = IsolatedSampler(workers=decoding.workers or os.cpu_count() or 1, timeout_s=decoding.timeout_s,
-                                  max_memory_mb=decoding.max_memory_mb)
+        decoder = IsolatedSampler(workers=decoding.processes(os.cpu_count()), timeout_s=decoding.timeout_s,
+                                  max_memory_mb=decoding.memory_mb)
         grader.sample = SharedDecodes(decoder.sample)
     progress = Progress(TextColumn(words.label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False,

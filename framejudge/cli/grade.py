@@ -65,7 +65,6 @@ def grade(
 
     from ..files import check_output, first_problem, write_problem
     from ..frame_sampler import make_params
-    from ..service.settings import MAX_DECODE_MEMORY_MB, MAX_DECODE_WORKERS
     from ..judge import Grader, ItemsError, load_items
     from ..judge.base import unused_options
     from ..rubrics import get_rubric
@@ -73,7 +72,7 @@ def grade(
     from ..runner.local import planned_turns
     from ..calibration.triage import marker, mismatch, review_rows
     from ..runner.resume import mark_kept, plan_resume, superseded_path
-    from ..schema import GradeOptions
+    from ..schema import DecodeLimits, GradeOptions
     from .triage import load_thresholds
 
     try:
@@ -91,8 +90,6 @@ def grade(
         judges = Judges.from_env(judges_file)
         judges.api_base = api_base or judges.api_base
         judges.require_listed(judge)
-        if (concurrency is not None and concurrency < 1) or (max_concurrency is not None and max_concurrency < 1):
-            raise ItemsError("--concurrency and --max-concurrency must be at least 1")
         judges.override(judge, concurrency, max_concurrency)
         the_judge = judges.make(judge)
         params = make_params(n=n, strategy=strategy, fps=fps, lookback=lookback, max_side=max_side)
@@ -102,17 +99,11 @@ def grade(
         if unused:
             raise ItemsError(unused)
         check_media_root(media_root)
-        if not decode_timeout > 0 or decode_timeout == float("inf"):
-            raise ItemsError("--decode-timeout must be more than 0 seconds")
-        if decode_memory_mb < 256:
-            raise ItemsError(f"--decode-memory-mb {decode_memory_mb}: the cap must be at least 256 (there is no "
-                             "uncapped decoding)")
-        if decode_memory_mb > MAX_DECODE_MEMORY_MB:
-            raise ItemsError(f"--decode-memory-mb {decode_memory_mb}: the cap must be at most {MAX_DECODE_MEMORY_MB}")
-        if decode_workers is not None and decode_workers < 1:
-            raise ItemsError("--decode-workers must be at least 1")
-        if decode_workers is not None and decode_workers > MAX_DECODE_WORKERS:
-            raise ItemsError(f"--decode-workers {decode_workers}: at most {MAX_DECODE_WORKERS} decoding processes")
+        try:
+            decoding = DecodeLimits(workers=decode_workers, timeout_s=decode_timeout, memory_mb=decode_memory_mb)
+        except ValidationError as exc:
+            fail(first_problem(exc, "option", names={"workers": "--decode-workers", "timeout_s": "--decode-timeout",
+                                                     "memory_mb": "--decode-memory-mb"}))
         if the_judge.backend != "reference" and not (no_cache and cache_off()):
             # the verdict cache (--no-cache: none), the frame cache of the decodes (FRAMEJUDGE_NO_CACHE: none)
             check_cache_folder("pass --no-cache and set FRAMEJUDGE_NO_CACHE=1 to use neither cache")
@@ -141,10 +132,10 @@ def grade(
         err.print(f"regrading: {len(plan.superseded)} verdict(s) graded differently move to "
                   f"{superseded_path(out_path)}", highlight=False)
     confirm_spending(the_judge, yes)
-    from .batch_run import Decoding, run_graded
+    from .batch_run import run_graded
 
     summary = run_graded(grader, the_items, out_path, todo=todo, concurrency=concurrency, plan=plan, mark=mark,
-                         decoding=Decoding(decode_workers, decode_timeout, decode_memory_mb))
+                         decoding=decoding)
     problems = []
     if review_out is not None:
         from ..records import latest, read_records

@@ -61,8 +61,8 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     from ..runner.judges import Judges
     from ..runner.local import planned_turns
     from ..runner.resume import plan_resume, superseded_path
-    from ..schema import GradeOptions
-    from .batch_run import Decoding, Words, run_graded
+    from ..schema import DecodeLimits, GradeOptions
+    from .batch_run import Words, run_graded
 
     items = plan.items
     try:
@@ -96,7 +96,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
                   f"{superseded_path(battles)}", highlight=False)
     if todo:
         confirm_spending(the_judge, yes)
-    run_graded(grader, items, battles, todo=todo, concurrency=concurrency, plan=resume, decoding=Decoding(),
+    run_graded(grader, items, battles, todo=todo, concurrency=concurrency, plan=resume, decoding=DecodeLimits(),
                words=Words(label="battles", finished="battle(s)", in_hand="battle item(s)", kind="battles"),
                empty_bar=False)
     return read_records(battles)

@@ -127,8 +127,8 @@ class Judges:
             self.configs[spec] = JudgeConfig.model_validate({**config.model_dump(), "concurrency": start,
                                                              "max_concurrency": top})
         except ValidationError as exc:
-            raise JudgeSpecError(first_problem(exc, "concurrency").replace("max_concurrency", "--max-concurrency")
-                                 .replace("concurrency:", "--concurrency:")) from None
+            raise JudgeSpecError(first_problem(exc, "concurrency", names={
+                "concurrency": "--concurrency", "max_concurrency": "--max-concurrency"})) from None
 
     def described(self) -> dict[str, object]:
         """What decides where this process's judges send their calls (no keys, no limits): the

@@ -10,6 +10,7 @@ only those below it:
 
 - `numbers`: numbers and switches as JSON has them (Number, Whole, Flag, Share, Count)
 - `sampling`: SamplerParams and what the sampler reports (FrameInfo, VideoInfo)
+- `decoding`: the decoding processes' limits (DecodeLimits)
 - `grades`: the guideline's Category and Preference
 - `items`: what is graded (Item, Turn, ModelItem, ModelTurn) and its limits
 - `labels`: human labels (LabelValues, HumanLabel) and labelling tools' mappings
@@ -24,6 +25,7 @@ with the rubric passed in the validation context (see `verdicts`). A grading opt
 `triage: "default"` reads the reference judge's packaged thresholds as data (`triage`).
 """
 
+from .decoding import MAX_DECODE_MEMORY_MB, MAX_DECODE_WORKERS, DecodeLimits
 from .grades import Category, Preference
 from .items import (MAX_METADATA_BYTES, MAX_METADATA_DEPTH, MAX_TEXT, MAX_TURNS, Item, Metadata, ModelItem, ModelName,
                     ModelTurn, TaskType, Turn)
@@ -44,6 +46,8 @@ __all__ = [
     "Count", "Flag", "Number", "Share", "Whole",
     # sampling
     "MAX_BUDGET", "MAX_SIDE", "MIN_SIDE", "FrameInfo", "SamplerParams", "Strategy", "VideoInfo",
+    # decoding
+    "MAX_DECODE_MEMORY_MB", "MAX_DECODE_WORKERS", "DecodeLimits",
     # grades
     "Category", "Preference",
     # items

@@ -12,9 +12,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from .. import config
 from ..env import cache_off
 from ..errors import FramejudgeError
+from ..schema.decoding import DecodeMemoryMB, DecodeTimeout, DecodeWorkers
 
-MAX_DECODE_WORKERS = 256  # decoding processes: each holds a decoder and its imports
-MAX_DECODE_MEMORY_MB = 1024 * 1024  # 1 TiB per process: far above it the address-space limit overflows
 
 
 def _data_dir() -> Path:
@@ -48,11 +47,9 @@ class Settings(BaseModel):
     url_timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False, description="per connect or read of a URL fetch")
     url_deadline_s: float = Field(300.0, gt=0, le=86_400, allow_inf_nan=False,
                                   description="a whole URL fetch (DNS, redirects and body) must finish within this")
-    decode_workers: int = Field(2, ge=1, le=MAX_DECODE_WORKERS,
-                                description="processes that decode videos (killable, memory-capped)")
-    decode_timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False, description="per video sampling, in a decoding process")
-    decode_memory_mb: int = Field(4096, ge=256, le=MAX_DECODE_MEMORY_MB,
-                                  description="resident-memory cap per decoding process")
+    decode_workers: DecodeWorkers = 2
+    decode_timeout_s: DecodeTimeout = 120.0
+    decode_memory_mb: DecodeMemoryMB = 4096
     max_urls_per_request: int = Field(100, ge=1)
     max_frame_megapixels: float = Field(64.0, gt=0, le=100_000, allow_inf_nan=False,
                                         description="pixels one request may have decoded: frames x max_side x "

@@ -165,7 +165,7 @@ def test_grade_command_on_the_bundled_examples(tmp_path):
     (["--judge", "oracle"], "unknown judge 'oracle'"),
     (["--rubric", "nope"], "no rubric with id 'nope'"),
     (["-n", "0"], "frame budget must be at least 1"),
-    (["--decode-timeout", "0"], "--decode-timeout must be more than 0"),
+    (["--decode-timeout", "0"], "--decode-timeout 0.0: Input should be greater than 0"),
 ])
 def test_grade_command_bad_options(tmp_path, args, message):
     proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(EXAMPLES), "--out",

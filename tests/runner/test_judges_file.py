@@ -138,8 +138,9 @@ def test_grade_refuses_a_judge_the_given_file_does_not_list(tmp_path):
 def test_option_errors_name_the_option(tmp_path):
     items = Path(__file__).parents[2] / "examples" / "items.jsonl"
     for args, words in ((["--samples", "100", "--judge", "litellm:openai/m"], "samples: Input should be less than or equal to 32"),
-                        (["--concurrency", "5000"], "--concurrency: Input should be less than or equal to 4096"),
-                        (["--decode-timeout", "nan"], "--decode-timeout must be more than 0 seconds")):
+                        (["--concurrency", "5000"], "--concurrency 5000: Input should be less than or equal to 4096"),
+                        (["--max-concurrency", "5000"], "--max-concurrency 5000: Input should be less than or equal to 4096"),
+                        (["--decode-timeout", "nan"], "--decode-timeout nan: Input should be a finite number")):
         proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), *args,
                                "--out", str(tmp_path / "v.jsonl")], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr)
