@@ -3,7 +3,7 @@ sentence at a time against batched across the turns graded concurrently.
 
     python bench/meaning.py [--quick] [--turns 400] [--concurrency 4] [--wide 32]
 
-Each kind runs in a fresh process (numerical libraries and torch held to `--threads`, 2 by
+Each kind runs in a fresh process (numerical libraries and onnxruntime held to `--threads`, 2 by
 default) and grades the same generated pairs through the batch runner (`run_batch`, as
 `framejudge grade` does). Every pair has a golden response; response A says it in other words
 (no content word or number in common), response B shares its subject but says something else,
@@ -103,14 +103,12 @@ def measure(kind: str, turns: int, concurrency: int, out: Path) -> dict:
     records = sorted((r for r in everything if isinstance(r, Verdict)), key=lambda r: int(r.item_id[1:]))
     grades = [(r.response_a.category.value, r.response_b.category.value) for r in records]
     by_meaning = sum("(similarity" in g.rationale for r in records for g in (r.response_a, r.response_b))
-    import torch
-
     return {"kind": kind, "turns": len(records), "concurrency": concurrency, "seconds": round(seconds, 3),
             "turns_per_s": round(len(records) / seconds, 1), "model_load_s": round(load, 2),
             "forward_passes": calls["passes"], "sentences_embedded": calls["sentences"],
             "largest_pass": calls["largest"], "grades_decided_by_meaning": by_meaning,
             "errors": len(everything) - len(records), "grades": grades,
-            "torch_threads": torch.get_num_threads(),
+            "threads": meaning._load().threads,
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
@@ -120,7 +118,7 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=400, help="pairs per kind (at most 3,072)")
     ap.add_argument("--concurrency", type=int, default=4, help="items in flight for 'batched' (grade's default)")
     ap.add_argument("--wide", type=int, default=32, help="items in flight for 'batched-wide'")
-    ap.add_argument("--threads", type=int, default=2, help="torch and BLAS threads")
+    ap.add_argument("--threads", type=int, default=2, help="onnxruntime and BLAS threads")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -129,9 +127,9 @@ def main() -> None:
     a.turns = max(1, min(len(ADJECTIVES) * len(SUBJECTS) * len(ACTIONS) * len(PLACES), a.turns))
     if a.child:
         if a.threads:
-            import torch
+            from framejudge.judge import meaning
 
-            torch.set_num_threads(a.threads)
+            meaning.THREADS = a.threads
         print(json.dumps(measure(a.child, a.turns, a.concurrency, Path(a.out))))
         return
     from framejudge.judge import meaning
@@ -160,7 +158,7 @@ def main() -> None:
     same = one["grades"] == batched["grades"] == wide["grades"]
     print(f"\n{one['turns']} pairs reaching the comparison of meanings "
           f"({one['grades_decided_by_meaning']} of {2 * one['turns']} grades decided by it), model load "
-          f"{one['model_load_s']:g} s (not counted), torch threads {one['torch_threads']}:")
+          f"{one['model_load_s']:g} s (not counted), onnxruntime threads {one['threads']}:")
     print(f"  one sentence at a time: {one['turns_per_s']:g} turns/s, {one['forward_passes']} forward passes, "
           f"peak {one['peak_rss_mb']:g} MB")
     for r in (batched, wide):

@@ -128,9 +128,10 @@ def build_graph(config: dict[str, Any], weights: dict[str, np.ndarray]) -> Any:
 
 
 class Encoder:
-    """A packaged BERT sentence model, loaded from `folder`, run on onnxruntime."""
+    """A packaged BERT sentence model, loaded from `folder`, run on onnxruntime with `threads`
+    threads per pass (None: one per physical core)."""
 
-    def __init__(self, folder: Path | str, max_tokens: int = MAX_TOKENS) -> None:
+    def __init__(self, folder: Path | str, max_tokens: int = MAX_TOKENS, threads: int | None = None) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -143,6 +144,8 @@ class Encoder:
         model = build_graph(config, _weights(folder))
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # warnings about fused-away initializers are not the user's
+        options.intra_op_num_threads = threads or 0  # 0: onnxruntime's default, one per physical core
+        self.threads = threads
         self.session = onnxruntime.InferenceSession(model.SerializeToString(), options,
                                                     providers=["CPUExecutionProvider"])
 

@@ -15,7 +15,8 @@ share forward passes instead: inside `deferred()` a similarity whose vectors are
 raises `NeedVectors` naming the texts, and `await ensure(texts)` embeds them together with the
 texts the other turns are waiting for (up to `MAX_BATCH` a pass, sorted by length so padding
 stays short, in a worker thread); the caller then decides again. onnxruntime uses one thread per
-core for a pass; one pass runs at a time per event loop, so the model never competes with itself.
+core for a pass (`THREADS` before the first load sets another count); one pass runs at a time per
+event loop, so the model never competes with itself.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ USED_NOTE = f"sentence meaning from {NAME} (packaged, offline)"
 
 CACHED = 8192  # vectors kept (1.5 KB each)
 MAX_BATCH = 64  # sentences per forward pass
+THREADS: int | None = None  # onnxruntime threads per pass, set before the first load (None: one per core)
 
 _lock = threading.Lock()
 _loaded: Any = None  # the Encoder, once loaded
@@ -77,7 +79,7 @@ def _load() -> Any:
         if _loaded is None:
             from .encoder import Encoder
 
-            _loaded = Encoder(str(_model_dir()))
+            _loaded = Encoder(str(_model_dir()), threads=THREADS)
     return _loaded
 
 
