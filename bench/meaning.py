@@ -14,6 +14,13 @@ the decision needs it, as `decide()` called directly does), "batched" (`--concur
 flight, the sentences they need embedded together) and "batched-wide" (`--wide` in flight).
 The model's load is timed apart and not counted in turns per second. Peak memory is the
 process's maximum resident set.
+
+Then, where transformers and PyTorch are installed (`framejudge[models]`), the runtime itself: the
+same sentences (every distinct sentence of the batched kind, sorted by length) embedded by the
+ONNX Runtime encoder the judge uses and by transformers on PyTorch, one at a time and in passes of
+64, interleaved over `--rounds` rounds in one process with both held to `--threads`; reported as
+the ratio of their times (below 1: ONNX Runtime is faster), with the largest difference between
+their vectors.
 """
 
 from __future__ import annotations
@@ -112,6 +119,53 @@ def measure(kind: str, turns: int, concurrency: int, out: Path) -> dict:
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
+def versus_torch(sentences: list[str], threads: int, rounds: int) -> list[dict]:
+    """The encoder's time against transformers on PyTorch for the same sentences, interleaved."""
+    import numpy as np
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from framejudge.judge import meaning
+    from framejudge.judge.encoder import Encoder
+
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+    torch.set_num_threads(threads)
+    folder = str(meaning._model_dir())
+    encoder = Encoder(folder, threads=threads)
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = AutoModel.from_pretrained(folder, local_files_only=True).eval()
+
+    def torch_embed(texts: list[str]) -> np.ndarray:
+        batch = tokenizer(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
+        with torch.inference_mode():
+            tokens = model(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+        pooled = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, p=2, dim=1).numpy()
+
+    def timed(embed, size: int) -> tuple[float, np.ndarray]:
+        started = time.perf_counter()
+        vectors = np.concatenate([embed(sentences[k:k + size]) for k in range(0, len(sentences), size)])
+        return time.perf_counter() - started, vectors
+
+    rows = []
+    for size in (1, 64):
+        ours, theirs, gap = [], [], 0.0
+        for _ in range(rounds):
+            a, va = timed(encoder.embed, size)
+            b, vb = timed(torch_embed, size)
+            ours.append(a)
+            theirs.append(b)
+            gap = max(gap, float(np.abs(va - vb).max()))
+        ratios = sorted(a / b for a, b in zip(ours, theirs))
+        rows.append({"pass_size": size, "sentences": len(sentences), "onnxruntime_s": [round(x, 2) for x in ours],
+                     "pytorch_s": [round(x, 2) for x in theirs], "ratio_median": round(ratios[len(ratios) // 2], 2),
+                     "ratio_range": [round(ratios[0], 2), round(ratios[-1], 2)], "max_vector_difference": gap})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="100 pairs")
@@ -119,6 +173,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4, help="items in flight for 'batched' (grade's default)")
     ap.add_argument("--wide", type=int, default=32, help="items in flight for 'batched-wide'")
     ap.add_argument("--threads", type=int, default=2, help="onnxruntime and BLAS threads")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the runtime comparison (0: none)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -170,6 +225,21 @@ def main() -> None:
     print(f"  same grades batched and one at a time: {'yes' if same else 'NO'}")
     if not same:
         sys.exit(1)
+    from importlib.util import find_spec
+
+    if a.rounds and find_spec("torch") and find_spec("transformers"):
+        items = _items("batched", a.turns)
+        sentences = sorted({text for it in items for t in it.turns
+                            for text in (t.question, t.golden, t.response_a, t.response_b) if text}, key=len)
+        print(f"\nthe encoder against transformers on PyTorch, {len(sentences)} sentences, {a.rounds} rounds "
+              f"interleaved, {a.threads} threads each:")
+        for row in versus_torch(sentences, a.threads, a.rounds):
+            print(json.dumps(row))
+            print(f"  passes of {row['pass_size']}: ONNX Runtime takes {row['ratio_median']:g}x PyTorch's time "
+                  f"(rounds {row['ratio_range'][0]:g}-{row['ratio_range'][1]:g}), vectors within "
+                  f"{row['max_vector_difference']:.1e}")
+    elif a.rounds:
+        print("\n(no runtime comparison: transformers and PyTorch are not installed)")
 
 
 if __name__ == "__main__":
