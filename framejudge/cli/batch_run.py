@@ -106,3 +106,58 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
         finally:
             if decoder is not None:
                 decoder.close()
+
+
+def run_through_batches(grader: Grader, items: list[Item], out_path: Path, *, spec: str, plan: ResumePlan,
+                        decoding: DecodeLimits, concurrency: int | None,
+                        mark: Callable[[Record], Record] | None = None) -> GradeSummary:
+    """`grade --batch`: collect the batches already submitted, grade what has its replies, submit
+    the rest (runner/batch_api.py); says on stderr what was collected, written and submitted, and
+    what is still waiting. Ctrl-C stops it; what was written and the ledger stay."""
+    import asyncio
+
+    from ..judge.base import wants_frames
+    from ..judge.batch import summarize
+    from ..records import read_records
+    from ..runner.batch_api import BatchRun
+    from ..runner.decode import SharedDecodes
+    from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible
+
+    run = BatchRun(grader, spec, out_path)
+    decoder = None
+    if plan.turns and any(wants_frames(grader.judge, it, t) for it in items for t in range(len(it.turns))):
+        from ..frame_sampler import IsolatedSampler
+
+        decoder = IsolatedSampler(workers=decoding.processes(os.cpu_count()), timeout_s=decoding.timeout_s,
+                                  max_memory_mb=decoding.memory_mb)
+        grader.sample = SharedDecodes(decoder.sample)
+
+    def interrupted() -> None:
+        err.print(f"interrupted: stopping; the records written so far are in {out_path} and the submitted "
+                  "batches in its ledger; press Ctrl-C again to exit at once", highlight=False)
+
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            report = asyncio.run(interruptible(run.run(items, plan, mark=mark, concurrency=concurrency or 4),
+                                               interrupted, lambda: None))
+    except Interrupted:
+        raise typer.Exit(INTERRUPTED_EXIT) from None
+    finally:
+        if decoder is not None:
+            decoder.close()
+    from ..runner.batch_api import errors_of, ledger_path
+
+    if report.collected:
+        err.print(f"collected {len(report.collected)} batch(es): {', '.join(report.collected)}", highlight=False)
+    err.print(f"{len(report.written)} turn(s) graded from batch replies ({errors_of(report)} error(s)) into "
+              f"{out_path}", highlight=False)
+    if report.submitted:
+        err.print(f"submitted batch {', '.join(report.submitted)} ({report.waiting} turn(s) waiting"
+                  f"{f', {report.resubmitted} request(s) asked again' if report.resubmitted else ''})",
+                  highlight=False)
+    if report.waiting:
+        err.print(f"{report.waiting} turn(s) wait for batch(es) {', '.join(report.open)} (ledger: "
+                  f"{ledger_path(out_path)}); run the same command again to collect them (the provider answers "
+                  "within 24 hours)", highlight=False)
+    keys = {(it.id, t) for it in items for t in range(len(it.turns))}
+    return summarize([r for r in read_records(out_path) if (r.item_id, r.turn) in keys], len(items))

@@ -53,6 +53,10 @@ def grade(
     decode_memory_mb: Annotated[int, typer.Option(help="memory cap per decoding process, MB (at least 256)")] = 4096,
     decode_workers: Annotated[Optional[int], typer.Option(
         help="decoding processes, working while model calls wait (default: the CPU count)")] = None,
+    batch: Annotated[bool, typer.Option(
+        "--batch", help="send the calls through the provider's batch API (half price, answered within 24 hours; "
+                        "OpenAI's batch API): collects the batches a run before submitted, grades what has "
+                        "replies, submits the rest; run it again until nothing waits")] = False,
     triage_path: Annotated[Optional[Path], typer.Option(
         "--triage", help="a thresholds file from framejudge triage, or 'default': the reference judge's own, "
                          "earned on its development data (refused for other judges): mark every verdict auto or "
@@ -112,6 +116,11 @@ def grade(
             problem = mismatch(thresholds, the_judge.backend, the_judge.model_id, grader.rubric_hash)
             if problem:
                 raise ItemsError(f"--triage {triage_path}: {problem}")
+        if batch:
+            from ..runner.batch_api import check_batchable, ledger_path
+
+            check_batchable(the_judge, judge)
+            check_output(ledger_path(out_path), "batch ledger", inputs=[items], read_back=True)
         plan = plan_resume(grader, the_items, out_path, regrade=regrade)
         mark = marker(thresholds) if thresholds is not None else None
         if mark is not None:
@@ -132,10 +141,16 @@ def grade(
         err.print(f"regrading: {len(plan.superseded)} verdict(s) graded differently move to "
                   f"{superseded_path(out_path)}", highlight=False)
     confirm_spending(the_judge, yes)
-    from .batch_run import run_graded
+    if batch:
+        from .batch_run import run_through_batches
 
-    summary = run_graded(grader, the_items, out_path, todo=todo, concurrency=concurrency, plan=plan, mark=mark,
-                         decoding=decoding)
+        summary = run_through_batches(grader, the_items, out_path, spec=judge, plan=plan, decoding=decoding,
+                                      concurrency=concurrency, mark=mark)
+    else:
+        from .batch_run import run_graded
+
+        summary = run_graded(grader, the_items, out_path, todo=todo, concurrency=concurrency, plan=plan, mark=mark,
+                             decoding=decoding)
     problems = []
     if review_out is not None:
         from ..records import latest, read_records
