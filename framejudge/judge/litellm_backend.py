@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -45,11 +46,13 @@ RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 OVERLOAD_STATUS = {408, 429, 503, 529}  # the server is over capacity, or did not answer in time
 
 OUTPUT_MODES = ("auto", "schema", "json_object")
-# Providers whose route in litellm carries a reply schema: OpenAI and OpenAI-compatible servers
-# (response_format json_schema), vLLM (guided decoding), Gemini (generationConfig.response_json_schema),
-# Anthropic (output_format, or a forced tool for older models), Ollama (format). Elsewhere `auto` asks
-# litellm's model list.
-SCHEMA_PROVIDERS = frozenset({"openai", "hosted_vllm", "gemini", "anthropic", "ollama", "ollama_chat"})
+# Providers whose route in litellm carries a reply schema for any model: OpenAI and OpenAI-compatible
+# servers (response_format json_schema), vLLM (guided decoding), Anthropic (output_format, or a forced
+# tool for older models), Ollama (format). Gemini 2 and later get generationConfig.response_json_schema
+# (litellm tells them by name, as GEMINI_2_ON does); elsewhere, older Gemini models included (litellm
+# turns the schema into prompt text for those its model list does not mark), `auto` asks that list.
+SCHEMA_PROVIDERS = frozenset({"openai", "hosted_vllm", "anthropic", "ollama", "ollama_chat"})
+GEMINI_2_ON = re.compile(r"gemini-(?:[2-9]|[1-9]\d+)[.-]")
 # JSON-schema keywords a provider answers 400 to in a reply schema, left out of what it is sent (the
 # validator still holds the reply to them). OpenAI's strict mode takes no string lengths; Gemini's
 # response_json_schema refuses these (litellm passes the schema to Gemini as it is, and itself
@@ -242,7 +245,7 @@ class LiteLLMJudge(JudgeBase):
     def _takes_schema(self) -> bool:
         import litellm
 
-        if self.provider in SCHEMA_PROVIDERS:
+        if self.provider in SCHEMA_PROVIDERS or (self.provider == "gemini" and GEMINI_2_ON.search(self.model.lower())):
             return True
         try:
             return bool(litellm.supports_response_schema(model=self.model, custom_llm_provider=self.provider))
@@ -402,6 +405,8 @@ class LiteLLMJudge(JudgeBase):
                                                      response_format=response_format(mode, self.provider or ""))
                 break
             except (litellm.BadRequestError, litellm.UnprocessableEntityError) as exc:
+                if isinstance(exc, (litellm.ContentPolicyViolationError, litellm.ContextWindowExceededError)):
+                    raise  # about the prompt, whatever is asked of the reply
                 if logprobs and (mode != "schema" or "logprob" in str(exc).lower()):
                     logprobs = False
                     refused.append(("logprobs", exc))

@@ -56,6 +56,19 @@ def parse_judgement(reply: str, rubric: Rubric, turn: Turn) -> Judgement:
 def _reply_schema() -> str:
     schema = Judgement.model_json_schema()
     del schema["description"]  # the model's docstring speaks to developers, not to the judge
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:  # each $ref replaced by its definition: no provider has to resolve one
+        if isinstance(node, list):
+            return [inline(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return {**inline(defs[node["$ref"].removeprefix("#/$defs/")]), **inline(rest)}
+        return {k: inline(v) for k, v in node.items()}
+
+    schema = inline(schema)
 
     def strict(node: Any) -> None:
         if isinstance(node, dict):
@@ -63,7 +76,7 @@ def _reply_schema() -> str:
             if node.get("type") == "object" and "properties" in node:
                 node["required"] = list(node["properties"])
             for key, value in node.items():
-                if key in ("properties", "$defs"):
+                if key == "properties":
                     for sub in value.values():
                         strict(sub)
                 else:
@@ -79,7 +92,8 @@ def _reply_schema() -> str:
 def reply_schema() -> dict[str, Any]:
     """The JSON schema of a reply that parse_judgement reads as a Judgement, in the strict form
     structured-output APIs take: every property required (the model spells out null, false or []
-    where the Judgement has a default), no other property allowed. The rules between fields and the
+    where the Judgement has a default), no other property allowed, no $ref (the definitions written
+    out where they are used). The rules between fields and the
     rubric's own (one response has no preference, criterion ids, error strings) stay with the
     validator and its re-ask."""
     return copy.deepcopy(json.loads(_reply_schema()))
