@@ -45,7 +45,8 @@ class Recorded:
 
 @dataclass
 class Image:
-    """An image part as a provider received it: its bytes and MIME type."""
+    """A media part (an image, or a video where a provider takes one) as a provider received it:
+    its bytes and MIME type."""
 
     mime: str
     data: bytes
@@ -156,8 +157,9 @@ class ProviderServer:
     def system_text(self, body: Any) -> str:
         raise NotImplementedError
 
-    def user_parts(self, body: Any) -> list[str | Image]:
-        """The last user message's parts in order: text as str, images as Image."""
+    def user_parts(self, body: Any) -> list[str | Image | dict]:
+        """The last user message's parts in order: text as str, inline media as Image, any other
+        part as it arrived (a dict)."""
         raise NotImplementedError
 
     def temperature(self, body: Any) -> float | None:
@@ -171,8 +173,12 @@ class ProviderServer:
         """The JSON schema the reply is held to, where one was sent."""
         raise NotImplementedError
 
-    def images(self, body: Any) -> list[Image]:
+    def media(self, body: Any) -> list[Image]:
         return [p for p in self.user_parts(body) if isinstance(p, Image)]
+
+    def images(self, body: Any) -> list[Image]:
+        """The image parts (Ollama's carry no MIME type)."""
+        return [m for m in self.media(body) if m.mime.startswith("image/") or not m.mime]
 
 
 def data_url_image(url: str) -> Image:
@@ -206,12 +212,12 @@ class OpenAIServer(ProviderServer):
         return system["content"] if isinstance(system["content"], str) else "".join(
             p["text"] for p in system["content"])
 
-    def user_parts(self, body: Any) -> list[str | Image]:
+    def user_parts(self, body: Any) -> list[str | Image | dict]:
         user = [m for m in body["messages"] if m["role"] == "user"][-1]
         if isinstance(user["content"], str):
             return [user["content"]]
         return [p["text"] if p["type"] == "text" else data_url_image(p["image_url"]["url"])
-                for p in user["content"]]
+                if p["type"] == "image_url" else p for p in user["content"]]
 
     def temperature(self, body: Any) -> float | None:
         return body.get("temperature")
@@ -269,15 +275,17 @@ class GeminiServer(ProviderServer):
         system = body.get("system_instruction") or body.get("systemInstruction")
         return "".join(p["text"] for p in system["parts"])
 
-    def user_parts(self, body: Any) -> list[str | Image]:
+    def user_parts(self, body: Any) -> list[str | Image | dict]:
         user = [c for c in body["contents"] if c["role"] == "user"][-1]
-        out: list[str | Image] = []
+        out: list[str | Image | dict] = []
         for part in user["parts"]:
             inline = part.get("inline_data") or part.get("inlineData")
             if inline is not None:
                 out.append(Image(inline.get("mime_type") or inline["mimeType"], base64.b64decode(inline["data"])))
-            else:
+            elif "text" in part:
                 out.append(part["text"])
+            else:
+                out.append(part)
         return out
 
     def _config(self, body: Any) -> dict:
@@ -325,18 +333,18 @@ class AnthropicServer(ProviderServer):
         system = body["system"]
         return system if isinstance(system, str) else "".join(p["text"] for p in system)
 
-    def user_parts(self, body: Any) -> list[str | Image]:
+    def user_parts(self, body: Any) -> list[str | Image | dict]:
         user = [m for m in body["messages"] if m["role"] == "user"][-1]
         if isinstance(user["content"], str):
             return [user["content"]]
-        out: list[str | Image] = []
+        out: list[str | Image | dict] = []
         for part in user["content"]:
-            if part["type"] == "image":
-                source = part["source"]
-                assert source["type"] == "base64", source
-                out.append(Image(source["media_type"], base64.b64decode(source["data"])))
-            else:
+            if part["type"] == "image" and part["source"]["type"] == "base64":
+                out.append(Image(part["source"]["media_type"], base64.b64decode(part["source"]["data"])))
+            elif part["type"] == "text":
                 out.append(part["text"])
+            else:
+                out.append(part)
         return out
 
     def temperature(self, body: Any) -> float | None:
@@ -383,7 +391,7 @@ class OllamaServer(ProviderServer):
         [system] = [m for m in body["messages"] if m["role"] == "system"]
         return system["content"]
 
-    def user_parts(self, body: Any) -> list[str | Image]:
+    def user_parts(self, body: Any) -> list[str | Image | dict]:
         user = [m for m in body["messages"] if m["role"] == "user"][-1]
         return [user["content"], *(Image("", base64.b64decode(i)) for i in user.get("images") or [])]
 
