@@ -327,3 +327,31 @@ def test_a_content_policy_refusal_is_not_taken_for_a_refused_schema():
         [e] = asyncio.run(Grader(judge, RUBRIC, GradeOptions(cache=False, swap=False)).grade(item(None)))
     assert e.kind == "refused" and len(server.calls) == 1
     assert judge.output == "schema" and judge.logprobs is True
+
+
+def test_the_schema_vllm_gets_compiles_in_xgrammar_and_holds_a_reply_to_the_judgement():
+    """xgrammar is vLLM's default structured-output backend: the schema sent must compile there
+    (strict, as vLLM compiles a strict json_schema), let every field of a Judgement through and
+    stop a reply that leaves one out or names no category."""
+    xgr = pytest.importorskip("xgrammar")
+    from framejudge.judge.litellm_backend import response_format
+    from framejudge.schema import Judgement
+
+    schema = response_format("schema", "hosted_vllm")["json_schema"]["schema"]
+    tokens = xgr.TokenizerInfo(["<eos>"] + [chr(i) for i in range(32, 127)], stop_token_ids=[0])
+    compiled = xgr.GrammarCompiler(tokens).compile_grammar(xgr.Grammar.from_json_schema(json.dumps(schema),
+                                                                                        strict_mode=True))
+
+    def accepted(reply: dict) -> bool:
+        matcher = xgr.GrammarMatcher(compiled)
+        return matcher.accept_string(json.dumps(reply)) and matcher.accept_token(0) and matcher.is_terminated()
+
+    one = {"category": "Successful", "rationale": "ok", "evidence_timestamps": [1.0], "integrity_violation": False}
+    single = {"response_a": one, "response_b": None, "preference": None, "deciding_criterion": None,
+              "transcription_error": False, "multiturn": False}
+    pair = {**single, "response_b": {**one, "category": "Missing"}, "preference": "A", "deciding_criterion": "category"}
+    for reply in (single, pair):
+        assert accepted(reply) and Judgement.model_validate(reply)
+    assert not accepted({"response_a": {"category": "Successful", "rationale": "ok"}})
+    assert not accepted({**single, "response_a": {**one, "category": "Great"}})
+    assert not accepted({**single, "verdict": "A"})
