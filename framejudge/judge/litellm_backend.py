@@ -1,8 +1,12 @@
 """Any model litellm can reach (hosted APIs, or a self-hosted OpenAI-compatible server via
 api_base), with validated JSON replies and retries through tenacity.
 
-- temperature 0 and a fixed seed by default (k > 1 samples: the request's temperature and seed);
-  the model id the server reports is recorded;
+- temperature 0 and a fixed seed by default (k > 1 samples: the request's temperature and seed;
+  no seed to a provider that takes none); the model id the server reports is recorded;
+- the reply held to its JSON schema (`response_format` json_schema, stripped of the keywords the
+  provider refuses) where the provider takes one, JSON mode (json_object) elsewhere or when the
+  judges file says so; a server that refuses the schema (400, 422) is asked again in JSON mode, and
+  no more with the schema after that; the verdict's notes say which mode its reply came in;
 - the reply's token log-probabilities (`logprobs`, 5 candidates a token) where the provider takes
   them, mapped to the probability of each option of each label field; a server that refuses the
   parameter is asked again without it, and no more after that;
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -33,12 +38,56 @@ from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
 from ..schema import JudgeConfig, Judgement, JudgeErrorKind, Usage
 from .base import JudgeBase, JudgeFailure, JudgeRequest, JudgeResult, PlannedTurn
 from .confidence import LabelProbs, field_options, label_probabilities, steps_from_logprobs
-from .reask import InvalidReply, json_text, parse_judgement, problems, reask_messages
+from .reask import InvalidReply, json_text, parse_judgement, problems, reask_messages, reply_schema
 
 TOP_LOGPROBS = 5
 ESTIMATE_SAMPLE = 200  # planned turns whose prompts are rendered for a cost estimate
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 OVERLOAD_STATUS = {408, 429, 503, 529}  # the server is over capacity, or did not answer in time
+
+OUTPUT_MODES = ("auto", "schema", "json_object")
+# Providers whose route in litellm carries a reply schema for any model: OpenAI and OpenAI-compatible
+# servers (response_format json_schema), vLLM (guided decoding), Anthropic (output_format, or a forced
+# tool for older models), Ollama (format). Gemini 2 and later get generationConfig.response_json_schema
+# (litellm tells them by name, as GEMINI_2_ON does); elsewhere, older Gemini models included (litellm
+# turns the schema into prompt text for those its model list does not mark), `auto` asks that list.
+SCHEMA_PROVIDERS = frozenset({"openai", "hosted_vllm", "anthropic", "ollama", "ollama_chat"})
+GEMINI_2_ON = re.compile(r"gemini-(?:[2-9]|[1-9]\d+)[.-]")
+# JSON-schema keywords a provider answers 400 to in a reply schema, left out of what it is sent (the
+# validator still holds the reply to them). OpenAI's strict mode takes no string lengths; Gemini's
+# response_json_schema refuses these (litellm passes the schema to Gemini as it is, and itself
+# filters what Anthropic refuses).
+SCHEMA_REFUSED: dict[str, frozenset[str]] = {
+    "openai": frozenset({"minLength", "maxLength"}),
+    "gemini": frozenset({"$schema", "title", "const", "exclusiveMinimum", "exclusiveMaximum", "propertyNames"}),
+}
+
+
+def without_keywords(schema: Any, refused: frozenset[str]) -> Any:
+    """`schema` without the keywords in `refused`, at any depth; property names (the keys of
+    `properties`) and definition names (of `$defs`) are names, not keywords, and stay."""
+    if isinstance(schema, list):
+        return [without_keywords(s, refused) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in refused:
+            continue
+        if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(value, dict):
+            out[key] = {name: without_keywords(sub, refused) for name, sub in value.items()}
+        else:
+            out[key] = without_keywords(value, refused)
+    return out
+
+
+def response_format(mode: str, provider: str) -> dict[str, Any]:
+    """What a call asks the provider for: the reply's JSON schema, without what the provider
+    refuses (`schema`), or any JSON object (`json_object`)."""
+    if mode == "json_object":
+        return {"type": "json_object"}
+    schema = without_keywords(reply_schema(), SCHEMA_REFUSED.get(provider, frozenset()))
+    return {"type": "json_schema", "json_schema": {"name": "judgement", "schema": schema, "strict": True}}
 
 
 def _status(exc: BaseException) -> int | None:
@@ -128,10 +177,12 @@ class LiteLLMJudge(JudgeBase):
                  max_reasks: int = 2, images: bool = True, max_wait: float = 60.0,
                  max_tokens: int = 1024, overload_budget_s: float = 600.0,
                  price: tuple[float, float] | None = None, gate: Gate | None = None,
-                 logprobs: bool | None = None) -> None:
+                 logprobs: bool | None = None, output: str = "auto") -> None:
         """`price`: (USD per prompt token, per completion token) instead of litellm's price list
         (0, 0 for a self-hosted model). `gate`: the runner's Endpoint for this model server.
-        `logprobs`: ask for token log-probabilities (None: where litellm says the provider takes them)."""
+        `logprobs`: ask for token log-probabilities (None: where litellm says the provider takes them).
+        `output`: `schema` (the reply's JSON schema), `json_object` (JSON mode), or `auto` (the
+        schema where the provider takes one)."""
         import litellm
 
         # litellm prints banners and "Give Feedback" notes to stdout on errors and unknown prices;
@@ -155,7 +206,12 @@ class LiteLLMJudge(JudgeBase):
         self.price = price
         self.gate: Gate = gate or UnlimitedGate()
         self._priced: bool | None = None  # whether litellm knows this model's price (None: not asked yet)
-        self.logprobs = logprobs if logprobs is not None else self._provider_takes_logprobs()
+        if output not in OUTPUT_MODES:
+            raise JudgeSpecError(f"output {output!r}: use {', '.join(OUTPUT_MODES)}")
+        self.provider, params = self._provider_params()
+        self.logprobs = logprobs if logprobs is not None else "logprobs" in params
+        self.takes_seed = "seed" in params
+        self.output = output if output != "auto" else "schema" if self._takes_schema() else "json_object"
 
     @classmethod
     def from_spec(cls, target: str, config: JudgeConfig | None = None, api_base: str | None = None) -> LiteLLMJudge:
@@ -171,17 +227,30 @@ class LiteLLMJudge(JudgeBase):
                                      "which is not set")
         price = (config.price.prompt_usd_per_token, config.price.completion_usd_per_token) if config.price else None
         return cls(target, api_base=config.api_base or api_base, api_key=api_key, timeout=config.timeout_s,
-                   overload_budget_s=config.overload_budget_s, price=price, logprobs=config.logprobs)
+                   overload_budget_s=config.overload_budget_s, price=price, logprobs=config.logprobs,
+                   output=config.output)
 
-    def _provider_takes_logprobs(self) -> bool:
+    def _provider_params(self) -> tuple[str | None, list[str]]:
+        """The provider litellm routes this model to, and the OpenAI parameters it takes there
+        (None and none for a model litellm cannot place: nothing optional is asked of it)."""
         import litellm
 
         try:
             _, provider, _, _ = litellm.get_llm_provider(self.model, api_base=self.api_base)
             params = litellm.get_supported_openai_params(model=self.model, custom_llm_provider=provider)
-        except Exception:  # a model litellm cannot place: do not ask
+        except Exception:
+            return None, []
+        return provider, list(params or [])
+
+    def _takes_schema(self) -> bool:
+        import litellm
+
+        if self.provider in SCHEMA_PROVIDERS or (self.provider == "gemini" and GEMINI_2_ON.search(self.model.lower())):
+            return True
+        try:
+            return bool(litellm.supports_response_schema(model=self.model, custom_llm_provider=self.provider))
+        except Exception:  # a model litellm does not know
             return False
-        return "logprobs" in (params or [])
 
     def server(self) -> str | None:
         """The base URL of the self-hosted server this judge calls (vLLM, Ollama, an
@@ -310,28 +379,51 @@ class LiteLLMJudge(JudgeBase):
         except Exception as exc:  # every failure becomes a record, never a crash or a label
             raise self._failure(exc, raws, usage, tries) from None
         notes += [f"served by {m}" for m in served]
+        if not self.takes_seed:
+            notes.append(f"{self.provider or 'the provider'} takes no seed: none sent")
         return JudgeResult(judgement, usage, rendered.hash, raws[-1] if raws else None, notes, label_probs=probs)
 
     async def _complete(self, messages: list[dict[str, Any]], temperature: float, seed: int,
-                        notes: list[str]) -> Any:
-        """One call; with logprobs where they are asked for. A server that refuses them (400, 422)
-        is asked again without, and not asked for them again once that works."""
+                        notes: list[str]) -> tuple[Any, str]:
+        """One call, and the output mode its reply came in; with logprobs where they are asked for,
+        and the reply's schema in `schema` mode. A server that refuses either (400, 422) is asked
+        again without it (logprobs first when the error names them, else the schema), and not asked
+        for it again once that works; when nothing is left to leave out, the error stands."""
         import litellm
 
         kwargs: dict[str, Any] = dict(
-            model=self.model, messages=messages, response_format={"type": "json_object"},
-            temperature=temperature, seed=seed, max_tokens=self.max_tokens, timeout=self.timeout,
-            api_base=self.api_base, api_key=self.api_key, num_retries=0)
-        if not self.logprobs:
-            return await litellm.acompletion(**kwargs)
-        try:
-            return await litellm.acompletion(**kwargs, logprobs=True, top_logprobs=TOP_LOGPROBS)
-        except (litellm.BadRequestError, litellm.UnprocessableEntityError) as exc:
-            refused = exc
-        response = await litellm.acompletion(**kwargs)  # fails as it would have: not about logprobs
-        self.logprobs = False
-        notes.append(f"the server refused logprobs ({str(refused)[:200]}); asked without them from now on")
-        return response
+            model=self.model, messages=messages, temperature=temperature, max_tokens=self.max_tokens,
+            timeout=self.timeout, api_base=self.api_base, api_key=self.api_key, num_retries=0)
+        if self.takes_seed:
+            kwargs["seed"] = seed
+        logprobs, mode = self.logprobs, self.output
+        refused: list[tuple[str, BaseException]] = []
+        while True:
+            extra: dict[str, Any] = dict(logprobs=True, top_logprobs=TOP_LOGPROBS) if logprobs else {}
+            try:
+                response = await litellm.acompletion(**kwargs, **extra,
+                                                     response_format=response_format(mode, self.provider or ""))
+                break
+            except (litellm.BadRequestError, litellm.UnprocessableEntityError) as exc:
+                if isinstance(exc, (litellm.ContentPolicyViolationError, litellm.ContextWindowExceededError)):
+                    raise  # about the prompt, whatever is asked of the reply
+                if logprobs and (mode != "schema" or "logprob" in str(exc).lower()):
+                    logprobs = False
+                    refused.append(("logprobs", exc))
+                elif mode == "schema":
+                    mode = "json_object"
+                    refused.append(("schema", exc))
+                else:
+                    raise
+        for what, exc in refused:
+            if what == "logprobs" and self.logprobs:
+                self.logprobs = False
+                notes.append(f"the server refused logprobs ({str(exc)[:200]}); asked without them from now on")
+            elif what == "schema" and self.output == "schema":
+                self.output = "json_object"
+                notes.append(f"the server refused the reply's JSON schema ({str(exc)[:200]}); JSON mode "
+                             "(json_object) from now on")
+        return response, mode
 
     async def _ask(self, messages: list[dict[str, Any]], rubric: Rubric, t: Any, on_response: Any,
                    temperature: float, seed: int, notes: list[str]) -> tuple[Judgement, LabelProbs | None]:
@@ -342,7 +434,7 @@ class LiteLLMJudge(JudgeBase):
         from pydantic import ValidationError
 
         for asked in range(self.max_reasks + 1):
-            response = await self._complete(messages, temperature, seed, notes)
+            response, mode = await self._complete(messages, temperature, seed, notes)
             on_response(response)
             reply = response.choices[0].message.content or ""
             try:
@@ -353,6 +445,7 @@ class LiteLLMJudge(JudgeBase):
                     raise InvalidReply(why) from None
                 messages = reask_messages(messages, reply, why)
                 continue
+            notes.append(f"output mode: {mode}")
             return judgement, self._label_probs(response, reply)
         raise AssertionError("unreachable")
 

@@ -8,6 +8,8 @@ the prompt and the responses is never rewritten on the way (no template engine s
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 from typing import Any
@@ -48,6 +50,53 @@ def parse_judgement(reply: str, rubric: Rubric, turn: Turn) -> Judgement:
     data = json.loads(json_text(reply))
     return Judgement.model_validate(data, context={"rubric": rubric,
                                                    "responses": {"a": turn.response_a, "b": turn.response_b}})
+
+
+@functools.cache
+def _reply_schema() -> str:
+    schema = Judgement.model_json_schema()
+    del schema["description"]  # the model's docstring speaks to developers, not to the judge
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:  # each $ref replaced by its definition: no provider has to resolve one
+        if isinstance(node, list):
+            return [inline(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return {**inline(defs[node["$ref"].removeprefix("#/$defs/")]), **inline(rest)}
+        return {k: inline(v) for k, v in node.items()}
+
+    schema = inline(schema)
+
+    def strict(node: Any) -> None:
+        if isinstance(node, dict):
+            node.pop("default", None)
+            if node.get("type") == "object" and "properties" in node:
+                node["required"] = list(node["properties"])
+            for key, value in node.items():
+                if key == "properties":
+                    for sub in value.values():
+                        strict(sub)
+                else:
+                    strict(value)
+        elif isinstance(node, list):
+            for sub in node:
+                strict(sub)
+
+    strict(schema)
+    return json.dumps(schema)
+
+
+def reply_schema() -> dict[str, Any]:
+    """The JSON schema of a reply that parse_judgement reads as a Judgement, in the strict form
+    structured-output APIs take: every property required (the model spells out null, false or []
+    where the Judgement has a default), no other property allowed, no $ref (the definitions written
+    out where they are used). The rules between fields and the
+    rubric's own (one response has no preference, criterion ids, error strings) stay with the
+    validator and its re-ask."""
+    return copy.deepcopy(json.loads(_reply_schema()))
 
 
 def reask_messages(messages: list[dict[str, Any]], reply: str, why: str) -> list[dict[str, Any]]:

@@ -3,7 +3,7 @@ model endpoint."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -63,6 +63,11 @@ class JudgeConfig(BaseModel):
     price: TokenPrice | None = Field(None, description="cost per token instead of litellm's price list")
     logprobs: Flag | None = Field(None, description="ask for the reply's token log-probabilities (label "
                                                     "confidence); null: where litellm says the provider takes them")
+    output: Literal["auto", "schema", "json_object"] = Field(
+        "auto", description="how the reply is held to JSON: schema (the verdict's JSON schema, constrained "
+                            "decoding where the server has it), json_object (JSON mode, the schema in the prompt "
+                            "only), auto (schema where the provider takes one); a server that refuses the schema "
+                            "is asked in JSON mode instead")
 
     @model_validator(mode="after")
     def _check(self) -> JudgeConfig:

@@ -24,6 +24,7 @@ judges:
     timeout_s: 30
     overload_budget_s: 90
     price: {prompt_usd_per_token: 0.000001, completion_usd_per_token: 0.000002}
+    output: json_object
 """
 
 
@@ -36,11 +37,12 @@ def test_a_good_file_configures_judge_and_endpoint(tmp_path, monkeypatch):
     judge = judges.make("litellm:openai/qwen-vl")
     assert judge.api_base == "http://127.0.0.1:9/v1" and judge.api_key == "sk-local"
     assert judge.timeout == 30 and judge.overload_budget_s == 90 and judge.price == (0.000001, 0.000002)
+    assert judge.output == "json_object"
     state = judge.gate.state()
     assert (state.limit, state.maximum) == (3, 12)
     assert judges.make("litellm:openai/qwen-vl") is judge  # one judge, one gate per process
     other = judges.make("litellm:openai/not-listed")  # no entry: the defaults
-    assert other.gate.state().limit == 8 and other.gate is not judge.gate
+    assert other.gate.state().limit == 8 and other.gate is not judge.gate and other.output == "schema"
 
 
 def test_a_missing_key_variable_is_named(tmp_path, monkeypatch):
@@ -65,6 +67,8 @@ def test_a_missing_key_variable_is_named(tmp_path, monkeypatch):
     ("judges:\n  - spec: litellm:m\n    concurrency: '4'\n", ":3: judges.0.concurrency: Input should be a valid integer"),
     ("judges:\n  - spec: litellm:m\n    timeout_s: '30'\n", ":3: judges.0.timeout_s: Input should be a valid number"),
     ("judges:\n  - spec: litellm:m\n    logprobs: 'yes'\n", ":3: judges.0.logprobs: Input should be a valid boolean"),
+    ("judges:\n  - spec: litellm:m\n    output: grammar\n",
+     ":3: judges.0.output: Input should be 'auto', 'schema' or 'json_object'"),
     ("judges:\n  - spec: litellm:m\n    colour: red\n", ":3: judges.0.colour: Extra inputs are not permitted"),
     ("judges:\n  - spec: litellm:m\n    api_key_env: sk-abc123\n", ":3: judges.0.api_key_env: String should match"),
     ("judges:\n  - spec: litellm:m\n  - spec: litellm:m\n",
@@ -77,6 +81,7 @@ def test_a_missing_key_variable_is_named(tmp_path, monkeypatch):
     ("judges:\n  - spec: litellm:m\n  - spec: transformers:some/model\n\n    price: {prompt_usd_per_token: 0}\n",
      ":5: judges.1.price: does nothing for 'transformers:some/model'"),
     ("judges:\n  - spec: reference\n    concurrency: 4\n", ":3: judges.0.concurrency: does nothing for 'reference'"),
+    ("judges:\n  - spec: reference\n    output: schema\n", ":3: judges.0.output: does nothing for 'reference'"),
     # a base that is not a server's address
     ("judges:\n  - spec: litellm:m\n    api_base: file:///etc/passwd\n",
      ":3: judges.0.api_base: 'file:///etc/passwd' is not a server's address: give http:// or https://"),
