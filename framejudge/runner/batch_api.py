@@ -138,27 +138,39 @@ class BatchedLiteLLM(LiteLLMJudge):
         self.gate = UnlimitedGate()  # no call is made: nothing to pace
 
     def body(self, messages: list[dict[str, Any]], temperature: float, seed: int) -> dict[str, Any]:
-        """The chat-completions body an online call would send (the model without its provider prefix)."""
-        return {"model": self.model.split("/", 1)[1] if self.model.startswith("openai/") else self.model,
-                "messages": messages, "response_format": {"type": "json_object"}, "temperature": temperature,
-                "seed": seed, "max_tokens": self.max_tokens}
+        """The chat-completions body an online call would send (the model without its provider prefix),
+        with the reply's schema or JSON mode as the judge's output mode says."""
+        from ..judge.litellm_backend import response_format
+
+        body = {"model": self.model.split("/", 1)[1] if self.model.startswith("openai/") else self.model,
+                "messages": messages, "response_format": response_format(self.output, "openai"),
+                "temperature": temperature, "max_tokens": self.max_tokens}
+        if self.takes_seed:
+            body["seed"] = seed
+        return body
 
     async def _complete(self, messages: list[dict[str, Any]], temperature: float, seed: int,
-                        notes: list[str]) -> Any:
+                        notes: list[str]) -> tuple[Any, str]:
         import litellm
 
         body = self.body(messages, temperature, seed)
         key = request_key(body)
         answer = self.replies.get(key)
+        if (answer is not None and answer.get("error") is not None and self.output == "schema"
+                and answer.get("status_code") in (400, 422)):
+            # the provider refused the schema in a batch line, as it would online: JSON mode from now on
+            self.output = "json_object"
+            notes.append(f"the batch API refused the reply's JSON schema ({json.dumps(answer['error'])[:200]}); "
+                         "JSON mode (json_object) from now on")
+            return await self._complete(messages, temperature, seed, notes)
         if answer is None or (answer.get("error") is not None and self.failures.get(key, 0) < MAX_FAILURES):
             self.pending[key] = body
             raise Deferred(key)
         if answer.get("error") is not None:
             raise BatchError(f"the batch API failed this request {self.failures.get(key, 0)} times: "
                              f"{json.dumps(answer['error'])[:500]}")
-        reply = answer["body"]
-        response = litellm.ModelResponse(**reply)
-        return response
+        return litellm.ModelResponse(**answer["body"]), ("schema" if body["response_format"]["type"] == "json_schema"
+                                                          else "json_object")
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
         try:
@@ -340,9 +352,6 @@ class BatchRun:
         """Collect, grade what has its replies, submit what has none (see the module's description)."""
         report = BatchReport()
         await self._collect(report)
-        for key in [k for k, row in self.replies.items() if row.get("error") is not None]:
-            if self.ledger.failures.get(key, 0) < MAX_FAILURES:
-                del self.replies[key]  # asked again, in the next batch
         judge = BatchedLiteLLM(self.inner, self.replies, self.ledger.failures)
         # the verdict cache would keep a waiting turn's stand-in judgements: the replies file is this
         # run's cache instead

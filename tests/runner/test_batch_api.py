@@ -184,7 +184,9 @@ def test_a_batch_run_submits_then_collects_and_writes_the_records_an_online_run_
         assert len(lines) == 6
         assert {line["url"] for line in lines} == {"/v1/chat/completions"}
         assert all(line["body"]["model"] == "batch-model" for line in lines)
-        assert all(line["body"]["response_format"] == {"type": "json_object"} for line in lines)
+        # the reply's JSON schema, as an online call to OpenAI sends it
+        assert all(line["body"]["response_format"]["type"] == "json_schema" for line in lines)
+        assert all(line["body"]["response_format"]["json_schema"]["schema"]["type"] == "object" for line in lines)
         assert len({line["custom_id"] for line in lines}) == 6
         ledger = json.loads((tmp_path / "verdicts.batches.json").read_text())
         assert [b["id"] for b in ledger["batches"]] == ["batch_1"]
@@ -270,6 +272,27 @@ def test_a_request_the_provider_keeps_failing_becomes_a_judge_error(tmp_path):
         errors = [r for r in records if isinstance(r, JudgeError)]
         assert len(errors) == 1 and "failed this request 3 times" in errors[0].message
         assert len([r for r in records if isinstance(r, Verdict)]) == 2
+
+
+def test_a_schema_the_batch_api_refuses_is_asked_again_in_json_mode(tmp_path):
+    items = write_items(tmp_path)
+    out = tmp_path / "verdicts.jsonl"
+    with BatchServer() as server:
+        judges = judges_file(tmp_path, server.base)
+        assert grade(items, out, judges).returncode == 0
+        server.finish("batch_1", lambda line: (400, {"error": {"message": "Invalid schema for response_format",
+                                                               "type": "invalid_request_error"}}))
+        second = grade(items, out, judges)
+        assert second.returncode == 0, second.stderr
+        again = server.requests("batch_2")
+        assert len(again) == 6
+        assert all(line["body"]["response_format"] == {"type": "json_object"} for line in again)
+        server.finish("batch_2", answer_by_order)
+        assert grade(items, out, judges).returncode == 0
+        verdicts = [r for r in read_records(out) if isinstance(r, Verdict)]
+        assert len(verdicts) == 3
+        assert all(any("refused the reply's JSON schema" in n for n in v.provenance.notes) or
+                   any("output mode: json_object" in n for n in v.provenance.notes) for v in verdicts)
 
 
 @pytest.mark.parametrize("spec, words", [
