@@ -15,7 +15,7 @@ from typer.core import TyperGroup
 from ..errors import FramejudgeError
 
 if TYPE_CHECKING:
-    from typer import _click  # the Context every command's is (typer's own is a subclass)
+    from typer import _click  # click's Context, which TyperGroup.invoke takes (typer.Context is a subclass)
 
 
 class WholeCells(Console):
