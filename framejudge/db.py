@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy import ColumnDefault, create_engine, event, inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase
 
@@ -23,7 +23,7 @@ def engine_for(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
-        def _wal(dbapi_connection, _record):  # type: ignore[no-untyped-def]
+        def _wal(dbapi_connection, _record):
             cur = dbapi_connection.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
@@ -49,7 +49,8 @@ def _add_missing(engine: Engine) -> None:
                 if column.name in present:
                     continue
                 kind = column.type.compile(engine.dialect)
-                default = column.default.arg if column.default is not None and column.default.is_scalar else None
+                given = column.default
+                default = given.arg if isinstance(given, ColumnDefault) and given.is_scalar else None
                 clause = f" DEFAULT {default!r}" if isinstance(default, (int, float)) else ""
                 conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}{clause}'))
         for table in Base.metadata.sorted_tables:

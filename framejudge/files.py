@@ -242,7 +242,7 @@ def parse_yaml_model(text: str, source: str, model: type[M], error: type[Excepti
         line, value = unreadable_scalar(text)
         raise error(f"{source}:{line}: not valid YAML ({value[:40]!r} cannot be read: "
                     f"{str(exc).split(';')[0]})") from None
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or root is None:  # a mapping always has a node
         raise error(f"{source}:1: {what}")
     twice = repeated_key(root)
     if twice is not None:
@@ -256,10 +256,10 @@ def parse_yaml_model(text: str, source: str, model: type[M], error: type[Excepti
         lines = []
         for err in exc.errors():
             loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-            line = line_of(root, loc)
+            at = line_of(root, loc)
             path = ".".join(str(p) for p in loc) or "(top level)"
             msg = err["msg"].removeprefix("Value error, ")
-            lines.append(f"{source}:{line or 1}: {path}: {msg}")
+            lines.append(f"{source}:{at or 1}: {path}: {msg}")
         raise error("\n".join(lines)) from None
 
 

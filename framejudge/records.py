@@ -81,5 +81,5 @@ def latest(records: list[Record]) -> tuple[dict[tuple[str, int], Verdict], dict[
 
 
 def swap_consistency(verdicts: list[Verdict]) -> float | None:
-    checked = [v for v in verdicts if v.swap is not None]
-    return sum(v.swap.consistent for v in checked) / len(checked) if checked else None
+    checked = [v.swap for v in verdicts if v.swap is not None]
+    return sum(s.consistent for s in checked) / len(checked) if checked else None

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from .bootstrap import DrawsStatistic, Interval, bootstrap, draw_counts, groups_of, replicate_values
-from .cohen import cohen_kappa
+from .cohen import Weights, cohen_kappa
 from .krippendorff_alpha import Level, alpha_of_draws, krippendorff_alpha
 from .multirater import fleiss_kappa, gwet_ac1, pabak, percent_agreement
 from .ratings import Ratings
@@ -232,7 +232,7 @@ def audit(
         cats = list(spec.categories)
         # Kappa's weights follow the field's level: none for nominal, linear for ordinal,
         # quadratic for interval and ratio scales (over the declared category order).
-        weights = {"nominal": "none", "ordinal": "linear"}.get(spec.level, "quadratic")
+        weights: Weights = "none" if spec.level == "nominal" else "linear" if spec.level == "ordinal" else "quadratic"
         r_h = Ratings(rows_h, cats, [str(k) for k in keys])
         r_jm = Ratings(rows_jm, cats, [str(k) for k in keys])
         r_all = Ratings(rows_all, cats, [str(k) for k in keys])
@@ -253,9 +253,9 @@ def audit(
                                       alpha=krippendorff_alpha(r_pair, spec.level)))
         index = {c: i for i, c in enumerate(cats)}
         conf = np.zeros((len(cats), len(cats)), dtype=int)
-        for row in rows_jm:
-            if JUDGE in row:
-                conf[index[row[MAJORITY]], index[row[JUDGE]]] += 1
+        for unit in rows_jm:
+            if JUDGE in unit:
+                conf[index[unit[MAJORITY]], index[unit[JUDGE]]] += 1
         per_class = []
         for i, c in enumerate(cats):
             tp = conf[i, i]
@@ -303,9 +303,9 @@ def audit_slices(
             value_of[k] = "(humans tie)" if m is None else str(m)
     else:
         for row in list(judge) + list(humans):
-            v = slice_key(row, by)
-            if v is not None:
-                value_of.setdefault((row.item_id, row.turn), v)
+            value = slice_key(row, by)
+            if value is not None:
+                value_of.setdefault((row.item_id, row.turn), value)
     groups = sorted(set(value_of.values()))
     out: dict[str, AuditResult] = {}
     for g in groups:
@@ -329,7 +329,8 @@ def compare_runs(
     draws = _draws(keys, clusters, replicates, seed)
     out = []
     for spec in fields:
-        rows_a, rows_b = [], []
+        rows_a: list[dict[str, Any]] = []
+        rows_b: list[dict[str, Any]] = []
         for k in keys:
             maj = majority([v[spec.name] for v in units[k].values() if v.get(spec.name) is not None])
             for rows, run in ((rows_a, a_of), (rows_b, b_of)):

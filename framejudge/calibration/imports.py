@@ -89,8 +89,8 @@ def lookup(record: Any, path: str) -> Any:
     for part in path.split("."):
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and _index(part) is not None and _index(part) < len(node):
-            node = node[int(part)]
+        elif isinstance(node, list) and (i := _index(part)) is not None and i < len(node):
+            node = node[i]
         else:
             return MISSING
     return node

@@ -48,7 +48,7 @@ def percent_agreement(r: Ratings) -> Coefficient:
     return Coefficient(name="percent_agreement", value=pa, units=n, raters=len(r.raters), observed=pa)
 
 
-def _chance_corrected(name: str, r: Ratings, pe_of) -> Coefficient:  # type: ignore[no-untyped-def]
+def _chance_corrected(name: str, r: Ratings, pe_of) -> Coefficient:
     counts, totals = _tables(r)
     pa, n = _observed(counts, totals)
     if pa is None:

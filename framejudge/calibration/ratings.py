@@ -84,8 +84,8 @@ class Ratings:
     @classmethod
     def from_counts(cls, counts: Sequence[Sequence[int]], categories: Sequence[Label] | None = None) -> Ratings:
         """Units x categories count table (how many raters chose each category); raters anonymous."""
-        cats = list(categories) if categories is not None else list(range(len(counts[0]) if counts else 0))
-        units = []
+        cats: list[Label] = list(categories) if categories is not None else list(range(len(counts[0]) if counts else 0))
+        units: list[dict[str, Label]] = []
         for row in counts:
             unit: dict[str, Label] = {}
             k = 0
@@ -99,8 +99,8 @@ class Ratings:
     @classmethod
     def from_table(cls, table: Sequence[Sequence[int]], categories: Sequence[Label] | None = None) -> Ratings:
         """A two-rater contingency table: rows rater A's category, columns rater B's."""
-        cats = list(categories) if categories is not None else list(range(len(table)))
-        units = []
+        cats: list[Label] = list(categories) if categories is not None else list(range(len(table)))
+        units: list[dict[str, Label]] = []
         for a, row in zip(cats, table):
             for b, c in zip(cats, row):
                 units.extend({"A": a, "B": b} for _ in range(int(c)))

@@ -139,13 +139,15 @@ def reliability_plot(r: FieldReliability) -> str:
 
     fig, ax = plt.subplots(figsize=(4.2, 4.0))
     ax.plot([0, 1], [0, 1], color="#999999", linestyle="--", linewidth=1, label="calibrated")
-    full = [b for b in r.bins if b.count]
-    ax.bar([(b.low + b.high) / 2 for b in full], [b.accuracy for b in full], width=0.09, color="#4c72b0",
+    # the bins with units, each with its mean confidence and accuracy
+    full = [((b.low + b.high) / 2, b.mean_confidence, b.accuracy, b.count) for b in r.bins
+            if b.count and b.mean_confidence is not None and b.accuracy is not None]
+    ax.bar([mid for mid, _, _, _ in full], [acc for _, _, acc, _ in full], width=0.09, color="#4c72b0",
            alpha=0.8, label="accuracy per bin")
-    ax.plot([b.mean_confidence for b in full], [b.accuracy for b in full], "o", color="#dd8452",
+    ax.plot([conf for _, conf, _, _ in full], [acc for _, _, acc, _ in full], "o", color="#dd8452",
             label="mean confidence")
-    for b in full:
-        ax.text((b.low + b.high) / 2, (b.accuracy or 0) + 0.02, str(b.count), ha="center", fontsize=7)
+    for mid, _, acc, count in full:
+        ax.text(mid, acc + 0.02, str(count), ha="center", fontsize=7)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1.08)
     ax.set_xlabel("judge confidence")
@@ -189,9 +191,9 @@ def coverage_plot(c: FieldCurve, result: TriageResult) -> str:
     f = t.fields[c.field]
     fig, ax = plt.subplots(figsize=(5.5, 4.0))
     for points, style, name in ((c.calibration, "-", "calibration part"), (c.test, "--", "test part")):
-        shown = [p for p in points if p.agreement is not None]
+        shown = [(p.coverage, p.agreement) for p in points if p.agreement is not None]
         if shown:
-            ax.plot([p.coverage for p in shown], [p.agreement for p in shown], style, marker=".", label=name)
+            ax.plot([cov for cov, _ in shown], [agr for _, agr in shown], style, marker=".", label=name)
     ax.axhline(t.target, color="#c44e52", linewidth=1, label=f"target {t.target:.0%}")
     if f.human_agreement is not None:
         ax.axhline(f.human_agreement, color="#55a868", linewidth=1, linestyle=":",
@@ -298,9 +300,9 @@ units without a verdict: {result.judge_units_missing}; bootstrap: {result.replic
         parts.append("</tbody></table>")
     if comparison:
         parts.append("<h2>Two judge runs</h2><table id=comparison><thead><tr><th>field</th><th>first</th><th>second</th><th>difference [95% CI]</th></tr></thead><tbody>")
-        for c in comparison:
-            diff = "undefined" if c.difference is None else f"{c.difference:+.3f}" + ("" if c.low is None else f" [{c.low:+.3f}, {c.high:+.3f}]")
-            parts.append(f"<tr><td>{e(c.field)}</td><td>{_fmt(c.first)}</td><td>{_fmt(c.second)}</td><td>{diff}</td></tr>")
+        for run in comparison:
+            diff = "undefined" if run.difference is None else f"{run.difference:+.3f}" + ("" if run.low is None else f" [{run.low:+.3f}, {run.high:+.3f}]")
+            parts.append(f"<tr><td>{e(run.field)}</td><td>{_fmt(run.first)}</td><td>{_fmt(run.second)}</td><td>{diff}</td></tr>")
         parts.append("</tbody></table>")
     if result.gold:
         parts.append("<h2>Against the adjudicated gold: before and after</h2>"

@@ -96,7 +96,11 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
         except Interrupted:
             # the loop's handler went with the loop: a second Ctrl-C while the decoders shut down
             # still ends the process at once, with its message and exit status
-            signal.signal(signal.SIGINT, lambda *_: (interrupted_again(), os._exit(INTERRUPTED_EXIT)))
+            def exit_now(*_: object) -> None:
+                interrupted_again()
+                os._exit(INTERRUPTED_EXIT)
+
+            signal.signal(signal.SIGINT, exit_now)
             progress.stop()
             err.print(f"stopped: {run_state['now'].done} {words.finished} graded by this run are in {out_path}; "
                       "the same command grades the rest", highlight=False)

@@ -105,7 +105,7 @@ def calibrate(
                 if f.units:
                     t.add_row(value, f.field, str(f.units), fmt(f.human_alpha), fmt(f.judge_alpha))
         out.print(t)
-    if comparison is not None:
+    if comparison is not None and compare is not None:
         t = Table(title=f"{judge_path.name} vs {compare.name} against the human majority")
         for col in ("field", "first", "second", "difference [95% CI]"):
             t.add_column(col)
@@ -114,7 +114,7 @@ def calibrate(
                 f"{c.difference:+.3f}" + ("" if c.low is None else f" [{c.low:+.3f}, {c.high:+.3f}]"))
             t.add_row(c.field, fmt(c.first), fmt(c.second), diff)
         out.print(t)
-    if result.gold:
+    if result.gold and gold is not None:
         t = Table(title=f"against the adjudicated gold ({gold.name}): before (human majority) and after")
         for col in ("field", "before", "after", "difference [95% CI]", "agreement before", "agreement after",
                     "units before", "units after", "units changed"):

@@ -5,7 +5,7 @@ line and exit 2."""
 from __future__ import annotations
 
 import warnings
-from typing import Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -13,6 +13,9 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from ..errors import FramejudgeError
+
+if TYPE_CHECKING:
+    from typer import _click  # click's Context, which TyperGroup.invoke takes (typer.Context is a subclass)
 
 
 class WholeCells(Console):
@@ -68,7 +71,7 @@ class Commands(TyperGroup):
     or setting: a FramejudgeError, whichever command or library call raised it) becomes an
     `error: <message>` line on stderr and exit status 2."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: _click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except FramejudgeError as exc:

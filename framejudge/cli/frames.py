@@ -52,33 +52,33 @@ def frames(
         check_image_name(contact_sheet)
     if not no_cache and not cache_off():
         check_cache_folder("pass --no-cache")
-    writing = "frames"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SamplingWarning)
+        result = sample_frames(
+            video,
+            strategy=strategy,
+            n=n,
+            fps=fps,
+            start=start,
+            end=end,
+            end_at=end_at,
+            lookback=lookback,
+            max_side=max_side,
+            stream=stream,
+            scene_threshold=scene_threshold,
+            cache=None if no_cache else "default",
+        )
+    jpegs = [to_jpeg(f.image, quality) for f in result.frames]
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SamplingWarning)
-            result = sample_frames(
-                video,
-                strategy=strategy,
-                n=n,
-                fps=fps,
-                start=start,
-                end=end,
-                end_at=end_at,
-                lookback=lookback,
-                max_side=max_side,
-                stream=stream,
-                scene_threshold=scene_threshold,
-                cache=None if no_cache else "default",
-            )
-        jpegs = [to_jpeg(f.image, quality) for f in result.frames]
         if out_dir is not None:
+            target, writing = out_dir, "frames"
             for f, data in zip(result.frames, jpegs):
                 (out_dir / f"{f.info.timestamp:010.3f}s.jpg").write_bytes(data)
         if contact_sheet is not None:
-            writing = "contact sheet"
+            target, writing = contact_sheet, "contact sheet"
             make_sheet([f.image for f in result.frames], result.timestamps).save(contact_sheet)
-    except OSError as exc:
-        fail(write_problem(out_dir if writing == "frames" else contact_sheet, writing, exc))
+    except OSError as exc:  # a write that failed after the work (a full disk, a file size limit)
+        fail(write_problem(target, writing, exc))
 
     for w in result.warnings:
         err.print(flagged("warning:", "yellow", w), highlight=False, soft_wrap=True)

@@ -4,6 +4,7 @@ nothing), written after it, and the writes that failed reported together at the 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
@@ -33,13 +34,13 @@ def write_output(path: Path, what: str, text: str) -> Optional[str]:
     return None
 
 
-def report_problems(problems: list[Optional[str]]) -> None:
+def report_problems(problems: Sequence[Optional[str]]) -> None:
     """The outputs that could not be written, each an error line; exit 2 if there are any."""
-    problems = [p for p in problems if p]
-    for p in problems[:-1]:
+    found = [p for p in problems if p]
+    for p in found[:-1]:
         err.print(flagged("error:", "bold red", p), highlight=False, soft_wrap=True)
-    if problems:
-        fail(problems[-1])
+    if found:
+        fail(found[-1])
 
 
 def check_cache_folder(off: str = "") -> None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 from .console import fail
 
 
-def service_settings():  # type: ignore[no-untyped-def]
+def service_settings():
     """The service's settings from the environment; a bad variable is an error line, exit 2."""
     from ..service.settings import Settings
 
     return Settings.from_env()
 
 
-def service_database(url: str):  # type: ignore[no-untyped-def]
+def service_database(url: str):
     """The service's database, created or brought up to date; one that cannot be opened is an
     error line naming FRAMEJUDGE_SERVICE_DB, exit 2."""
     from ..db import open_problem, shown_url

@@ -25,7 +25,7 @@ def _canvas(colour: tuple[int, int, int]) -> tuple[Image.Image, ImageDraw.ImageD
     return img, ImageDraw.Draw(img)
 
 
-def _centered(draw: ImageDraw.ImageDraw, text: str, y: int, size: int, fill: str) -> None:
+def _centered(draw: ImageDraw.ImageDraw, text: str, y: int, size: int, fill: str | tuple[int, int, int]) -> None:
     font = _font(size)
     box = draw.textbbox((0, 0), text, font=font)
     draw.text(((W - (box[2] - box[0])) / 2, y), text, font=font, fill=fill)

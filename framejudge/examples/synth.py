@@ -47,6 +47,8 @@ def write_video(
             extras.append((st, count))
         tb = time_base or Fraction(1, 1000)
         stream = out.add_stream(codec, rate=rate)
+        if not isinstance(stream, av.VideoStream):
+            raise ValueError(f"{codec} is not a video codec")
         stream.width, stream.height = size
         stream.pix_fmt = pix_fmt
         stream.codec_context.time_base = tb

@@ -12,7 +12,7 @@ Packet-level damage is caught and reported with the time it happened.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -109,7 +109,7 @@ def _frames(
     timeline: Timeline | None,
     index: FrameIndex,
     report: DecodeReport,
-) -> Iterator[tuple[int, av.VideoFrame]]:
+) -> Generator[tuple[int, av.VideoFrame], None, None]:
     """Decoded frames from the current position in presentation order, with per-packet
     error handling. Some streams under-declare their reorder delay and the decoder emits
     frames out of order; a buffer as deep as the index's worst reordering puts them back."""
@@ -387,7 +387,8 @@ def _keep(heap: list[_Cut], score: float, tick: int, frame: av.VideoFrame, budge
     if len(heap) >= budget and score <= heap[0].score:
         return
     image, rotation = convert(frame)
-    cut = _Cut(score, tick, Picked(tick, int(frame.pts), bool(frame.key_frame), image, rotation))
+    pts = int(frame.pts) if frame.pts is not None else -1
+    cut = _Cut(score, tick, Picked(tick, pts, bool(frame.key_frame), image, rotation))
     if len(heap) >= budget:
         heapq.heapreplace(heap, cut)
     else:

@@ -42,7 +42,8 @@ class Timeline:
         pts is not monotonic there (B-frames, a frame held for seconds) but dts is, so the
         reset test uses dts; in presentation order (decoded frames) pts is monotonic."""
         probe = dts if dts is not None else pts
-        if self.latest_probe is not None and probe + self.offset < self.latest_probe - self.reset_ticks:
+        if (self.latest is not None and self.latest_probe is not None
+                and probe + self.offset < self.latest_probe - self.reset_ticks):
             self.offset += self.latest + self.step - (pts + self.offset)
             self.resets += 1
             self.latest_probe = None

@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
+from typing import cast
 
 import av
+from av.sidedata.sidedata import SideDataContainer
 import numpy as np
 
 Transform = Callable[[np.ndarray], np.ndarray]
@@ -22,7 +24,8 @@ def _identity(a: np.ndarray) -> np.ndarray:
 
 
 def display_matrix(frame: av.VideoFrame) -> np.ndarray | None:
-    for sd in frame.side_data:
+    # PyAV's stubs type side_data as a TypedDict; it is a SideDataContainer of SideData buffers
+    for sd in cast(SideDataContainer, frame.side_data):
         if str(sd.type).endswith("DISPLAYMATRIX"):
             raw = bytes(sd)
             if len(raw) >= 36:

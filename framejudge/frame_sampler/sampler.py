@@ -63,7 +63,7 @@ _DEFAULT_CACHE: dict[str, FrameCache] = {}
 
 def _resolve_cache(cache: FrameCache | Literal["default"] | None) -> FrameCache | None:
     if cache != "default":
-        return cache  # type: ignore[return-value]
+        return cache
     if cache_off():
         return None
     key = str(default_cache_dir())
@@ -255,7 +255,7 @@ def _decode(
         got = decode_picks(container, stream, index, the_plan.picks, convert, report)
         for i in the_plan.picks:
             add(got.get(i), the_plan.reasons[i])
-        missing = [i for i in the_plan.picks if got.get(i) is not None and got[i].tick != int(index.ticks[i])]
+        missing = [i for i in the_plan.picks if (g := got.get(i)) is not None and g.tick != int(index.ticks[i])]
         if missing:
             report.messages.append(
                 f"{len(missing)} planned frame(s) could not be decoded; the last good frame before "

@@ -27,7 +27,7 @@ from .pipeline import GradeOptions, Grader
 from .reference import ReferenceJudge
 
 
-def judge_class(spec: str) -> type | None:
+def judge_class(spec: str) -> type[JudgeBase] | None:
     """The class a spec's judge would be, without making it (no model loaded, no key read):
     what its class attributes (deterministic, needs_frames) say about options; None for a spec
     that names no backend. Raises JudgeSpecError when the backend's libraries are not installed."""
@@ -43,7 +43,8 @@ def make_judge(spec: str = "reference", api_base: str | None = None, config: Jud
     `transformers:<path>`, or a plugin's); `config` (a judges file's entry for `spec`) gives a model
     judge its API base, key, timeout, retry budget and price. Raises JudgeSpecError."""
     backend, target = parse(spec)
-    return backend.load().from_spec(target, config=config, api_base=api_base)
+    cls: type[JudgeBase] = backend.load()  # a backend's judge class has JudgeBase's members and from_spec
+    return cls.from_spec(target, config=config, api_base=api_base)
 
 
 __all__ = [

@@ -148,7 +148,7 @@ class JudgeBase:
         `config` is the judges file's entry for the spec (API base, key variable, timeouts, price),
         `api_base` the run's own. Raise framejudge.backends.JudgeSpecError when it cannot be made
         as asked. This default passes the target alone (or nothing)."""
-        return cls(target) if target else cls()  # type: ignore[call-arg,return-value]
+        return cls(target) if target else cls()  # type: ignore[call-arg]
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
         raise NotImplementedError
@@ -169,7 +169,7 @@ def wants_frames(judge: Judge, item: Item, turn: int) -> bool:
     return isinstance(judge, ChoosesFrames) and bool(judge.wants_frames(item, turn))
 
 
-def unused_options(judge: Judge | type, spec: str, samples: int, blind: bool, flag: str = "--") -> str | None:
+def unused_options(judge: Judge | type[Judge], spec: str, samples: int, blind: bool, flag: str = "--") -> str | None:
     """Why options would do nothing with this judge or judge class (samples of a deterministic judge, a blind
     control for a judge that never sees frames, or that asks for frames per turn and can read none here),
     named with `flag` ('--' for the CLI, 'options.' for the API); None when they all mean something."""

@@ -126,16 +126,15 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
 
 
 def triage_counts(verdicts: list[Verdict]) -> TriageCounts | None:
-    marked = [v for v in verdicts if v.triage is not None]
+    marked = [(v, v.triage) for v in verdicts if v.triage is not None]
     if not marked:
         return None
 
     def cost(decision: str) -> float | None:
-        known = [v.provenance.usage.cost_usd for v in marked if v.triage.decision == decision  # type: ignore[union-attr]
+        known = [v.provenance.usage.cost_usd for v, mark in marked if mark.decision == decision
                  and v.provenance.usage is not None and v.provenance.usage.cost_usd is not None]
         return sum(known) if known else None
 
-    auto = sum(v.triage.decision == "auto" for v in marked)  # type: ignore[union-attr]
+    auto = sum(mark.decision == "auto" for _, mark in marked)
     return TriageCounts(auto=auto, to_review=len(marked) - auto, cost_usd_auto=cost("auto"),
-                        cost_usd_to_review=cost("to_review"),
-                        thresholds=sorted({v.triage.thresholds for v in marked}))  # type: ignore[union-attr]
+                        cost_usd_to_review=cost("to_review"), thresholds=sorted({mark.thresholds for _, mark in marked}))

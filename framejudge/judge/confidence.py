@@ -139,13 +139,15 @@ def steps_from_logprobs(content: Sequence[Any]) -> list[TokenStep]:
         token = get("token")
         if token is None:
             return []
-        top = {}
+        top: dict[str, float] = {}
         for alt in get("top_logprobs") or []:
             alt_get = alt.get if isinstance(alt, Mapping) else lambda k, a=alt: getattr(a, k, None)
-            if alt_get("token") is not None and alt_get("logprob") is not None:
-                top[alt_get("token")] = math.exp(float(alt_get("logprob")))
-        if get("logprob") is not None:
-            top.setdefault(token, math.exp(float(get("logprob"))))
+            alt_token, alt_logprob = alt_get("token"), alt_get("logprob")
+            if alt_token is not None and alt_logprob is not None:
+                top[alt_token] = math.exp(float(alt_logprob))
+        logprob = get("logprob")
+        if logprob is not None:
+            top.setdefault(token, math.exp(float(logprob)))
         out.append(TokenStep(token, top))
     return out
 

@@ -48,6 +48,7 @@ errors, the skips and the violations themselves.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import random
 import re
 from collections import Counter
@@ -391,8 +392,7 @@ def find_values(text: str) -> list[Value]:
         for m in pattern.finditer(text):
             s, e = m.span()
             if name == "direction":
-                g = 1 if m.group(1) else 2
-                s, e = m.span(g)
+                s, e = m.span(1 if m.group(1) else 2)
             if not free(s, e):
                 continue
             g = m.groups()
@@ -519,11 +519,11 @@ def other_values(v: Value, text: str, rng: random.Random) -> list[str]:
         out = [_render_number(x, v) for x in _steps(v.data[0], approx, 1000 <= v.data[0] <= 2100 and v.style == "digits")]
     elif v.kind == "ordinal":
         n = v.data[0]
-        cands = [x for x in (n + 1, n - 1, n + 2) if x > 0]
+        ranks = [x for x in (n + 1, n - 1, n + 2) if x > 0]
         if v.style == "digits":
-            out = [f"{x}{_suffix(x)}" for x in cands]
+            out = [f"{x}{_suffix(x)}" for x in ranks]
         else:
-            out = [(_capital(w) if v.text[:1].isupper() else w) for x in cands if (w := _ORD_UNITS[x] if x <= 20 else None)]
+            out = [(_capital(w) if v.text[:1].isupper() else w) for x in ranks if (w := _ORD_UNITS[x] if x <= 20 else None)]
     elif v.kind == "time":
         h, m, s, mer = v.data
         cands: list[tuple[int, int, int | None, str | None]] = []
@@ -688,7 +688,7 @@ def make_value_change(case: Case, seed: int, rubric: Any, most: int = 3) -> list
     text, golden = case.response, case.golden
     golden_values = find_values(golden)
     shared: list[Value] = []
-    reasons = Counter()
+    reasons: Counter[str] = Counter()
     for v in find_values(text):
         if not any(v.same(g) for g in golden_values):
             continue
@@ -1259,7 +1259,7 @@ class Outcome:
     violated: list[tuple[Variant, str, Graded | None, Graded]] = field(default_factory=list)
     errors: list[tuple[Variant, str]] = field(default_factory=list)
 
-    @property
+    @builtins.property  # `property` is a field here
     def held_ratio(self) -> float | None:
         n = len(self.held) + len(self.violated)
         return len(self.held) / n if n else None

@@ -54,6 +54,8 @@ def _swapped(item: Item) -> Item:
 def _map_back(j: Judgement) -> Judgement:
     """A judgement of the swapped pair, expressed for the original order."""
     flip = {Preference.A: Preference.B, Preference.B: Preference.A}
+    if j.response_b is None:
+        raise ValueError("only a judgement of two responses has an order to map back")
     return Judgement.model_construct(
         response_a=j.response_b,
         response_b=j.response_a,
@@ -330,15 +332,15 @@ class Grader:
         `rules`), the swap, the samples, the label tokens' probabilities and the blind control, as
         far as each was done (confidence.py): the lowest wins."""
         given = [p for p in probs if p]
-        mine = own is not None and own.informative
+        mine = own if own is not None and own.informative else None
         if own is not None and not own.informative and not given and self.judge.deterministic:
             return own  # the judge says why it has none
-        if self.judge.deterministic and not given and not mine:
+        if self.judge.deterministic and not given and mine is None:
             return not_informative(f"the {self.judge.backend} judge is deterministic: it gives the same verdict "
                                    "however sure it is, so no confidence is measured")
         methods: dict[str, dict[str, float]] = {}
-        if mine:
-            methods.update({m: dict(by) for m, by in own.methods.items()})  # type: ignore[union-attr]
+        if mine is not None:
+            methods.update({m: dict(by) for m, by in mine.methods.items()})
         if swapped_back is not None:
             methods["swap"] = swap_confidence(first, swapped_back)
         if len(samples) > 1:
@@ -350,7 +352,7 @@ class Grader:
         if turn > 0:  # a later turn of a conversation is multi-turn by construction, not by the judge
             for by in methods.values():
                 by.pop("multiturn", None)
-        return combine(methods, own.note if mine else None if methods else (
+        return combine(methods, mine.note if mine is not None else None if methods else (
             "no confidence measured: one sample, no swap, no blind control, and the backend gave no "
             "token probabilities"))
 

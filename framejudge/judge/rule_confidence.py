@@ -129,8 +129,9 @@ def fit_kind(units: Sequence[_Unit], strength: float) -> dict[str, Any]:
     by_path: dict[str, list[_Unit]] = {}
     for u in units:
         by_path.setdefault(u.path, []).append(u)
-        if family(u.path) is not None:
-            by_family.setdefault(family(u.path), []).append(u)  # type: ignore[arg-type]
+        f = family(u.path)
+        if f is not None:
+            by_family.setdefault(f, []).append(u)
     families = {f: _entry(us, pooled, strength) for f, us in sorted(by_family.items())}
     paths = {}
     for p, us in sorted(by_path.items()):

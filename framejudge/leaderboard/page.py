@@ -13,7 +13,7 @@ from .board import Board, Interval, ModelRow, Tie, default_ties
 e = html.escape
 
 
-def _plt():  # type: ignore[no-untyped-def]
+def _plt():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -36,14 +36,21 @@ def _iv(iv: Interval | None, pct: bool = False) -> str:
     return f"{f(iv.estimate)} [{f(iv.low)}, {f(iv.high)}]"
 
 
+def _xerr(iv: Interval) -> list[list[float]] | None:
+    """The interval as matplotlib's error bar about the estimate (None: it has none)."""
+    if iv.estimate is None or iv.low is None or iv.high is None:
+        return None
+    return [[iv.estimate - iv.low], [iv.high - iv.estimate]]
+
+
 def strength_plot(board: Board) -> str:
     """Bradley-Terry strengths with their bootstrap intervals, one colour per part of the graph;
     a model that never won is drawn at the left edge (its strength is the regularisation's)."""
     plt = _plt()
     rows = [r for r in board.models if r.strength.estimate is not None]
     fig, ax = plt.subplots(figsize=(7.5, 0.42 * max(1, len(rows)) + 1.3))
-    finite = [r for r in rows if not r.never_won]
-    left = min([r.strength.low if r.strength.low is not None else r.strength.estimate for r in finite] or [0]) - 0.5
+    finite = [r.strength for r in rows if not r.never_won]
+    left = min([s.low if s.low is not None else s.estimate for s in finite if s.estimate is not None] or [0]) - 0.5
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for y, r in enumerate(rows):
         colour = colours[r.component % len(colours)]
@@ -52,8 +59,7 @@ def strength_plot(board: Board) -> str:
             ax.text(left + 0.05, y, " never won", va="center", fontsize=8, color=colour)
             continue
         s = r.strength
-        err = None if s.low is None else [[s.estimate - s.low], [s.high - s.estimate]]
-        ax.errorbar([s.estimate], [y], xerr=err, fmt="o", capsize=3, color=colour,
+        ax.errorbar([s.estimate], [y], xerr=_xerr(s), fmt="o", capsize=3, color=colour,
                     label=f"part {r.component + 1}" if len(board.components) > 1 else None)
     ax.set_yticks(range(len(rows)), [r.model for r in rows])
     ax.invert_yaxis()
@@ -81,8 +87,7 @@ def win_rate_plot(board: Board) -> str:
             iv: Interval = getattr(r.vs_baseline, attr)
             if iv.estimate is None:
                 continue
-            err = None if iv.low is None else [[iv.estimate - iv.low], [iv.high - iv.estimate]]
-            ax.barh(y[i] + offset, iv.estimate, height=0.34, color=colour, xerr=err, capsize=3,
+            ax.barh(y[i] + offset, iv.estimate, height=0.34, color=colour, xerr=_xerr(iv), capsize=3,
                     label=None if labelled else name)
             labelled = True
     ax.set_yticks(y, [r.model for r in rows])

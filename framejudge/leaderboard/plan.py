@@ -217,8 +217,10 @@ def battle(source: ModelItem, model_a: str, model_b: str, graded: Iterable[int] 
     meta = {**source.metadata, BATTLE_KEY: {"item": source.id, "model_a": model_a, "model_b": model_b,
                                             "turns": list(turns)}}
     try:
-        item = source.item({k: source.answer(model_a, k) for k in turns},  # type: ignore[misc]
-                           {k: source.answer(model_b, k) for k in turns}, battle_id(source.id, model_a, model_b), meta)
+        # every turn in `turns` was answered by both
+        answers_a = {k: said for k in turns if (said := source.answer(model_a, k)) is not None}
+        answers_b = {k: said for k in turns if (said := source.answer(model_b, k)) is not None}
+        item = source.item(answers_a, answers_b, battle_id(source.id, model_a, model_b), meta)
     except ValidationError as exc:
         e = exc.errors()[0]
         raise PlanError(f"item {source.id!r}: its battle of {model_a!r} and {model_b!r} is not an item "
@@ -252,9 +254,10 @@ def _outcome(b: Battle, k: int, record: Record) -> BattleOutcome:
     turn = b.item.turns[k]
     src = b.source
     meta: dict[str, Any] = dict(src.metadata)
-    common = dict(item_id=src.id, turn=b.turns[k], video=src.video, model_a=b.model_a, model_b=b.model_b,
-                  length_a=len(turn.response_a), length_b=len(turn.response_b or ""), domain=src.domain,
-                  task_type=src.task_type.value, metadata=meta)
+    common: dict[str, Any] = dict(
+        item_id=src.id, turn=b.turns[k], video=src.video, model_a=b.model_a, model_b=b.model_b,
+        length_a=len(turn.response_a), length_b=len(turn.response_b or ""), domain=src.domain,
+        task_type=src.task_type.value, metadata=meta)
     if isinstance(record, JudgeError):
         return BattleOutcome(**common, error=record.kind.value)
     return BattleOutcome(
@@ -306,11 +309,11 @@ def battles_from_items(items: Iterable[Item]) -> list[Battle]:
             raise PlanError(f"{where}: has no response_b: a battle item holds the answers of {a!r} as response_a "
                             f"and those of {b!r} as response_b")
         try:
-            source = ModelItem(id=meta.item, video=item.video, task_type=item.task_type, domain=item.domain,
-                               expression=item.expression,
-                               metadata={k: v for k, v in item.metadata.items() if k != BATTLE_KEY},
-                               turns=[{"time": t.time, "question": t.question, "golden": t.golden,
-                                       "responses": {a: t.response_a, b: t.response_b}} for t in item.turns])
+            source = ModelItem.model_validate(dict(
+                id=meta.item, video=item.video, task_type=item.task_type, domain=item.domain,
+                expression=item.expression, metadata={k: v for k, v in item.metadata.items() if k != BATTLE_KEY},
+                turns=[{"time": t.time, "question": t.question, "golden": t.golden,
+                        "responses": {a: t.response_a, b: t.response_b}} for t in item.turns]))
         except ValidationError as exc:
             raise PlanError(f"{where}: its battle is not an item ({first_problem(exc, 'item')})") from None
         for t in turns:

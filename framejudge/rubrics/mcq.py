@@ -248,7 +248,7 @@ def score_files(predictions: Path, gold: Path, key: str = "video_path", predicti
         if not _options_shape(options):
             raise MCQScoreError(f"{gold}:{n}: {options_field} must be one string (\"A. ... B. ...\"), a list of "
                                 f"option texts or a mapping of letters to texts, not {_shape(options)}")
-        allowed = sorted(split_options(options)) or list(LETTERS)  # type: ignore[arg-type]
+        allowed = sorted(split_options(options)) or list(LETTERS)
         if letter.strip().upper() not in allowed:  # no reply could ever be right
             raise MCQScoreError(f"{gold}:{n}: {gold_field} {letter!r} is not an option letter "
                                 f"({', '.join(allowed)})")

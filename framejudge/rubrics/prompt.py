@@ -120,18 +120,18 @@ def rubric_text(rubric: Rubric, *, category_examples: bool = True, cases: bool =
         out.extend(f"- {c.id.value}: {c.text}" for c in p.choices)
         out.extend(f"- Rule: {r.strip()}" for r in p.rules)
         out.append("Criteria in descending order of importance:")
-        for c in p.criteria:
+        for crit in p.criteria:
             scope = {"all": "", "expression": " (expression tasks only)",
-                     "all_but_long_expression": " (skip for expression tasks other than memes or captions)"}[c.applies_to]
-            scope += " (only between two Successful answers)" if c.compares == "successful" else ""
-            out.append(f"{c.rank}. {c.name} [{c.id}]{scope}: {c.text.strip()}")
+                     "all_but_long_expression": " (skip for expression tasks other than memes or captions)"}[crit.applies_to]
+            scope += " (only between two Successful answers)" if crit.compares == "successful" else ""
+            out.append(f"{crit.rank}. {crit.name} [{crit.id}]{scope}: {crit.text.strip()}")
         if pair_examples:
-            for ex in p.examples:
-                golden = f" (golden: {ex.golden.strip()})" if ex.golden else ""
+            for pex in p.examples:
+                golden = f" (golden: {pex.golden.strip()})" if pex.golden else ""
                 out.append(
-                    f"- e.g. Q: {ex.query}{golden} A: {ex.response_a.strip()} B: {ex.response_b.strip()} -> "
-                    f"{ex.category_a.value}/{ex.category_b.value}, preference {ex.preference.value} "
-                    + (f"decided by {ex.deciding_criterion}" if ex.deciding_criterion else "(a tie: no criterion separates them)")
+                    f"- e.g. Q: {pex.query}{golden} A: {pex.response_a.strip()} B: {pex.response_b.strip()} -> "
+                    f"{pex.category_a.value}/{pex.category_b.value}, preference {pex.preference.value} "
+                    + (f"decided by {pex.deciding_criterion}" if pex.deciding_criterion else "(a tie: no criterion separates them)")
                 )
         out.append("")
     if rubric.flags:
@@ -285,5 +285,5 @@ def render_prompt(
 
 def _done(system: str, content: list[dict[str, Any]], est: int, dropped: list[str],
           frames: list[PromptFrame]) -> RenderedPrompt:
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": content}]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": content}]
     return RenderedPrompt(messages, est, dropped, [f.timestamp for f in frames])

@@ -26,10 +26,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import (DateTime, Float, Index, Integer, Select, String, Text, UniqueConstraint, and_, delete, func,
-                        insert, or_, select, update)
-from sqlalchemy.engine import Engine
+from sqlalchemy import (DateTime, Float, Index, Integer, Select, String, Text, UniqueConstraint, Update, and_, delete,
+                        func, insert, or_, select, update)
+from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from ..db import Base
@@ -178,16 +179,22 @@ def claim(engine: Engine, worker: str, want: int, lease_s: float,
     return []
 
 
-def pending_items(job_id: str, want: int) -> Select[tuple[int]]:
+def pending_items(job_id: str, want: int) -> Select[int]:
     """The first `want` pending positions of a job, read through the claim index; locked rows are
     skipped on PostgreSQL (SQLite serializes writers and has no row locks)."""
     return (select(JobItem.position).where(JobItem.job_id == job_id, JobItem.status == "pending")
             .order_by(JobItem.position).limit(want).with_for_update(skip_locked=True))
 
 
+def _changed(s: Session, statement: Update) -> int:
+    """The number of rows an UPDATE matched (Session.execute returns a DML statement's CursorResult,
+    which its type does not say)."""
+    return cast(CursorResult[Any], s.execute(statement)).rowcount
+
+
 def _served(s: Session, key_id: str) -> None:
     latest = s.scalar(select(func.max(KeyTurn.served))) or 0
-    if s.execute(update(KeyTurn).where(KeyTurn.key_id == key_id).values(served=latest + 1)).rowcount == 0:
+    if _changed(s, update(KeyTurn).where(KeyTurn.key_id == key_id).values(served=latest + 1)) == 0:
         s.add(KeyTurn(key_id=key_id, served=latest + 1))
 
 
@@ -195,8 +202,8 @@ def announce(engine: Engine, worker: str, judges_json: str, lease_s: float) -> N
     """`worker` is alive (at its start and each heartbeat), with its judges' endpoints."""
     now = time.time()
     with Session(engine) as s, s.begin():
-        if not s.execute(update(WorkerRow).where(WorkerRow.name == worker)
-                         .values(seen=now, judges_json=judges_json, lease_s=lease_s)).rowcount:
+        if not _changed(s, update(WorkerRow).where(WorkerRow.name == worker)
+                        .values(seen=now, judges_json=judges_json, lease_s=lease_s)):
             s.add(WorkerRow(name=worker, judges_json=judges_json, lease_s=lease_s, seen=now))
 
 
@@ -208,8 +215,8 @@ def live_workers(s: Session) -> list[WorkerRow]:
 def heartbeat(engine: Engine, worker: str, lease_s: float) -> int:
     """Extend every lease `worker` holds; the number of items it still holds."""
     with Session(engine) as s, s.begin():
-        return s.execute(update(JobItem).where(JobItem.lease_owner == worker, JobItem.status == "running")
-                         .values(lease_expires=time.time() + lease_s)).rowcount or 0
+        return _changed(s, update(JobItem).where(JobItem.lease_owner == worker, JobItem.status == "running")
+                        .values(lease_expires=time.time() + lease_s)) or 0
 
 
 def reclaim_expired(engine: Engine) -> int:
@@ -286,6 +293,6 @@ def throughput(s: Session, job_id: str, window_s: float = 60.0) -> float | None:
     since = time.time() - window_s
     count, first, last = s.execute(select(func.count(), func.min(JobItem.finished_at), func.max(JobItem.finished_at))
                                    .where(and_(JobItem.job_id == job_id, JobItem.finished_at >= since))).one()
-    if count < 2 or not last or last <= first:
+    if count < 2 or first is None or not last or last <= first:
         return None
     return (count - 1) / (last - first)

@@ -156,7 +156,7 @@ def mark_kept(plan: ResumePlan, out: Path, items: list[Item], mark: Callable[[Re
     for r in records:
         if isinstance(r, Verdict) and (r.item_id, r.turn) in keys:
             now = mark(r)
-            changed += now.triage != r.triage
+            changed += isinstance(now, Verdict) and now.triage != r.triage
             r = now
         marked.append(r)
     if changed:

@@ -56,9 +56,8 @@ def show_video_ref(records: list[Record], ref: str, server_path: str | None) -> 
         provenance = getattr(record, "provenance", None)
         if provenance is not None and provenance.video is not None:
             provenance.video = ref
-        message = getattr(record, "message", None)
-        if server_path and isinstance(message, str) and server_path in message:
-            record.message = message.replace(server_path, ref)
+        if server_path and isinstance(record, JudgeError) and server_path in record.message:
+            record.message = record.message.replace(server_path, ref)
 
 
 class QueueWorker:
@@ -195,7 +194,7 @@ class QueueWorker:
                                 str(exc)[:200])
             beats += 1
 
-    async def _db(self, fn, *args):  # type: ignore[no-untyped-def]
+    async def _db(self, fn, *args):
         """A queue call in a thread; a database that is away is logged and answered with None."""
         try:
             return await asyncio.to_thread(fn, *args)

@@ -86,8 +86,8 @@ class Item(BaseModel):
         if self.task_type is TaskType.single_turn and len(self.turns) != 1:
             raise ValueError(f"a single_turn item has exactly one turn, got {len(self.turns)}")
         if self.task_type is TaskType.multi_turn:
-            times = [t.time for t in self.turns]
-            if any(t is None for t in times):
+            times = [t.time for t in self.turns if t.time is not None]
+            if len(times) != len(self.turns):
                 raise ValueError("every turn of a multi_turn item needs the time it was asked")
             if times != sorted(times):
                 raise ValueError("multi_turn turns must be in the order they were asked")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
+from starlette.types import Scope
 
 from ..errors import FramejudgeError
 from ..files import not_utf8, text_line
@@ -60,7 +61,7 @@ def operation_id(route: APIRoute) -> str:
     return route.name
 
 
-def route_of(app: FastAPI, scope: dict[str, Any]) -> str:
+def route_of(app: FastAPI, scope: Scope) -> str:
     """The route a request is for, as /metrics labels it: its path template, whether its answer
     came from the route, a mount (the review pages' and the docs' static files, /openapi.json) or
     a refusal before routing (a body over its limit); "unmatched" only for a path no route has."""
@@ -78,7 +79,7 @@ def validation_detail(errors: Sequence[Any]) -> str:
     """'where: why' for the first of a request's validation errors, in the request's own terms:
     the field path without pydantic's internal steps (validator functions, union tags), and a
     JSON syntax error with its reason and place."""
-    first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+    first: Mapping[str, Any] = errors[0] if errors else {"loc": [], "msg": "invalid request"}
     loc = list(first.get("loc", []))
     if first.get("type") == "json_invalid":
         at = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
@@ -156,7 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
 
     @app.middleware("http")
-    async def _measure(request: Request, call_next):  # type: ignore[no-untyped-def]
+    async def _measure(request: Request, call_next):
         start = time.perf_counter()
         path = route_of(app, request.scope)  # before routing changes the scope
         response = await call_next(request)

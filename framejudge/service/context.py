@@ -13,7 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..backends import parse
 from ..frame_sampler import IsolatedSampler
-from ..judge import Grader, JudgeSpecError, judge_class
+from ..judge import Grader, JudgeBase, JudgeSpecError, judge_class
 from ..judge.base import unused_options
 from ..rubrics import RubricError, require_kind, rubric_by_id
 from ..rubrics.model import Rubric
@@ -127,7 +127,7 @@ class Service:
             raise ProblemError(400, "Wrong kind of rubric", str(exc), code=exc.code) from None
 
     @staticmethod
-    def _judge_class(spec: str) -> type | None:
+    def _judge_class(spec: str) -> type[JudgeBase] | None:
         try:
             return judge_class(spec)
         except JudgeSpecError as exc:  # its libraries are not installed here
@@ -200,7 +200,7 @@ class Service:
 
 
 def service(request: Request) -> Service:
-    return request.app.state.service  # type: ignore[no-any-return]
+    return request.app.state.service
 
 
 # The API key, as the OpenAPI document declares it (an HTTP bearer scheme: Swagger UI's Authorize
@@ -218,7 +218,7 @@ def authorization(request: Request,
 AuthorizationDep = Annotated[str | None, Depends(authorization)]
 
 
-def authorized(scope: str):  # type: ignore[no-untyped-def]
+def authorized(scope: str):
     """A dependency: the request's API key, which must hold `scope` (or admin)."""
 
     def dependency(request: Request, authorization: AuthorizationDep) -> ApiKey:

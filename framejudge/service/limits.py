@@ -98,7 +98,7 @@ class BodyLimit:
             if total > self.limit:
                 return await self._too_large(scope, receive, send)
             more = message.get("more_body", False)
-        body = b"".join(chunks)
+        body: bytes | None = b"".join(chunks)
 
         async def replay() -> dict:
             nonlocal body

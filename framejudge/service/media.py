@@ -40,8 +40,10 @@ def inside_media_root(path: str, root: Path | None, uploads: Path | None = None)
     full = (root / candidate) if not candidate.is_absolute() else candidate
     try:
         resolved = full.resolve()
-    except (RuntimeError, OSError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
-        loop = isinstance(exc, RuntimeError) or exc.errno == errno.ELOOP
+    except RuntimeError:  # a symlink loop (Python < 3.13)
+        raise ProblemError(400, "Bad video path", f"{path}: symbolic link loop") from None
+    except OSError as exc:
+        loop = exc.errno == errno.ELOOP
         raise ProblemError(400, "Bad video path", f"{path}: {'symbolic link loop' if loop else exc.strerror}") from None
     if not resolved.is_relative_to(root.resolve()):
         raise ProblemError(403, "Outside the media root", f"{path} resolves outside the media root")
@@ -105,7 +107,7 @@ async def checked_address(host: str, port: int, allow_private: bool) -> str:
         raise ProblemError(422, "Video URL failed", f"cannot resolve {host}: {exc.strerror}") from None
     except UnicodeError:  # a label empty or over 63 characters
         raise ProblemError(400, "Bad video URL", f"{host[:200]} is not a valid host name") from None
-    addresses = list(dict.fromkeys(info[4][0] for info in infos))
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))  # each sockaddr's IP address, as text
     if not allow_private:
         blocked = [a for a in addresses if not public_address(a)]
         if blocked:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -36,7 +37,7 @@ class ProblemError(Exception):
         self.status, self.title, self.detail, self.headers, self.code = status, title, detail, headers, code
 
 
-def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None,
+def problem(status: int, title: str, detail: str, headers: Mapping[str, str] | None = None,
             code: str | None = None) -> JSONResponse:
     body = Problem(title=title, status=status, detail=detail, code=code).model_dump(exclude_none=True)
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import datetime, timezone
+from typing import Any, TypeVar
 
 from sqlalchemy import Boolean, DateTime, String, Text, select
 from sqlalchemy.engine import Engine
@@ -12,6 +13,8 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from ..db import Base, engine_for, ping  # noqa: F401 - routes and commands take the shared engine from here
 from ..errors import FramejudgeError
+
+T = TypeVar("T", bound=Base)
 
 SCOPES = ("grade", "calibrate", "review", "metrics", "admin")
 
@@ -45,12 +48,13 @@ def holds(key: ApiKey, scope: str) -> bool:
     return scope in scopes or "admin" in scopes
 
 
-def owned_page(engine: Engine, table: type, key_id: str, offset: int, limit: int) -> list:
+def owned_page(engine: Engine, table: type[T], key_id: str, offset: int, limit: int) -> list[T]:
     """A page of the rows of `table` (a stored object with key_id, created_at and id) that belong to
     this key, newest first; detached from the session."""
+    owned: Any = table  # its key_id, created_at and id columns, which Base does not declare
     with Session(engine) as s:
-        rows = list(s.scalars(select(table).where(table.key_id == key_id)
-                              .order_by(table.created_at.desc(), table.id.desc()).offset(offset).limit(limit)))
+        rows = list(s.scalars(select(table).where(owned.key_id == key_id)
+                              .order_by(owned.created_at.desc(), owned.id.desc()).offset(offset).limit(limit)))
         s.expunge_all()
         return rows
 

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from python_multipart.exceptions import FormParserError, ParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -30,6 +31,9 @@ from ..files import not_utf8, text_line, utf8_text
 from ..frame_sampler import FrameSamplerError, IsolatedSampler, NotAVideo, NoVideoStream, SamplerParams, VideoInfo
 from .problems import ProblemError
 from .store import Base, generated_id
+
+if TYPE_CHECKING:
+    from python_multipart.multipart import MultipartCallbacks
 
 SNIFF_BYTES = 512
 MAX_BOUNDARY = 256  # python-multipart's limit
@@ -223,7 +227,7 @@ class _Parts:
         self.incoming: _Incoming | None = None  # the file part being read
         self.text: bytearray | None = None  # the text part being read
 
-    def callbacks(self) -> dict:
+    def callbacks(self) -> MultipartCallbacks:
         return {"on_header_field": self.on_header_field, "on_header_value": self.on_header_value,
                 "on_header_end": self.on_header_end, "on_headers_finished": self.on_headers_finished,
                 "on_part_data": self.on_part_data, "on_part_end": self.on_part_end}

@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import random
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from datetime import date
 from enum import Enum
@@ -147,7 +147,7 @@ def gold_rows(gold: Sequence[Gold]) -> list[LabelRow]:
 # ----------------------------------------------------------------------------- split
 
 def split_items(item_ids: Sequence[str], holdout: float, seed: int,
-                examples_already: set[str] = frozenset()) -> tuple[list[str], list[str]]:
+                examples_already: Set[str] = frozenset()) -> tuple[list[str], list[str]]:
     """(example items, held-apart items): a seeded shuffle of whole items, `holdout` of them held
     apart (at least one on each side). Items the base rubric already shows as corrected examples
     always go to the example part: they cannot measure anything honestly."""

@@ -145,7 +145,10 @@ async def submit_alignment(svc: Any, queue: Any, key: ApiKey, request: AlignRequ
     job_id, _ = await asyncio.to_thread(create_job, svc.engine, key.id, [task], spec, base.id,
                                         first.options or GradeOptions(), None, kind="align",
                                         judge_endpoint=svc.judges.endpoint_of(spec))
-    return job_status(svc.engine, job_id)
+    status = job_status(svc.engine, job_id)
+    if status is None:  # the job just made is gone already
+        raise ProblemError(404, "No such job", f"no job with id {job_id!r}")
+    return status
 
 
 class _StopWhenCancelled:

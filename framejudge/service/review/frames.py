@@ -36,7 +36,7 @@ def unit_sampler(unit: Unit) -> tuple[SamplerParams | None, bool]:
     return turn_sampler(options.sampler, unit.item, unit.turn), False
 
 
-async def unit_frames(service, unit: Unit, resolved: bool, owner: str | None) -> UnitFrames:  # type: ignore[no-untyped-def]
+async def unit_frames(service, unit: Unit, resolved: bool, owner: str | None) -> UnitFrames:
     """Frames for the unit page; a video that cannot be read gives a note, never an error page."""
     item = unit.item
     if item is None or not item.video:

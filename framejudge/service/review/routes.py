@@ -32,7 +32,7 @@ from .alignments import AlignRequest, Alignment, aligned_rubric_file, alignments
 from .decide import DecisionError, DecisionRequest, form_turn, from_form, make_decision, rated_fields
 from .figures import FigureKeeper, Shown, gold_of
 from .frames import unit_frames
-from .queue import REASONS, STATES, Filters, Unit, build_units, neighbours, slices, state_of
+from .queue import REASONS, STATES, Filters, State, Unit, build_units, neighbours, slices, state_of
 from .sessions import (COOKIE, PATH, SIGN_IN_COOKIE, CsrfRefused, Reviewer, SignInNeeded, check_csrf, may_review,
                        new_sign_in_token, reviewer, reviewers_problem, safe_next, secure_cookies, set_sign_in_cookie,
                        sign_in_url, start_session)
@@ -89,7 +89,7 @@ class Queue:
         for d in all_decisions:
             self.of_unit.setdefault((d.item_id, d.turn), []).append(d)
 
-    def states(self, reviewer_id: str) -> dict[tuple[str, int], str]:
+    def states(self, reviewer_id: str) -> dict[tuple[str, int], State]:
         return {u.key: state_of(self.of_unit.get(u.key, []), reviewer_id) for u in self.units}
 
     def gold(self) -> list[Any]:
@@ -128,7 +128,7 @@ def load_queue(svc: Any, run_id: str, key: ApiKey) -> Queue:
 
 
 def figures_keeper(svc: Any) -> FigureKeeper:
-    return svc.review_figures  # type: ignore[no-any-return]
+    return svc.review_figures
 
 
 async def figures(svc: Any, queue: Queue, wait_s: float = 0.0) -> Shown | None:
@@ -155,7 +155,7 @@ def _filters(field: str | None, category: str | None, slice_: str | None, state:
     if slice_ and ":" not in slice_:
         raise ProblemError(422, "Invalid filter", "slice: give it as key:value (task_type:multi_turn, domain:food)")
     return Filters(field=field or None, category=category or None, slice=slice_ or None,
-                   state=state or None, blind=blind in ("1", "on", "true"))  # type: ignore[arg-type]
+                   state=state or None, blind=blind in ("1", "on", "true"))
 
 
 FilterDep = Annotated[Filters, Depends(lambda field=None, category=None, slice=None, state=None, blind=None:

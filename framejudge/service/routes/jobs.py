@@ -248,7 +248,7 @@ def get_job_verdicts(job_id: str, svc: ServiceDep, key: GradeKey, request: Reque
     if "ndjson" in request.headers.get("accept", ""):
         end = offset + limit if limit is not None else None
 
-        def lines():  # type: ignore[no-untyped-def]
+        def lines():
             start = offset
             while end is None or start < end:
                 page = job_records(svc.engine, job_id, start, 500 if end is None else min(500, end - start))
