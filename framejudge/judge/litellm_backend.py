@@ -415,13 +415,13 @@ class LiteLLMJudge(JudgeBase):
                     refused.append(("schema", exc))
                 else:
                     raise
-        for what, exc in refused:
+        for what, why in refused:
             if what == "logprobs" and self.logprobs:
                 self.logprobs = False
-                notes.append(f"the server refused logprobs ({str(exc)[:200]}); asked without them from now on")
+                notes.append(f"the server refused logprobs ({str(why)[:200]}); asked without them from now on")
             elif what == "schema" and self.output == "schema":
                 self.output = "json_object"
-                notes.append(f"the server refused the reply's JSON schema ({str(exc)[:200]}); JSON mode "
+                notes.append(f"the server refused the reply's JSON schema ({str(why)[:200]}); JSON mode "
                              "(json_object) from now on")
         return response, mode
 

@@ -212,10 +212,11 @@ class BatchRun:
 
     def __init__(self, grader: Grader, spec: str, out: Path) -> None:
         check_batchable(grader.judge, spec)
+        assert isinstance(grader.judge, LiteLLMJudge)  # what check_batchable checked first
         self.grader = grader
         self.spec = spec
         self.out = out
-        self.inner: LiteLLMJudge = grader.judge  # type: ignore[assignment]  (checked above)
+        self.inner: LiteLLMJudge = grader.judge
         self.ledger = self._read_ledger()
         self.replies = self._read_replies()
 
@@ -372,7 +373,7 @@ class BatchRun:
                     except Exception:
                         if not asked:
                             raise
-                        record = None  # a stand-in judgement went where a real one was needed: it waits
+                        # a stand-in judgement went where a real one was needed: the turn waits
                     if asked:
                         report.waiting += 1
                         return
