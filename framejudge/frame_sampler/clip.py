@@ -110,9 +110,13 @@ def cut_clip(path: str | Path, params: SamplerParams, fps: float = 1.0, *, limit
 
 def _too_large(size: int, window: Window, fps: float, max_bytes: int, path: str) -> ClipTooLarge:
     return ClipTooLarge(f"the clip of {window.start:.2f}-{window.end:.2f} s at {fps:g} fps is over "
-                        f"{max_bytes / 1e6:.1f} MB ({size / 1e6:.1f} MB so far), above what a provider takes inline "
+                        f"{_size(max_bytes)} ({_size(size)} so far), above what a provider takes inline "
                         f"({INLINE_REQUEST_BYTES / 1e6:g} MB a request); shorten the window (lookback), lower the "
                         "clip fps or max_side, or send frames", path)
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
 
 
 def _span(index: FrameIndex, window: Window) -> tuple[int, int]:
