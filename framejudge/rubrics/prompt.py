@@ -62,7 +62,7 @@ class PromptClip:
         """A text part that places the clip in the video, and the clip as a `file` part (litellm's
         form: `format` names its type, `video_metadata` pins the rate it is sampled at)."""
         text = (f"A clip of the video (no sound) from {self.start:.2f} s to {self.end:.2f} s, to be watched at "
-                f"{self.fps:g} frames per second. The clip's own time 0 is {self.start:.2f} s of the video: add "
+                f"{self.fps:g} fps. The clip's own time 0 is {self.start:.2f} s of the video: add "
                 f"{self.start:.2f} to a time in the clip to give the video's time, and cite the video's times.")
         return [{"type": "text", "text": text},
                 {"type": "file", "file": {"file_data": self.data_url, "format": "video/mp4",
