@@ -147,3 +147,34 @@ def test_a_judges_files_default_applies_unless_the_run_says_otherwise():
     assert Grader(judge, RUBRIC, GradeOptions()).video_input is VideoInput.clip
     assert Grader(judge, RUBRIC, GradeOptions(video_input="frames")).effective_options.video_input is VideoInput.frames
     assert Grader(make_judge(spec, "http://127.0.0.1:9/v1"), RUBRIC, GradeOptions()).video_input is VideoInput.frames
+
+
+def test_grade_on_the_command_line_cuts_clips_in_its_decoding_processes(video, tmp_path):
+    """`framejudge grade --video-input clip`: the clips are cut by the run's killable decoding
+    processes and reach the server; the verdicts file records each one."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    items = tmp_path / "items.jsonl"
+    items.write_text(conversation(video).model_dump_json(exclude_none=True) + "\n")
+    out = tmp_path / "v.jsonl"
+    server = ScriptedServer([reply_with({"video_tokens": 700})])
+    root = Path(__file__).parents[2]
+    with server as base:
+        proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out", str(out),
+                               "--judge", "litellm:hosted_vllm/qwen-vl", "--api-base", base, "--video-input", "clip",
+                               "--lookback", "5", "--no-swap", "--yes", "--no-cache"],
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "PYTHONPATH": str(root), "FRAMEJUDGE_CACHE_DIR": str(tmp_path / "c")})
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["record"] for r in records] == ["verdict", "verdict"]
+    clips = [r["provenance"]["clip"] for r in records]
+    assert [(c["start"], c["end"]) for c in clips] == [(0.0, 4.0), (7.0, 12.5)]
+    sent = [base64.b64decode(p["video_url"]["url"].split(",", 1)[1]) for r in server.requests
+            for p in r["body"]["messages"][-1]["content"] if p["type"] == "video_url"]
+    assert sorted(hashlib.sha256(d).hexdigest() for d in sent) == sorted(c["sha256"] for c in clips)
+    assert all(r["provenance"]["options"]["video_input"] == "clip" for r in records)
+    assert sum(r["provenance"]["usage"]["video_tokens"] for r in records) == 1400
