@@ -89,7 +89,8 @@ async def agrade(
     judges.api_base = api_base or judges.api_base
     judges.require_listed(judge)
     the_judge = judges.make(judge)
-    unused = unused_options(the_judge, judge, the_options.samples, the_options.blind, flag="options.")
+    unused = unused_options(the_judge, judge, the_options.samples, the_options.blind, flag="options.",
+                            video_input=the_options.video_input)
     if unused:
         raise InvalidOptions(unused)
     root = Path(media_root) if media_root is not None else (source.resolve().parent if source else Path.cwd())

@@ -103,7 +103,8 @@ BUILTIN: tuple[Backend, ...] = (
     Backend("litellm", "<model>", "framejudge.judge.litellm_backend:LiteLLMJudge",
             "a hosted model (OpenAI, Gemini, Anthropic, ...) or a self-hosted OpenAI-compatible server "
             "(vLLM, Ollama) through litellm",
-            Capabilities(sees_images=True, logprobs=True, spends=True, calls_server=True), extra="api", needs=("litellm", "tenacity")),
+            Capabilities(sees_images=True, takes_video=True, logprobs=True, spends=True, calls_server=True), extra="api",
+            needs=("litellm", "tenacity")),
     Backend("transformers", "<path>", "framejudge.judge.transformers_backend:TransformersJudge",
             "a local model folder or GGUF file run in this process with transformers",
             Capabilities(sees_images=True, logprobs=True), extra="models",
@@ -161,6 +162,40 @@ def calls_server(spec: str) -> bool:
         return parse(spec)[0].capabilities.calls_server
     except JudgeSpecError:
         return False
+
+
+# litellm providers whose chat models take a video clip (a `file` part, video/mp4): Gemini, through
+# Google AI Studio (gemini/) or Vertex AI (vertex_ai/gemini-...), and vLLM (hosted_vllm/: litellm
+# turns the part into vLLM's `video_url`). OpenAI, Anthropic and Ollama take images only; an
+# OpenAI-compatible server named with openai/ gets the `file` part as it is, which vLLM does not read.
+LITELLM_VIDEO_PROVIDERS = ("gemini", "hosted_vllm")
+LITELLM_GEMINI_HOSTS = ("vertex_ai", "vertex_ai_beta")
+
+
+def litellm_takes_video(model: str) -> bool:
+    """Whether a litellm model name's provider takes a video clip, from its provider prefix (a bare
+    `gemini-...` name is litellm's Vertex AI Gemini)."""
+    provider, slash, name = model.partition("/")
+    if not slash:
+        return model.startswith("gemini")
+    if provider in LITELLM_VIDEO_PROVIDERS:
+        return True
+    return provider in LITELLM_GEMINI_HOSTS and name.startswith("gemini")
+
+
+def clip_refusal(spec: str) -> str | None:
+    """Why a spec's judge cannot be shown a video clip (video_input clip); None when it can. The
+    table says which backends send video; of litellm's providers, Gemini and vLLM take it."""
+    try:
+        backend, target = parse(spec)
+    except JudgeSpecError as exc:
+        return str(exc)
+    if not backend.capabilities.takes_video:
+        return f"the {spec} judge sends frames only (the {backend.name} backend takes no video)"
+    if backend.name == "litellm" and not litellm_takes_video(target):
+        return (f"the {spec} judge's provider takes images, not video (clips go to gemini/, vertex_ai/gemini-... "
+                "and hosted_vllm/ models)")
+    return None
 
 
 def check_spec(spec: str) -> str:

@@ -32,6 +32,9 @@ def refused(proc: subprocess.CompletedProcess[str], words: str) -> None:
     (["--max-concurrency", "5000"], "--max-concurrency 5000: Input should be less than or equal to 4096"),
     (["--samples", "5"], "--samples 5: the reference judge is deterministic"),
     (["--samples", "1000"], "samples: Input should be less than or equal to 32"),
+    (["--video-input", "clip"], "--video-input clip: the reference judge sends frames only"),
+    (["--clip-fps", "0"], "clip_fps: Input should be greater than 0"),
+    (["--service-tier", "flex"], "--service-tier flex: the reference judge calls no model server"),
     (["--sample-temperature", "0"], "sample_temperature: Input should be greater than 0"),
     (["--media-root", "/nonexistent-media"], "--media-root /nonexistent-media: no such folder"),
     (["--media-root", EXAMPLES], f"--media-root {EXAMPLES}: not a folder"),
@@ -45,6 +48,12 @@ def test_grade_refuses_arguments_that_do_nothing(tmp_path, args, words):
     out = tmp_path / "v.jsonl"
     refused(cli("grade", EXAMPLES, "--out", out, *args), words)
     assert not out.exists()
+
+
+def test_a_clip_for_a_judge_whose_provider_takes_no_video_is_refused(tmp_path):
+    proc = cli("grade", EXAMPLES, "--out", tmp_path / "v.jsonl", "--judge", "litellm:openai/gpt-4o",
+               "--api-base", "http://127.0.0.1:9/v1", "--video-input", "clip")
+    refused(proc, "--video-input clip: the litellm:openai/gpt-4o judge's provider takes images, not video")
 
 
 def test_samples_above_the_limit_with_a_model_judge_name_the_limit(tmp_path):

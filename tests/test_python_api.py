@@ -80,6 +80,8 @@ def test_a_missing_video_is_a_judge_error_record_not_an_exception(tmp_path):
     (lambda p: grade(ITEMS, judge="nope:x"), "JudgeSpecError", "judge_unavailable", "unknown judge 'nope:x'"),
     (lambda p: grade(ITEMS, options={"samples": 0}), "InvalidOptions", "invalid_options", "samples"),
     (lambda p: grade(ITEMS, options={"samples": 3}), "InvalidOptions", "invalid_options", "deterministic"),
+    (lambda p: grade(ITEMS, options={"video_input": "clip"}), "InvalidOptions", "invalid_options",
+     "options.video_input clip: the reference judge sends frames only"),
     (lambda p: grade([{"id": "x"}]), "ItemsError", "invalid_items", "items[0]"),
     (lambda p: calibrate(p / "labels.jsonl", []), "LabelsError", "invalid_labels", "none of the"),
     (lambda p: grade(ITEMS, judge="litellm:openai/b", judges_file=p / "judges.yaml"), "JudgeSpecError",

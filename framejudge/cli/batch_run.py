@@ -61,6 +61,7 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
         decoder = IsolatedSampler(workers=decoding.processes(os.cpu_count()), timeout_s=decoding.timeout_s,
                                   max_memory_mb=decoding.memory_mb)
         grader.sample = SharedDecodes(decoder.sample)
+        grader.cut = decoder.cut
     progress = Progress(TextColumn(words.label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False,
                         disable=not (todo or empty_bar))

@@ -10,7 +10,7 @@ import typer
 
 from .. import config
 from ..env import cache_off
-from ..schema import Strategy
+from ..schema import ServiceTier, Strategy, VideoInput
 from .console import err, fail, out
 from .options import (ApiBase, Fps, Frames, JudgeSpec, MediaRoot, NoCache, RubricRef, StrategyOption, Yes,
                       check_media_root, confirm_spending)
@@ -36,6 +36,14 @@ def grade(
     sample_temperature: Annotated[float, typer.Option(
         help="temperature of each of k > 1 samples (sample i has seed i); one sample is drawn at 0")] = 0.7,
     blind: Annotated[bool, typer.Option(help="blind control: grade again without frames")] = False,
+    video_input: Annotated[Optional[VideoInput], typer.Option(
+        help="what of the video a model judge is shown: frames, or clip (the turn's window as an MP4, for "
+             "gemini/ and hosted_vllm/ judges) (default: the judges file's video_input, else frames)")] = None,
+    clip_fps: Annotated[float, typer.Option(help="with --video-input clip: frames per second the judge samples "
+                                                 "the clip at")] = 1.0,
+    service_tier: Annotated[Optional[ServiceTier], typer.Option(
+        help="the provider's service tier the judge's calls ask for: flex is slower, may be shed and costs half; "
+             "priority costs more (default: the judges file's service_tier, else none asked)")] = None,
     concurrency: Annotated[Optional[int], typer.Option(
         help="model calls in flight at the start (then adapted to the endpoint); items at once for judges "
              "without an endpoint (default: the judges file's, else 8; 4 items)")] = None,
@@ -94,12 +102,12 @@ def grade(
         judges = Judges.from_env(judges_file)
         judges.api_base = api_base or judges.api_base
         judges.require_listed(judge)
-        judges.override(judge, concurrency, max_concurrency)
+        judges.override(judge, concurrency, max_concurrency, service_tier=service_tier)
         the_judge = judges.make(judge)
         params = make_params(n=n, strategy=strategy, fps=fps, lookback=lookback, max_side=max_side)
         options = GradeOptions(sampler=params, swap=swap, samples=samples, sample_temperature=sample_temperature,
-                               blind=blind, cache=not no_cache)
-        unused = unused_options(the_judge, judge, samples, blind)
+                               blind=blind, cache=not no_cache, video_input=video_input, clip_fps=clip_fps)
+        unused = unused_options(the_judge, judge, samples, blind, video_input=video_input)
         if unused:
             raise ItemsError(unused)
         check_media_root(media_root)

@@ -41,7 +41,8 @@ def worker(
     check_cache_folder()
     decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,
                               max_memory_mb=settings.decode_memory_mb)
-    graders = GraderCache(SharedDecodes(decoder.sample), Judges(configs, api_base=settings.api_base))
+    graders = GraderCache(SharedDecodes(decoder.sample), Judges(configs, api_base=settings.api_base),
+                          cut=decoder.cut)
     queue_worker = QueueWorker(engine, graders, lease_s=settings.lease_s,
                                max_in_flight=max_in_flight or settings.worker_max_in_flight)
 

@@ -2,6 +2,7 @@
 
 from ..schema import FrameInfo, SamplerParams, Strategy, VideoInfo
 from .cache import FrameCache
+from .clip import MAX_CLIP_BYTES, Clip, ClipTooLarge, cut_clip
 from .encode import contact_sheet, format_timestamp, to_data_url, to_jpeg
 from .errors import (
     BadDimensions,
@@ -26,10 +27,10 @@ from .probe import Limits, check_file
 from .sampler import SampledFrame, SampleResult, SamplingWarning, make_params, sample_frames
 
 __all__ = [
-    "BadDimensions", "DecodeFailed", "DecodeTimedOut", "DecoderDied", "EmptyFile", "FileTooLarge", "FrameCache", "FrameInfo",
+    "MAX_CLIP_BYTES", "BadDimensions", "Clip", "ClipTooLarge", "DecodeFailed", "DecodeTimedOut", "DecoderDied", "EmptyFile", "FileTooLarge", "FrameCache", "FrameInfo",
     "FrameSamplerError", "InvalidRequest", "IsolatedSampler", "Limits", "NoFrames", "NoVideoStream",
     "NotARegularFile", "NotAVideo", "SampleResult", "SampledFrame", "SamplerParams",
     "SamplingWarning", "StreamNotFound", "Strategy", "UnguardedScript", "UnsupportedCodec", "VideoInfo",
-    "VideoNotFound", "WindowOutOfRange", "check_file", "contact_sheet", "format_timestamp", "make_params",
+    "VideoNotFound", "WindowOutOfRange", "check_file", "contact_sheet", "cut_clip", "format_timestamp", "make_params",
     "sample_frames", "to_data_url", "to_jpeg",
 ]

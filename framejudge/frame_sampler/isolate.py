@@ -32,6 +32,7 @@ from ..env import cache_off
 from ..errors import FramejudgeError
 from ..schema import SamplerParams
 from .cache import FrameCache, default_cache_dir
+from .clip import Clip, cut_clip
 from .errors import DecodeTimedOut, DecoderDied, FrameSamplerError
 from .probe import Limits
 from .sampler import SampleResult, SamplingWarning, make_params, sample_frames
@@ -88,6 +89,20 @@ def _sample_in_worker(path: str, params: SamplerParams, cache_dir: str | None, l
         with warnings.catch_warnings():  # they travel on the result; the caller warns, once
             warnings.simplefilter("ignore", SamplingWarning)
             return sample_frames(path, params, cache=cache, limits=limits)
+    except MemoryError:
+        _spent = True
+        raise
+    except FrameSamplerError as exc:
+        _spent = any(sign in exc.message for sign in _MEMORY_TROUBLE)
+        raise
+
+
+def _cut_in_worker(path: str, params: SamplerParams, fps: float, limits: Limits) -> Clip:
+    global _spent
+    if _spent:
+        os._exit(RECYCLE_EXIT)
+    try:
+        return cut_clip(path, params, fps, limits=limits)
     except MemoryError:
         _spent = True
         raise
@@ -158,21 +173,28 @@ class IsolatedSampler:
         and DecoderDied."""
         chosen = make_params(params, **overrides)
         cache_dir = self.cache_dir if cache else None
+        result: SampleResult = self._run(_sample_in_worker, (str(path), chosen, cache_dir, limits), path)
+        for w in result.warnings:  # as sample_frames would have warned in this process
+            warnings.warn(f"{path}: {w}", SamplingWarning, stacklevel=2)
+        return result
+
+    def cut(self, path: str | os.PathLike[str], params: SamplerParams, fps: float = 1.0, *,
+            limits: Limits = Limits()) -> Clip:
+        """Like `cut_clip` (the clip of a turn's window), in a decoding process under the same time
+        limit and memory cap; also raises DecodeTimedOut and DecoderDied."""
+        return self._run(_cut_in_worker, (str(path), params, fps, limits), path)
+
+    def _run(self, task: Any, args: tuple, path: str | os.PathLike[str]) -> Any:
         for attempt in range(2):
-            future = self._active_pool().schedule(_sample_in_worker, args=(str(path), chosen, cache_dir, limits),
-                                         timeout=self.timeout_s)
+            future = self._active_pool().schedule(task, args=args, timeout=self.timeout_s)
             try:
-                result = self._result(future, path)
+                return self._result(future, path)
             except _Recycled:
                 if attempt:
                     raise DecoderDied("two decoding processes in a row were out of memory", str(path)) from None
-                continue
-            for w in result.warnings:  # as sample_frames would have warned in this process
-                warnings.warn(f"{path}: {w}", SamplingWarning, stacklevel=2)
-            return result
         raise AssertionError("unreachable")
 
-    def _result(self, future: Any, path: str | os.PathLike[str]) -> SampleResult:
+    def _result(self, future: Any, path: str | os.PathLike[str]) -> Any:
         try:
             return future.result()
         except FutureTimeout:

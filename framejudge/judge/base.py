@@ -7,7 +7,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame
-from ..schema import Confidence, Item, JudgeConfig, Judgement, JudgeErrorKind, ReadText, Usage
+from ..backends import clip_refusal
+from ..schema import Confidence, Item, JudgeConfig, Judgement, JudgeErrorKind, ReadText, Usage, VideoInput
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class JudgeRequest:
     # the same frames with their pixels (frame_sampler.SampledFrame: RGB arrays), for judges that
     # look at them themselves (the reference judge reads on-screen text)
     sampled: list[Any] = field(default_factory=list)
+    # video_input clip: the turn's window as an MP4 (frame_sampler.Clip), in place of frames
+    clip: Any = None
 
 
 @dataclass(frozen=True)
@@ -169,10 +172,17 @@ def wants_frames(judge: Judge, item: Item, turn: int) -> bool:
     return isinstance(judge, ChoosesFrames) and bool(judge.wants_frames(item, turn))
 
 
-def unused_options(judge: Judge | type[Judge], spec: str, samples: int, blind: bool, flag: str = "--") -> str | None:
-    """Why options would do nothing with this judge or judge class (samples of a deterministic judge, a blind
-    control for a judge that never sees frames, or that asks for frames per turn and can read none here),
-    named with `flag` ('--' for the CLI, 'options.' for the API); None when they all mean something."""
+def unused_options(judge: Judge | type[Judge], spec: str, samples: int, blind: bool, flag: str = "--",
+                   video_input: VideoInput | None = None) -> str | None:
+    """Why options would do nothing, or cannot be done, with this judge or judge class (samples of a
+    deterministic judge, a blind control for a judge that never sees frames, or that asks for frames per turn
+    and can read none here, a video clip for a judge that takes no video), named with `flag` ('--' for the
+    CLI, 'options.' for the API); None when they all mean something."""
+    if video_input is VideoInput.clip:
+        why = clip_refusal(spec)
+        if why:
+            name = "video-input" if flag == "--" else "video_input"
+            return f"{flag}{name} clip: {why}; send frames"
     if samples > 1 and judge.deterministic:
         return (f"{flag}samples {samples}: the {spec} judge is deterministic, so every sample would be the same; "
                 f"leave {flag}samples at 1")

@@ -19,7 +19,12 @@ api_base), with validated JSON replies and retries through tenacity.
 - every attempt passes through the judge's `gate` (the runner's Endpoint: adaptive
   concurrency, endpoint-wide Retry-After pauses, rate limits) and reports its outcome there;
 - token usage and cost of every attempt, re-asks included, from litellm (or from a price
-  override, for self-hosted models).
+  override, for self-hosted models); the video tokens where the provider counts them;
+- video_input clip: the turn's window as an MP4 `file` part (`clip_parts`) for the providers that
+  take video (gemini/, vertex_ai/gemini-..., hosted_vllm/); a reply whose usage counts no video
+  tokens, where the provider counts them, is a judge error, never a verdict on frames it never saw;
+- `service_tier` (flex, priority, default) sent with every call: flex calls get a longer time
+  limit, are shed with 429s and 503s (retried under the overload budget), and cost half.
 """
 
 from __future__ import annotations
@@ -31,11 +36,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..backends import JudgeSpecError
+from ..backends import JudgeSpecError, litellm_takes_video
 from ..endpoint import EndpointBusy, Gate, UnlimitedGate
 from ..rubrics.model import Rubric
-from ..rubrics.prompt import IMAGE_TOKENS, PromptFrame, render_prompt
-from ..schema import JudgeConfig, Judgement, JudgeErrorKind, Usage
+from ..rubrics.prompt import IMAGE_TOKENS, PromptClip, PromptFrame, RenderedPrompt, render_prompt
+from ..schema import JudgeConfig, Judgement, JudgeErrorKind, ServiceTier, Usage, VideoInput
+from ..schema.judges_file import DEFAULT_TIMEOUT_S
 from .base import JudgeBase, JudgeFailure, JudgeRequest, JudgeResult, PlannedTurn
 from .confidence import LabelProbs, field_options, label_probabilities, steps_from_logprobs
 from .reask import InvalidReply, json_text, parse_judgement, problems, reask_messages, reply_schema
@@ -44,6 +50,38 @@ TOP_LOGPROBS = 5
 ESTIMATE_SAMPLE = 200  # planned turns whose prompts are rendered for a cost estimate
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 OVERLOAD_STATUS = {408, 429, 503, 529}  # the server is over capacity, or did not answer in time
+FLEX_PRICE = 0.5  # OpenAI's and Gemini's flex tier: half the standard price per token
+
+
+class VideoNotSeen(Exception):
+    """A reply to a call that sent a clip, whose usage counts no video tokens."""
+
+
+def video_tokens(usage: Any) -> int | None:
+    """The prompt's video tokens as the provider reports them (litellm's
+    `usage.prompt_tokens_details.video_tokens`): 0 where it counts the prompt by modality without
+    any video (Gemini's promptTokensDetails lists a VIDEO entry for a clip it read); None where it
+    gives no count by modality (an OpenAI-compatible server's cached_tokens alone)."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    if details is None:
+        return None
+
+    def get(name: str) -> Any:
+        return details.get(name) if isinstance(details, dict) else getattr(details, name, None)
+
+    count = get("video_tokens")
+    if count is not None:
+        return int(count)
+    return 0 if get("text_tokens") is not None else None
+
+
+def clip_parts(request: JudgeRequest, images: bool) -> tuple[list[PromptFrame], PromptClip | None]:
+    """What of the video a request shows: the clip of its window (as render_prompt's PromptClip),
+    else its frames (timestamps only for a model that sees no images)."""
+    clip = request.clip
+    if clip is not None and images:
+        return [], PromptClip(clip.start, clip.end, clip.fps, clip.data_url())
+    return (request.frames if images else [PromptFrame(f.timestamp) for f in request.frames]), None
 
 OUTPUT_MODES = ("auto", "schema", "json_object")
 # Providers whose route in litellm carries a reply schema for any model: OpenAI and OpenAI-compatible
@@ -173,16 +211,18 @@ class LiteLLMJudge(JudgeBase):
     spends = True
 
     def __init__(self, model: str, api_base: str | None = None, api_key: str | None = None,
-                 temperature: float = 0.0, seed: int = 1234, timeout: float = 120.0, max_retries: int = 5,
+                 temperature: float = 0.0, seed: int = 1234, timeout: float = DEFAULT_TIMEOUT_S, max_retries: int = 5,
                  max_reasks: int = 2, images: bool = True, max_wait: float = 60.0,
                  max_tokens: int = 1024, overload_budget_s: float = 600.0,
                  price: tuple[float, float] | None = None, gate: Gate | None = None,
-                 logprobs: bool | None = None, output: str = "auto") -> None:
-        """`price`: (USD per prompt token, per completion token) instead of litellm's price list
-        (0, 0 for a self-hosted model). `gate`: the runner's Endpoint for this model server.
-        `logprobs`: ask for token log-probabilities (None: where litellm says the provider takes them).
-        `output`: `schema` (the reply's JSON schema), `json_object` (JSON mode), or `auto` (the
-        schema where the provider takes one)."""
+                 logprobs: bool | None = None, output: str = "auto", video_input: VideoInput = VideoInput.frames,
+                 service_tier: ServiceTier | None = None) -> None:
+        """`price`: (USD per prompt token, per completion token) on the standard tier, instead of
+        litellm's price list (0, 0 for a self-hosted model). `gate`: the runner's Endpoint for this
+        model server. `logprobs`: ask for token log-probabilities (None: where litellm says the
+        provider takes them). `output`: `schema` (the reply's JSON schema), `json_object` (JSON mode),
+        or `auto` (the schema where the provider takes one). `video_input`: what of the video it is
+        shown unless a run says otherwise. `service_tier`: sent with every call (flex: half the price)."""
         import litellm
 
         # litellm prints banners and "Give Feedback" notes to stdout on errors and unknown prices;
@@ -204,6 +244,9 @@ class LiteLLMJudge(JudgeBase):
         self.max_tokens = max_tokens
         self.overload_budget_s = overload_budget_s
         self.price = price
+        self.takes_video = litellm_takes_video(model)
+        self.video_input = video_input
+        self.service_tier = service_tier
         self.gate: Gate = gate or UnlimitedGate()
         self._priced: bool | None = None  # whether litellm knows this model's price (None: not asked yet)
         if output not in OUTPUT_MODES:
@@ -216,7 +259,8 @@ class LiteLLMJudge(JudgeBase):
     @classmethod
     def from_spec(cls, target: str, config: JudgeConfig | None = None, api_base: str | None = None) -> LiteLLMJudge:
         """`litellm:<model>`; a judges file's entry gives the API base, the key's variable, the
-        timeout, the retry budget, the price and whether to ask for log-probabilities."""
+        timeout, the retry budget, the price, whether to ask for log-probabilities, what of the
+        video to show and the service tier."""
         if config is None:
             return cls(target, api_base=api_base)
         api_key = None
@@ -226,9 +270,9 @@ class LiteLLMJudge(JudgeBase):
                 raise JudgeSpecError(f"judge {config.spec!r} takes its API key from ${config.api_key_env}, "
                                      "which is not set")
         price = (config.price.prompt_usd_per_token, config.price.completion_usd_per_token) if config.price else None
-        return cls(target, api_base=config.api_base or api_base, api_key=api_key, timeout=config.timeout_s,
+        return cls(target, api_base=config.api_base or api_base, api_key=api_key, timeout=config.call_timeout_s(),
                    overload_budget_s=config.overload_budget_s, price=price, logprobs=config.logprobs,
-                   output=config.output)
+                   output=config.output, video_input=config.video_input, service_tier=config.service_tier)
 
     def _provider_params(self) -> tuple[str | None, list[str]]:
         """The provider litellm routes this model to, and the OpenAI parameters it takes there
@@ -295,8 +339,8 @@ class LiteLLMJudge(JudgeBase):
         from tenacity import AsyncRetrying, retry_if_exception
 
         item, turn, rubric = request.item, request.turn, request.rubric
-        frames = request.frames if self.sees_images else [PromptFrame(f.timestamp) for f in request.frames]
-        rendered = render_prompt(rubric, item, frames, turn)
+        frames, clip = clip_parts(request, self.sees_images)
+        rendered: RenderedPrompt = render_prompt(rubric, item, frames, turn, clip=clip)
         messages = rendered.messages
         if not self.sees_images:
             messages = [messages[0], {"role": "user", "content": "\n".join(
@@ -312,18 +356,21 @@ class LiteLLMJudge(JudgeBase):
         def on_response(response: Any) -> None:
             usage.attempts += 1
             u = getattr(response, "usage", None)
+            seen = video_tokens(u) if clip is not None else None
             if u is not None:
                 usage.prompt_tokens += int(getattr(u, "prompt_tokens", 0) or 0)
                 usage.completion_tokens += int(getattr(u, "completion_tokens", 0) or 0)
+                if seen is not None:
+                    usage.video_tokens = (usage.video_tokens or 0) + seen
             if self.price is not None:
                 prompt, completion = self.price
                 tokens_in = int(getattr(u, "prompt_tokens", 0) or 0) if u is not None else 0
                 tokens_out = int(getattr(u, "completion_tokens", 0) or 0) if u is not None else 0
-                usage.cost_usd = (usage.cost_usd or 0.0) + tokens_in * prompt + tokens_out * completion
+                share = FLEX_PRICE if self.service_tier is ServiceTier.flex else 1.0
+                usage.cost_usd = (usage.cost_usd or 0.0) + (tokens_in * prompt + tokens_out * completion) * share
             elif self._priced is not False:
                 try:
-                    cost = litellm.completion_cost(completion_response=response)
-                    usage.cost_usd = (usage.cost_usd or 0.0) + float(cost)
+                    usage.cost_usd = (usage.cost_usd or 0.0) + self._cost(response, notes)
                     self._priced = True
                 except Exception:  # unknown price: cost stays unknown, never guessed (nor asked again)
                     self._priced = False
@@ -334,6 +381,10 @@ class LiteLLMJudge(JudgeBase):
                 raws.append(response.choices[0].message.content or "")
             except (AttributeError, IndexError):
                 pass
+            if clip is not None and seen == 0:
+                raise VideoNotSeen(f"the provider counted no video tokens for the clip of {clip.start:.2f}-"
+                                   f"{clip.end:.2f} s (prompt tokens {getattr(u, 'prompt_tokens', None)}): the model "
+                                   "did not see the video, so its reply is not a verdict")
 
         other_failures = 0
         tries = 0
@@ -383,6 +434,29 @@ class LiteLLMJudge(JudgeBase):
             notes.append(f"{self.provider or 'the provider'} takes no seed: none sent")
         return JudgeResult(judgement, usage, rendered.hash, raws[-1] if raws else None, notes, label_probs=probs)
 
+    def _cost(self, response: Any, notes: list[str]) -> float:
+        """A reply's cost by litellm's price list, on the tier asked for; on the flex tier, half the
+        standard price where the list has no flex price for the model."""
+        import litellm
+
+        tier = self.service_tier.value if self.service_tier is not None else None
+        cost = float(litellm.completion_cost(completion_response=response, service_tier=tier))
+        if self.service_tier is ServiceTier.flex and not self._flex_listed():
+            cost *= FLEX_PRICE
+            note = "flex tier: litellm lists no flex price for this model; its standard price halved"
+            if note not in notes:
+                notes.append(note)
+        return cost
+
+    def _flex_listed(self) -> bool:
+        import litellm
+
+        try:
+            info = litellm.get_model_info(self.model)
+        except Exception:
+            return False
+        return info.get("input_cost_per_token_flex") is not None
+
     async def _complete(self, messages: list[dict[str, Any]], temperature: float, seed: int,
                         notes: list[str]) -> tuple[Any, str]:
         """One call, and the output mode its reply came in; with logprobs where they are asked for,
@@ -396,6 +470,8 @@ class LiteLLMJudge(JudgeBase):
             timeout=self.timeout, api_base=self.api_base, api_key=self.api_key, num_retries=0)
         if self.takes_seed:
             kwargs["seed"] = seed
+        if self.service_tier is not None:
+            kwargs["service_tier"] = self.service_tier.value
         logprobs, mode = self.logprobs, self.output
         refused: list[tuple[str, BaseException]] = []
         while True:
@@ -467,6 +543,8 @@ class LiteLLMJudge(JudgeBase):
         import litellm
 
         raw = "\n---\n".join(raws) or None
+        if isinstance(exc, VideoNotSeen):
+            return JudgeFailure(JudgeErrorKind.backend_error, str(exc), raw, usage)
         cause = api_error(exc)
         if cause is None:
             return JudgeFailure(JudgeErrorKind.invalid_after_retries,

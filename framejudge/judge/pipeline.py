@@ -13,7 +13,7 @@ from typing import Any
 
 import diskcache
 
-from ..frame_sampler import FrameSamplerError, SampleResult, check_file, sample_frames, to_data_url
+from ..frame_sampler import Clip, FrameSamplerError, SampleResult, check_file, cut_clip, sample_frames, to_data_url
 from ..frame_sampler.cache import default_cache_dir
 from ..records import Record, turn_hash
 from ..rubrics.loader import require_kind
@@ -37,6 +37,7 @@ from ..schema import (
     TaskType,
     Usage,
     Verdict,
+    VideoInput,
 )
 from .base import Judge, JudgeFailure, JudgeRequest, JudgeResult, RulesConfidence, wants_frames
 from .confidence import (LabelProbs, blind_confidence, combine, logprob_confidence, not_informative,
@@ -44,6 +45,7 @@ from .confidence import (LabelProbs, blind_confidence, combine, logprob_confiden
 from .reference import rank_pair
 
 SampleFn = Callable[[Path, SamplerParams], SampleResult]
+CutFn = Callable[[Path, SamplerParams, float], Clip]
 
 
 def _swapped(item: Item) -> Item:
@@ -98,24 +100,27 @@ def _add_usage(total: Usage | None, more: Usage | None) -> Usage | None:
     if total is None:
         return more.model_copy()
     cost = None if total.cost_usd is None and more.cost_usd is None else (total.cost_usd or 0) + (more.cost_usd or 0)
+    video = None if total.video_tokens is None and more.video_tokens is None else \
+        (total.video_tokens or 0) + (more.video_tokens or 0)
     return Usage(prompt_tokens=total.prompt_tokens + more.prompt_tokens,
                  completion_tokens=total.completion_tokens + more.completion_tokens,
-                 cost_usd=cost, attempts=total.attempts + more.attempts)
+                 cost_usd=cost, attempts=total.attempts + more.attempts, video_tokens=video)
 
 
 class _Frames:
-    """A turn's sampled frames; JPEG/data-URL encoding happens once, and only if a model
-    call needs it (verdict-cache hits never pay for it)."""
+    """A turn's sampled frames, or the clip of its window (video_input clip); JPEG/data-URL encoding
+    happens once, and only if a model call needs it (verdict-cache hits never pay for it)."""
 
-    def __init__(self, sampled: list[Any], images: bool, quality: int) -> None:
+    def __init__(self, sampled: list[Any], images: bool, quality: int, clip: Clip | None = None) -> None:
         self.sampled = sampled
         self.images = images
         self.quality = quality
+        self.clip = clip
         self.timestamps = [f.info.timestamp for f in sampled]
         self._encoded: list[PromptFrame] | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.sampled)
+        return bool(self.sampled) or self.clip is not None
 
     def _encode(self) -> list[PromptFrame]:
         return [PromptFrame(f.info.timestamp, to_data_url(f.image, self.quality) if self.images else None)
@@ -140,17 +145,26 @@ class Grader:
 
     def __init__(self, judge: Judge, rubric: Rubric, options: GradeOptions | None = None,
                  media_root: Path | None = None, cache_dir: Path | None = None,
-                 sample: SampleFn = sample_frames) -> None:
+                 sample: SampleFn = sample_frames, cut: CutFn = cut_clip) -> None:
         """`sample` turns (video path, params) into frames: `sample_frames` in this process, or an
-        `IsolatedSampler`'s `sample` to decode in killable worker processes."""
+        `IsolatedSampler`'s `sample` to decode in killable worker processes; `cut` (video path,
+        params, fps) into a clip of the window, for judges shown clips (`cut_clip`, or an
+        IsolatedSampler's `cut`)."""
         self.judge = judge
         self.sample = sample
+        self.cut = cut
         self.rubric = require_kind(rubric, "video_qa")  # an MCQ rubric has no categories to grade by
         self.rubric_hash = rubric.content_hash  # once: hashing the whole rubric per verdict is not free
         self.options = options or GradeOptions()
         self.media_root = media_root
+        self.video_input = self.options.video_input_for(judge)
+        if self.video_input is VideoInput.clip and not getattr(judge, "takes_video", False):
+            from ..backends import JudgeSpecError
+
+            raise JudgeSpecError(f"video_input clip: the {judge.backend} judge {judge.model_id} takes no video")
         self.effective_options = self.options.model_copy(update={
-            "swap": self.options.swap_for(judge), "samples": 1 if judge.deterministic else self.options.samples})
+            "swap": self.options.swap_for(judge), "samples": 1 if judge.deterministic else self.options.samples,
+            "video_input": self.video_input})
         self._cache = None
         if self.options.cache and judge.backend != "reference":
             folder = cache_dir or default_cache_dir().parent / "verdicts"
@@ -174,6 +188,9 @@ class Grader:
         if path is None or not wants_frames(self.judge, item, turn):
             return _Frames([], False, 0), None, None
         params = self._params(item, turn)
+        if self.video_input is VideoInput.clip:
+            clip = self.cut(path, params, self.options.clip_fps)
+            return _Frames([], False, 0, clip), clip.sha256, params
         result = self.sample(path, params)
         return _Frames(result.frames, self.judge.sees_images, self.options.jpeg_quality), result.video.sha256, params
 
@@ -191,6 +208,8 @@ class Grader:
             "task": item.task_type.value, "expression": item.expression, "domain": item.domain,
             "sample": sample, "blind": blind, "temperature": temperature, "seed": seed,
         }
+        if self.video_input is VideoInput.clip:  # `video` is then the clip's own hash
+            payload.update(video_input="clip", clip_fps=self.options.clip_fps)
         return "verdict:" + hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     async def _call(self, item: Item, turn: int, frames: _Frames, sample: int, key: str | None,
@@ -205,7 +224,7 @@ class Grader:
                                    confidence=Confidence.model_validate(own) if own else None)
         shown = await frames.prompt_frames()  # encoded only when a model is actually asked
         result = await self.judge.judge(JudgeRequest(item, turn, self.rubric, shown, sample, temperature, seed,
-                                                     sampled=frames.sampled))
+                                                     sampled=frames.sampled, clip=frames.clip))
         if item.turns[turn].response_b is None and result.judgement.response_b is not None:
             # a one-response turn has no B and no preference, whatever a model says
             result.judgement = result.judgement.model_copy(
@@ -311,7 +330,7 @@ class Grader:
             return JudgeError(item_id=item.id, turn=turn, kind=exc.kind, message=exc.message,
                               raw_output=exc.raw_output,
                               provenance=self._provenance(started, None, frames.timestamps, params,
-                                                          _add_usage(usage, exc.usage), notes))
+                                                          _add_usage(usage, exc.usage), notes, clip=frames.clip))
         if self.judge.deterministic and self.options.samples > 1:
             notes.append(f"deterministic judge: {self.options.samples} samples would be identical; one taken")
         data = judgement.model_dump()
@@ -322,7 +341,8 @@ class Grader:
             **data, item_id=item.id, turn=turn, swap=swap_check,
             sample_agreement=agreement if len(results) > 1 else None, blind_unchanged=blind_unchanged,
             confidence=confidence,
-            provenance=self._provenance(started, prompt_hash, frames.timestamps, params, usage, notes, read_text),
+            provenance=self._provenance(started, prompt_hash, frames.timestamps, params, usage, notes, read_text,
+                                        frames.clip),
         )
 
     def _confidence(self, turn: int, verdict: Judgement, samples: list[Judgement], probs: list[LabelProbs | None],
@@ -375,10 +395,10 @@ class Grader:
 
     def _provenance(self, started: datetime, prompt_hash: str | None, timestamps: list[float],
                     params: SamplerParams | None, usage: Usage | None, notes: list[str],
-                    read_text: list[ReadText] | None = None) -> Provenance:
+                    read_text: list[ReadText] | None = None, clip: Clip | None = None) -> Provenance:
         return Provenance(
             rubric_id=self.rubric.id, rubric_version=self.rubric.version, rubric_hash=self.rubric_hash,
             judge_backend=self.judge.backend, model_id=self.judge.model_id, prompt_hash=prompt_hash,
             frame_timestamps=timestamps, sampler=params, created_at=started, usage=usage, notes=notes,
-            read_text=read_text,
+            read_text=read_text, clip=clip.info() if clip is not None else None,
         )

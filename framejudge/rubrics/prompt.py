@@ -26,6 +26,9 @@ from .model import Correction, Rubric
 # 768-px frame at low-to-medium detail.
 CHARS_PER_TOKEN = 4
 IMAGE_TOKENS = 300
+# A video clip: Gemini counts 258 tokens a frame it samples at the default media resolution
+# (https://ai.google.dev/gemini-api/docs/tokens#multimodal-tokens), frames taken at the clip's fps.
+VIDEO_FRAME_TOKENS = 258
 DEFAULT_BUDGET = 32_000
 
 
@@ -39,6 +42,31 @@ class PromptTooLong(FramejudgeError, ValueError):
 class PromptFrame:
     timestamp: float
     image_url: str | None = None  # a data URL; None for text-only judges (timestamps only)
+
+
+@dataclass(frozen=True)
+class PromptClip:
+    """The turn's window as a video clip (video_input clip): an MP4 data URL, the seconds of the
+    video it covers (its time 0 is `start`), and the rate the model is asked to sample it at."""
+
+    start: float
+    end: float
+    fps: float
+    data_url: str
+
+    @property
+    def frames(self) -> int:
+        return max(1, math.ceil((self.end - self.start) * self.fps - 1e-9))
+
+    def parts(self) -> list[dict[str, Any]]:
+        """A text part that places the clip in the video, and the clip as a `file` part (litellm's
+        form: `format` names its type, `video_metadata` pins the rate it is sampled at)."""
+        text = (f"A clip of the video (no sound) from {self.start:.2f} s to {self.end:.2f} s, to be watched at "
+                f"{self.fps:g} fps. The clip's own time 0 is {self.start:.2f} s of the video: add "
+                f"{self.start:.2f} to a time in the clip to give the video's time, and cite the video's times.")
+        return [{"type": "text", "text": text},
+                {"type": "file", "file": {"file_data": self.data_url, "format": "video/mp4",
+                                          "video_metadata": {"fps": self.fps}}}]
 
 
 @dataclass
@@ -185,10 +213,11 @@ def _output_instructions(pairwise: bool) -> str:
     )
 
 
-def _user_content(item: Item, turn_index: int, frames: list[PromptFrame]) -> list[dict[str, Any]]:
+def _user_content(item: Item, turn_index: int, frames: list[PromptFrame],
+                  clip: PromptClip | None = None) -> list[dict[str, Any]]:
     turn = item.turns[turn_index]
-    parts: list[dict[str, Any]] = []
-    if frames:
+    parts: list[dict[str, Any]] = clip.parts() if clip is not None else []
+    if frames and clip is None:
         with_images = any(f.image_url for f in frames)
         parts.append({"type": "text", "text": (
             "Frames from the video, each labelled with its time in seconds:" if with_images else
@@ -226,10 +255,13 @@ def _user_content(item: Item, turn_index: int, frames: list[PromptFrame]) -> lis
     return parts
 
 
-def _estimate(system: str, content: list[dict[str, Any]]) -> int:
-    total = _tokens(system)
+def _estimate(system: str, content: list[dict[str, Any]], clip: PromptClip | None = None) -> int:
+    total = _tokens(system) + (clip.frames * VIDEO_FRAME_TOKENS if clip is not None else 0)
     for part in content:
-        total += IMAGE_TOKENS if part["type"] == "image_url" else _tokens(part["text"])
+        if part["type"] == "image_url":
+            total += IMAGE_TOKENS
+        elif part["type"] == "text":
+            total += _tokens(part["text"])
     return total
 
 
@@ -248,8 +280,11 @@ def render_prompt(
     frames: list[PromptFrame] | None = None,
     turn: int = 0,
     token_budget: int = DEFAULT_BUDGET,
+    clip: PromptClip | None = None,
 ) -> RenderedPrompt:
-    """System + user messages (OpenAI chat format) for one turn of one item."""
+    """System + user messages (OpenAI chat format) for one turn of one item; with `clip`, the
+    turn's window as a video clip in place of frames (its tokens are not held to the budget: the
+    clip is bounded by its size instead)."""
     if not 0 <= turn < len(item.turns):
         raise ValueError(f"item {item.id} has no turn {turn}")
     frames = list(frames or [])
@@ -265,10 +300,10 @@ def render_prompt(
     levels.insert(0, ({}, []))
     for options, dropped in levels:
         system = rubric_text(rubric, item_id=item.id, **options)
-        content = _user_content(item, turn, frames)
+        content = _user_content(item, turn, frames, clip)
         est = _estimate(system, content)
         if est <= token_budget:
-            return _done(system, content, est, dropped, frames)
+            return _done(system, content, est + _estimate("", [], clip), dropped, frames)
     # Rules alone still too long: thin the frames, keeping the last (question-time) one.
     n = len(frames)
     while n > 1:

@@ -7,15 +7,18 @@ from __future__ import annotations
 import threading
 
 from ..judge import Grader
-from ..judge.pipeline import SampleFn
+from ..frame_sampler import cut_clip
+from ..judge.pipeline import CutFn, SampleFn
 from ..rubrics.model import Rubric
 from ..schema import GradeOptions
 from .judges import Judges
 
 
 class GraderCache:
-    def __init__(self, sample: SampleFn, judges: Judges | None = None, size: int = 32) -> None:
+    def __init__(self, sample: SampleFn, judges: Judges | None = None, size: int = 32,
+                 cut: CutFn = cut_clip) -> None:
         self.sample = sample
+        self.cut = cut
         self.judges = judges or Judges()
         self.size = size
         self._graders: dict[tuple[str, str, str], Grader] = {}
@@ -27,7 +30,7 @@ class GraderCache:
         with self._lock:
             grader = self._graders.get(key)
             if grader is None:
-                grader = Grader(self.judges.make(spec), rubric, options, sample=self.sample)
+                grader = Grader(self.judges.make(spec), rubric, options, sample=self.sample, cut=self.cut)
                 if len(self._graders) >= self.size:
                     self._graders.pop(next(iter(self._graders)))
                 self._graders[key] = grader

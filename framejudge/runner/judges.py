@@ -17,7 +17,7 @@ from ..endpoint import Endpoint, EndpointState
 from ..errors import FramejudgeError
 from ..files import first_problem, line_of, parse_yaml_model, plain_problem, read_text
 from ..judge import Judge, JudgeSpecError, make_judge
-from ..schema import JudgeConfig, JudgesFile
+from ..schema import JudgeConfig, JudgesFile, ServiceTier
 
 JUDGES_FILE_ENV = config.name("FRAMEJUDGE_JUDGES_FILE")
 
@@ -113,10 +113,15 @@ class Judges:
             where = "api_base (--api-base, FRAMEJUDGE_API_BASE): " if exc.errors()[0]["loc"] == ("api_base",) else ""
             raise JudgeSpecError(where + plain_problem(exc)) from None
 
-    def override(self, spec: str, concurrency: int | None, max_concurrency: int | None) -> None:
-        """One run's --concurrency / --max-concurrency over the file's (or the default) values; one
-        given alone moves the other as far as needed to stay consistent."""
+    def override(self, spec: str, concurrency: int | None, max_concurrency: int | None,
+                 service_tier: ServiceTier | None = None) -> None:
+        """One run's --concurrency / --max-concurrency (and --service-tier) over the file's (or the
+        default) values; one given alone moves the other as far as needed to stay consistent."""
         config = self.config(spec)
+        if service_tier is not None:
+            if not calls_server(spec):
+                raise JudgeSpecError(f"--service-tier {service_tier.value}: the {spec} judge calls no model server")
+            config = config.model_copy(update={"service_tier": service_tier})
         start = config.concurrency if concurrency is None else concurrency
         top = config.max_concurrency if max_concurrency is None else max_concurrency
         if max_concurrency is None:

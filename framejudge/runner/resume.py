@@ -22,7 +22,7 @@ from ..errors import FramejudgeError
 from ..judge.base import wants_frames
 from ..judge.pipeline import Grader
 from ..records import Record, read_records, turn_hash
-from ..schema import GradeOptions, Item, JudgeError, Provenance, Verdict
+from ..schema import GradeOptions, Item, JudgeError, Provenance, Verdict, VideoInput
 
 EXAMPLES = 3  # turns named per kind of difference
 
@@ -46,6 +46,11 @@ def _options_differences(old: GradeOptions, now: GradeOptions, grader: Grader, f
             found.append(f"{label}: {getattr(old, name)} in the file, {getattr(now, name)} now")
     if now.samples > 1 and old.samples == now.samples and old.sample_temperature != now.sample_temperature:
         found.append(f"sample temperature: {old.sample_temperature:g} in the file, {now.sample_temperature:g} now")
+    shown_old, shown_now = (o.video_input or VideoInput.frames for o in (old, now))
+    if frames and shown_old != shown_now:
+        found.append(f"video input: {shown_old.value} in the file, {shown_now.value} now")
+    elif frames and shown_now is VideoInput.clip and old.clip_fps != now.clip_fps:
+        found.append(f"clip fps: {old.clip_fps:g} in the file, {now.clip_fps:g} now")
     if grader.judge.sees_images and old.jpeg_quality != now.jpeg_quality:
         found.append(f"jpeg quality: {old.jpeg_quality} in the file, {now.jpeg_quality} now")
     return found

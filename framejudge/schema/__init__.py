@@ -29,13 +29,14 @@ from .decoding import MAX_DECODE_MEMORY_MB, MAX_DECODE_WORKERS, DecodeLimits
 from .grades import Category, Preference
 from .items import (MAX_METADATA_BYTES, MAX_METADATA_DEPTH, MAX_TEXT, MAX_TURNS, Item, Metadata, ModelItem, ModelName,
                     ModelTurn, TaskType, Turn)
-from .judges_file import JudgeConfig, JudgesFile, TokenPrice, http_base
+from .judges_file import JudgeConfig, JudgesFile, ServiceTier, TokenPrice, http_base
 from .labels import (FLAG_FIELDS, LABEL_FIELDS, LABEL_ROW_FIELDS, DottedPath, FieldMapping, HumanLabel, LabelMapping,
                      LabelValues, judge_values, mapping_problems, mapping_value_problem, text_switch)
 from .numbers import Count, Flag, Number, Share, Whole
 from .options import GradeOptions
 from .review import Cause, ReviewDecision, Standing
-from .sampling import MAX_BUDGET, MAX_SIDE, MIN_SIDE, FrameInfo, SamplerParams, Strategy, VideoInfo
+from .sampling import (MAX_BUDGET, MAX_CLIP_FPS, MAX_SIDE, MIN_SIDE, ClipInfo, FrameInfo, SamplerParams, Strategy,
+                       VideoInfo, VideoInput)
 from .triage import FieldThreshold, Thresholds, TriageFigures, TriageMark, packaged_thresholds
 from .verdicts import (RECORD_KINDS, Confidence, ConfidenceMethod, JudgeError, JudgeErrorKind, Judgement,
                        Provenance, ReadText, RecordIn, ResponseGrade, RubricRules, SwapCheck, Usage, Verdict,
@@ -45,7 +46,8 @@ __all__ = [
     # numbers
     "Count", "Flag", "Number", "Share", "Whole",
     # sampling
-    "MAX_BUDGET", "MAX_SIDE", "MIN_SIDE", "FrameInfo", "SamplerParams", "Strategy", "VideoInfo",
+    "MAX_BUDGET", "MAX_CLIP_FPS", "MAX_SIDE", "MIN_SIDE", "ClipInfo", "FrameInfo", "SamplerParams", "Strategy",
+    "VideoInfo", "VideoInput",
     # decoding
     "MAX_DECODE_MEMORY_MB", "MAX_DECODE_WORKERS", "DecodeLimits",
     # grades
@@ -67,5 +69,5 @@ __all__ = [
     # review
     "Cause", "ReviewDecision", "Standing",
     # judges files
-    "JudgeConfig", "JudgesFile", "TokenPrice", "http_base",
+    "JudgeConfig", "JudgesFile", "ServiceTier", "TokenPrice", "http_base",
 ]

@@ -3,12 +3,26 @@ model endpoint."""
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from ..backends import check_spec
+from ..backends import check_spec, clip_refusal
 from .numbers import Flag, Number, Whole
+from .sampling import VideoInput
+
+DEFAULT_TIMEOUT_S = 120.0
+FLEX_TIMEOUT_S = 900.0  # flex calls queue for capacity: minutes, where a default call takes seconds
+
+
+class ServiceTier(str, Enum):
+    """The provider's service tier a judge's calls ask for (OpenAI's and Gemini's `service_tier`):
+    flex is slower, may be shed (429, 503) and costs half; priority is faster and costs more."""
+
+    default = "default"
+    flex = "flex"
+    priority = "priority"
 
 
 def http_base(value: str | None) -> str | None:
@@ -57,7 +71,9 @@ class JudgeConfig(BaseModel):
                                               description="the provider's request rate limit")
     tokens_per_minute: Number | None = Field(None, ge=100, le=1e10, allow_inf_nan=False,
                                             description="the provider's token rate limit")
-    timeout_s: Number = Field(120.0, gt=0, le=3600, allow_inf_nan=False, description="per call")
+    timeout_s: Number | None = Field(None, gt=0, le=3600, allow_inf_nan=False,
+                                     description=f"per call; null: {DEFAULT_TIMEOUT_S:g} s, {FLEX_TIMEOUT_S:g} s on "
+                                                 "the flex service tier")
     overload_budget_s: Number = Field(600.0, ge=0, le=86400, allow_inf_nan=False,
                                      description="how long 429s, 503s and timeouts are retried before a judge error")
     price: TokenPrice | None = Field(None, description="cost per token instead of litellm's price list")
@@ -68,10 +84,25 @@ class JudgeConfig(BaseModel):
                             "decoding where the server has it), json_object (JSON mode, the schema in the prompt "
                             "only), auto (schema where the provider takes one); a server that refuses the schema "
                             "is asked in JSON mode instead")
+    video_input: VideoInput = Field(VideoInput.frames, description="what of the video this judge is shown unless a "
+                                                                   "run says otherwise: frames or clip (judges that "
+                                                                   "take video: Gemini, vLLM)")
+    service_tier: ServiceTier | None = Field(None, description="the provider's service tier its calls ask for "
+                                                               "(default, flex, priority); null: none asked")
+
+    def call_timeout_s(self) -> float:
+        """Each call's time limit: timeout_s, else longer on the flex tier (its calls wait for capacity)."""
+        if self.timeout_s is not None:
+            return self.timeout_s
+        return FLEX_TIMEOUT_S if self.service_tier is ServiceTier.flex else DEFAULT_TIMEOUT_S
 
     @model_validator(mode="after")
     def _check(self) -> JudgeConfig:
         check_spec(self.spec)
+        if self.video_input is VideoInput.clip:
+            why = clip_refusal(self.spec)
+            if why:
+                raise ValueError(f"video_input clip: {why}")
         if self.concurrency > self.max_concurrency:
             raise ValueError(f"concurrency ({self.concurrency}) is above max_concurrency ({self.max_concurrency})")
         return self

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .numbers import Flag, Number, Whole
-from .sampling import SamplerParams
+from .sampling import MAX_CLIP_FPS, SamplerParams, VideoInput
 from .triage import PACKAGED_THRESHOLDS, Thresholds, packaged_thresholds
 
 
@@ -31,6 +31,13 @@ class GradeOptions(BaseModel):
                     "drawn at temperature 0)")
     blind: Flag = Field(False, description="blind control: grade again without frames")
     cache: Flag = Field(True, description="use the verdict cache of model judges")
+    video_input: VideoInput | None = Field(
+        None, description="what of the video a model judge is shown: frames (the sampled frames, as images) or clip "
+                          "(the turn's window cut as an MP4, for judges that take video: Gemini, vLLM); null: the "
+                          "judge's own default from the judges file, else frames")
+    clip_fps: Number = Field(1.0, gt=0, le=MAX_CLIP_FPS, allow_inf_nan=False,
+                             description="with video_input clip: frames per second the judge samples the clip at "
+                                         "(a re-encoded clip has this rate)")
     jpeg_quality: Whole = Field(85, ge=1, le=100, description="quality of the frames sent to a model")
     triage: Thresholds | None = Field(None, description="a thresholds file (`framejudge triage`), or \"default\": the "
                                                         "thresholds shipped for the reference judge (refused for "
@@ -47,6 +54,11 @@ class GradeOptions(BaseModel):
                 raise ValueError(f"this installation has no default thresholds ({PACKAGED_THRESHOLDS} is absent)")
             return found
         return value
+
+    def video_input_for(self, judge: Any) -> VideoInput:
+        """What of the video this judge is shown: this option, else the judge's default (its judges
+        file entry's), else frames."""
+        return self.video_input or getattr(judge, "video_input", None) or VideoInput.frames
 
     def swap_for(self, judge: Any) -> bool:
         """Whether pairs are graded in both orders by this judge."""

@@ -18,6 +18,14 @@ class Strategy(str, Enum):
     scene = "scene"
 
 
+class VideoInput(str, Enum):
+    """What of the video a model judge is shown: sampled frames, or a clip of the turn's window."""
+
+    frames = "frames"
+    clip = "clip"
+
+
+MAX_CLIP_FPS = 30.0
 MAX_BUDGET = 1024
 MIN_SIDE, MAX_SIDE = 16, 4096
 
@@ -122,3 +130,18 @@ class VideoInfo(BaseModel):
     average_fps: float | None
     start_pts: int
     time_base: str
+
+
+class ClipInfo(BaseModel):
+    """The clip of a turn's window a judge was shown (video_input clip): exactly which bytes, which
+    seconds of the video, and the rate the judge was asked to sample them at."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sha256: str = Field(description="SHA-256 of the MP4 sent")
+    start: float = Field(description="seconds of the video at the clip's time 0 (a stream copy starts at the key "
+                                     "frame at or before the window)")
+    end: float = Field(description="seconds of the video where the clip ends")
+    fps: float = Field(description="frames per second the judge was asked to sample the clip at")
+    bytes: int = Field(description="size of the MP4")
+    method: str = Field(description="remux: the video's own packets, copied; encode: re-encoded as H.264 at fps")

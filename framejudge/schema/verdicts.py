@@ -23,7 +23,7 @@ from .grades import Category, Preference
 from .items import Metadata, TaskType
 from .numbers import Whole
 from .options import GradeOptions
-from .sampling import SamplerParams
+from .sampling import ClipInfo, SamplerParams
 from .triage import TriageMark
 
 
@@ -129,6 +129,8 @@ class Usage(BaseModel):
     completion_tokens: int = 0
     cost_usd: float | None = None
     attempts: int = 1
+    video_tokens: int | None = Field(None, description="prompt tokens the provider counted for the video clip "
+                                                       "(null: not reported, or no clip sent)")
 
 
 class ReadText(BaseModel):
@@ -157,6 +159,8 @@ class Provenance(BaseModel):
     prompt_hash: str | None = None
     frame_timestamps: list[float] = Field(default_factory=list)
     sampler: SamplerParams | None = None
+    clip: ClipInfo | None = Field(None, description="the clip of the turn's window the judge was shown "
+                                                   "(video_input clip); null: frames, or no video")
     created_at: datetime
     usage: Usage | None = None
     notes: list[str] = Field(default_factory=list)

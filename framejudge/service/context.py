@@ -68,7 +68,7 @@ class Service:
         self.judges = Judges(configs, api_base=settings.api_base)  # one adaptive gate per model endpoint
         self.allowed_judges = list(dict.fromkeys([*settings.judges, *(c.spec for c in configs)]))
         # judges load once, not per request or per job; a video wanted by several items decodes once
-        self.graders = GraderCache(SharedDecodes(self.decoder.sample), self.judges)
+        self.graders = GraderCache(SharedDecodes(self.decoder.sample), self.judges, cut=self.decoder.cut)
         self.worker = QueueWorker(self.engine, self.graders, lease_s=settings.lease_s,
                                   max_in_flight=settings.worker_max_in_flight,
                                   on_records=self.metrics.record) if settings.run_worker else None
@@ -140,7 +140,8 @@ class Service:
         judge = self._judge_class(spec)
         if judge is None:
             return
-        unused = unused_options(judge, spec, options.samples, options.blind, flag="options.")
+        unused = unused_options(judge, spec, options.samples, options.blind, flag="options.",
+                                video_input=options.video_input)
         if unused:
             raise ProblemError(422, "Invalid options", unused)
 

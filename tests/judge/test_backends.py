@@ -168,3 +168,27 @@ def test_nothing_but_the_table_names_the_backends():
             if needle in text:
                 offenders.append(f"{path.relative_to(ROOT)}: {needle}")
     assert not offenders, textwrap.indent("\n".join(offenders), "  ")
+
+
+@pytest.mark.parametrize("model, video", [
+    ("gemini/gemini-2.5-flash", True), ("vertex_ai/gemini-2.5-pro", True), ("gemini-2.5-flash", True),
+    ("hosted_vllm/Qwen/Qwen2.5-VL-7B-Instruct", True), ("vertex_ai/claude-sonnet-4", False),
+    ("openai/gpt-4o", False), ("gpt-4o-mini", False), ("anthropic/claude-sonnet-4-5", False),
+    ("ollama/qwen2.5vl", False), ("ollama_chat/llava", False), ("openai/Qwen2.5-VL", False),
+])
+def test_which_litellm_models_take_a_video_clip(model, video):
+    assert backends.litellm_takes_video(model) is video
+    assert (backends.clip_refusal(f"litellm:{model}") is None) is video
+    assert make_judge(f"litellm:{model}").takes_video is video
+
+
+def test_backends_that_send_frames_only_refuse_clips():
+    assert backends.backends()["litellm"].capabilities.takes_video
+    for spec in ("reference", "transformers:/models/qwen"):
+        assert not parse(spec)[0].capabilities.takes_video
+        assert "sends frames only" in backends.clip_refusal(spec)
+    assert "takes images, not video" in backends.clip_refusal("litellm:openai/gpt-4o")
+    # a judges file cannot make clips a judge's default where it takes no video
+    with pytest.raises(ValueError, match="video_input clip: the litellm:anthropic/claude-x judge's provider"):
+        JudgeConfig(spec="litellm:anthropic/claude-x", video_input="clip")
+    assert JudgeConfig(spec="litellm:gemini/gemini-2.5-flash", video_input="clip").video_input.value == "clip"

@@ -161,3 +161,11 @@ def test_record_problems_name_the_field_not_pydantic_internals(api):
     error = {"record": "judge_error", "item_id": "a", "turn": 0, "kind": "no_such_kind", "message": "x"}
     r = api.post("/v1/calibrate", json={"labels": [LABEL], "verdicts": [error], "replicates": 10})
     assert r.status_code == 422 and r.json()["detail"].startswith("verdicts.0.kind: Input should be"), r.text[:300]
+
+
+def test_a_clip_for_a_judge_without_video_is_refused_as_the_cli_refuses_it(api):
+    for path, body in (("/v1/grade", {"item": ITEM, "options": {"video_input": "clip"}}),
+                       ("/v1/jobs", {"items": [ITEM], "options": {"video_input": "clip"}})):
+        r = api.post(path, json=body)
+        assert r.status_code == 422, r.text
+        assert "options.video_input clip: the reference judge sends frames only" in r.json()["detail"], r.text

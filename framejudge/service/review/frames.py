@@ -25,11 +25,12 @@ class UnitFrames:
 
 
 def unit_sampler(unit: Unit) -> tuple[SamplerParams | None, bool]:
-    """(the sampler, whether the judge saw these frames): the verdict's own sampler, or for a judge
-    that read text only, the window its options would have sampled."""
+    """(the sampler, whether the judge saw these frames): the verdict's own sampler (its window's
+    frames, not seen as such by a judge shown a clip of it), or for a judge that read text only, the
+    window its options would have sampled."""
     v = unit.verdict
     if v is not None and v.provenance.sampler is not None:
-        return v.provenance.sampler, True
+        return v.provenance.sampler, v.provenance.clip is None
     if unit.item is None:
         return None, False
     options = v.provenance.options if v is not None and v.provenance.options else GradeOptions()
