@@ -29,6 +29,8 @@ INTERNAL = {
     "framejudge.runner.local.Interrupted": "Ctrl-C during a batch: the CLI says what was kept and exits 130",
     "framejudge.judge.base.JudgeFailure": "a backend's failed judgement; it becomes a judge error record",
     "framejudge.judge.base.JudgeStopped": "a judge told to stop; the turn gets no record and a later run grades it",
+    "framejudge.judge.litellm_backend.VideoNotSeen": "a reply to a clip that counts no video tokens; it becomes a "
+                                                     "judge error record (backend_error)",
     "framejudge.runner.batch_api.Deferred": "a call whose batch reply is not in yet: the turn waits for a later "
                                             "run of the same command (no record)",
     "framejudge.judge.reask.InvalidReply": "a model's reply that is no judgement: asked again, then a judge error",
