@@ -22,9 +22,10 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, TypeVar
 
 import pebble
 
@@ -78,37 +79,41 @@ def _cap_memory(max_bytes: int | None) -> None:
         threading.Thread(target=_watch, args=(max_bytes,), name="memory-watch", daemon=True).start()
 
 
-def _sample_in_worker(path: str, params: SamplerParams, cache_dir: str | None, limits: Limits) -> SampleResult:
-    global _spent
-    if _spent:  # the caller sees the exit code and hands this task to a fresh worker
-        os._exit(RECYCLE_EXIT)
-    cache = None
-    if cache_dir is not None:
-        cache = _CACHES.get(cache_dir) or _CACHES.setdefault(cache_dir, FrameCache(cache_dir))
-    try:
-        with warnings.catch_warnings():  # they travel on the result; the caller warns, once
-            warnings.simplefilter("ignore", SamplingWarning)
-            return sample_frames(path, params, cache=cache, limits=limits)
-    except MemoryError:
-        _spent = True
-        raise
-    except FrameSamplerError as exc:
-        _spent = any(sign in exc.message for sign in _MEMORY_TROUBLE)
-        raise
+T = TypeVar("T")
 
 
-def _cut_in_worker(path: str, params: SamplerParams, fps: float, limits: Limits) -> Clip:
+def _guarded(work: Callable[[], T]) -> T:
+    """Run one decoding task in a worker: a worker that ran out of memory before exits instead (the
+    caller sees the exit code and hands the task to a fresh worker), and one whose task ran out of
+    memory now is marked to exit before its next."""
     global _spent
     if _spent:
         os._exit(RECYCLE_EXIT)
     try:
-        return cut_clip(path, params, fps, limits=limits)
+        return work()
     except MemoryError:
         _spent = True
         raise
     except FrameSamplerError as exc:
         _spent = any(sign in exc.message for sign in _MEMORY_TROUBLE)
         raise
+
+
+def _sample_in_worker(path: str, params: SamplerParams, cache_dir: str | None, limits: Limits) -> SampleResult:
+    cache = None
+    if cache_dir is not None:
+        cache = _CACHES.get(cache_dir) or _CACHES.setdefault(cache_dir, FrameCache(cache_dir))
+
+    def sample() -> SampleResult:
+        with warnings.catch_warnings():  # they travel on the result; the caller warns, once
+            warnings.simplefilter("ignore", SamplingWarning)
+            return sample_frames(path, params, cache=cache, limits=limits)
+
+    return _guarded(sample)
+
+
+def _cut_in_worker(path: str, params: SamplerParams, fps: float, limits: Limits) -> Clip:
+    return _guarded(lambda: cut_clip(path, params, fps, limits=limits))
 
 
 class _Recycled(Exception):
