@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the judge and runner load when a batch runs, not with the C
     from ..judge.pipeline import Grader
     from ..records import Record
     from ..runner.resume import ResumePlan
+    from ..frame_sampler import IsolatedSampler
     from ..schema import DecodeLimits, Item
 
 
@@ -37,6 +38,23 @@ class Words:
     kind: str = "verdicts"
 
 
+def start_decoders(grader: Grader, items: list[Item], todo: int, decoding: DecodeLimits) -> IsolatedSampler | None:
+    """Decoding processes for a run where some turn wants frames (None where none does): the grader
+    samples frames and cuts clips through them, CPU work overlapping the model calls."""
+    from ..judge.base import wants_frames
+    from ..runner.decode import SharedDecodes
+
+    if not (todo and any(wants_frames(grader.judge, it, t) for it in items for t in range(len(it.turns)))):
+        return None
+    from ..frame_sampler import IsolatedSampler
+
+    decoder = IsolatedSampler(workers=decoding.processes(os.cpu_count()), timeout_s=decoding.timeout_s,
+                              max_memory_mb=decoding.memory_mb)
+    grader.sample = SharedDecodes(decoder.sample)
+    grader.cut = decoder.cut
+    return decoder
+
+
 def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, concurrency: int | None,
                plan: ResumePlan, decoding: DecodeLimits, words: Words = Words(), empty_bar: bool = True,
                mark: Callable[[Record], Record] | None = None) -> GradeSummary:
@@ -46,22 +64,13 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from ..judge.base import Stoppable, wants_frames
+    from ..judge.base import Stoppable
     from ..runner import RunProgress, run_batch
-    from ..runner.decode import SharedDecodes
     from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible
     from ..files import write_problem
 
     judge = grader.judge
-    decoder = None
-    if todo and any(wants_frames(judge, it, t) for it in items for t in range(len(it.turns))):
-        from ..frame_sampler import IsolatedSampler
-
-        # decoding is CPU work in processes of its own, overlapping the model calls
-        decoder = IsolatedSampler(workers=decoding.processes(os.cpu_count()), timeout_s=decoding.timeout_s,
-                                  max_memory_mb=decoding.memory_mb)
-        grader.sample = SharedDecodes(decoder.sample)
-        grader.cut = decoder.cut
+    decoder = start_decoders(grader, items, todo, decoding)
     progress = Progress(TextColumn(words.label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False,
                         disable=not (todo or empty_bar))
@@ -121,21 +130,11 @@ def run_through_batches(grader: Grader, items: list[Item], out_path: Path, *, sp
     what is still waiting. Ctrl-C stops it; what was written and the ledger stay."""
     import asyncio
 
-    from ..judge.base import wants_frames
-    from ..judge.batch import summarize
-    from ..records import read_records
     from ..runner.batch_api import BatchRun
-    from ..runner.decode import SharedDecodes
-    from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible
+    from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible, summary_of
 
     run = BatchRun(grader, spec, out_path)
-    decoder = None
-    if plan.turns and any(wants_frames(grader.judge, it, t) for it in items for t in range(len(it.turns))):
-        from ..frame_sampler import IsolatedSampler
-
-        decoder = IsolatedSampler(workers=decoding.processes(os.cpu_count()), timeout_s=decoding.timeout_s,
-                                  max_memory_mb=decoding.memory_mb)
-        grader.sample = SharedDecodes(decoder.sample)
+    decoder = start_decoders(grader, items, plan.turns, decoding)
 
     def interrupted() -> None:
         err.print(f"interrupted: stopping; the records written so far are in {out_path} and the submitted "
@@ -164,5 +163,4 @@ def run_through_batches(grader: Grader, items: list[Item], out_path: Path, *, sp
         err.print(f"{report.waiting} turn(s) wait for batch(es) {', '.join(report.open)} (ledger: "
                   f"{ledger_path(out_path)}); run the same command again to collect them (the provider answers "
                   "within 24 hours)", highlight=False)
-    keys = {(it.id, t) for it in items for t in range(len(it.turns))}
-    return summarize([r for r in read_records(out_path) if (r.item_id, r.turn) in keys], len(items))
+    return summary_of(items, out_path)

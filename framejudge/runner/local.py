@@ -144,6 +144,11 @@ async def run_batch(
                 task.cancel()
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
+    return summary_of(items, out)
+
+
+def summary_of(items: list[Item], out: Path) -> GradeSummary:
+    """The summary of `items` as `out` records them now (other items' records in it left out)."""
     keys = {(it.id, t) for it in items for t in range(len(it.turns))}
     return summarize([r for r in read_records(out) if (r.item_id, r.turn) in keys], len(items))
 
