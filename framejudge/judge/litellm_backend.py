@@ -29,11 +29,15 @@ api_base), with validated JSON replies and retries through tenacity.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import random
 import re
+import sys
 import time
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from ..backends import JudgeSpecError, litellm_takes_video
@@ -44,6 +48,8 @@ from ..schema import JudgeConfig, Judgement, JudgeErrorKind, ServiceTier, Usage,
 from ..schema.judges_file import DEFAULT_TIMEOUT_S
 from .base import JudgeBase, JudgeFailure, JudgeRequest, JudgeResult, PlannedTurn
 from .confidence import LabelProbs, field_options, label_probabilities, steps_from_logprobs
+from .openai_wire import (WireConnectionError, WireError, WireStatusError, WireTimeout, chat_completion,
+                          direct_route, wire_model)
 from .reask import InvalidReply, json_text, parse_judgement, problems, reask_messages, reply_schema
 
 TOP_LOGPROBS = 5
@@ -51,6 +57,12 @@ ESTIMATE_SAMPLE = 200  # planned turns whose prompts are rendered for a cost est
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 OVERLOAD_STATUS = {408, 429, 503, 529}  # the server is over capacity, or did not answer in time
 FLEX_PRICE = 0.5  # OpenAI's and Gemini's flex tier: half the standard price per token
+
+
+def _litellm() -> Any:
+    """litellm if this process has imported it, else None: an error can only be one of litellm's
+    when litellm made the call, and a judge that sends straight to its server never imports it."""
+    return sys.modules.get("litellm")
 
 
 class VideoNotSeen(Exception):
@@ -84,6 +96,17 @@ def clip_parts(request: JudgeRequest, images: bool) -> tuple[list[PromptFrame], 
     return (request.frames if images else [PromptFrame(f.timestamp) for f in request.frames]), None
 
 OUTPUT_MODES = ("auto", "schema", "json_object")
+# the OpenAI parameters an OpenAI-compatible server sent its calls directly is asked (litellm's list
+# for openai/ and hosted_vllm/ models includes each)
+DIRECT_PARAMS = ("temperature", "max_tokens", "seed", "logprobs", "top_logprobs", "response_format", "service_tier")
+
+
+def _quiet_litellm() -> None:
+    import litellm
+
+    # litellm prints banners and "Give Feedback" notes to stdout on errors and unknown prices;
+    # stdout is the command's output (a summary piped on), and the errors are recorded anyway
+    litellm.suppress_debug_info = True
 # Providers whose route in litellm carries a reply schema for any model: OpenAI and OpenAI-compatible
 # servers (response_format json_schema), vLLM (guided decoding), Anthropic (output_format, or a forced
 # tool for older models), Ollama (format). Gemini 2 and later get generationConfig.response_json_schema
@@ -121,11 +144,17 @@ def without_keywords(schema: Any, refused: frozenset[str]) -> Any:
 
 def response_format(mode: str, provider: str) -> dict[str, Any]:
     """What a call asks the provider for: the reply's JSON schema, without what the provider
-    refuses (`schema`), or any JSON object (`json_object`)."""
+    refuses (`schema`), or any JSON object (`json_object`). A fresh copy each call (litellm's
+    routes may edit what they are given)."""
     if mode == "json_object":
         return {"type": "json_object"}
-    schema = without_keywords(reply_schema(), SCHEMA_REFUSED.get(provider, frozenset()))
-    return {"type": "json_schema", "json_schema": {"name": "judgement", "schema": schema, "strict": True}}
+    return {"type": "json_schema", "json_schema": {"name": "judgement", "schema": json.loads(_schema_for(provider)),
+                                                    "strict": True}}
+
+
+@functools.lru_cache(maxsize=None)
+def _schema_for(provider: str) -> str:
+    return json.dumps(without_keywords(reply_schema(), SCHEMA_REFUSED.get(provider, frozenset())))
 
 
 def _status(exc: BaseException) -> int | None:
@@ -170,25 +199,32 @@ def retry_after_seconds(exc: BaseException) -> float | None:
 def api_error(exc: BaseException) -> BaseException | None:
     """The provider error inside an exception chain, or None when the failure was the reply
     itself (InvalidReply)."""
-    import litellm
-
+    litellm = _litellm()
     seen: BaseException | None = exc
     for _ in range(8):
         if seen is None:
             return None
-        if isinstance(seen, (litellm.exceptions.APIError, litellm.RateLimitError, litellm.Timeout,
-                             litellm.APIConnectionError)) or _status(seen) is not None:
+        if isinstance(seen, WireError) or _status(seen) is not None or (litellm is not None and isinstance(
+                seen, (litellm.exceptions.APIError, litellm.RateLimitError, litellm.Timeout,
+                       litellm.APIConnectionError))):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
 
 
-def is_retryable(exc: BaseException) -> bool:
-    import litellm
+def _is(exc: BaseException, name: str) -> bool:
+    """Whether `exc` is litellm's exception class `name` (never, where litellm is not imported)."""
+    litellm = _litellm()
+    return litellm is not None and isinstance(exc, getattr(litellm, name))
 
+
+def is_retryable(exc: BaseException) -> bool:
+    litellm = _litellm()
     exc = api_error(exc) or exc
-    if isinstance(exc, (litellm.RateLimitError, litellm.Timeout, litellm.APIConnectionError,
-                        litellm.InternalServerError, litellm.ServiceUnavailableError)):
+    if isinstance(exc, (WireTimeout, WireConnectionError)):
+        return True
+    if litellm is not None and isinstance(exc, (litellm.RateLimitError, litellm.Timeout, litellm.APIConnectionError,
+                                                litellm.InternalServerError, litellm.ServiceUnavailableError)):
         return True
     status = _status(exc)
     return status in RETRYABLE_STATUS
@@ -196,10 +232,12 @@ def is_retryable(exc: BaseException) -> bool:
 
 def is_overload(exc: BaseException) -> bool:
     """A sign that the endpoint has no room now: a 429, a 503 or 529, a timeout."""
-    import litellm
-
+    litellm = _litellm()
     exc = api_error(exc) or exc
-    if isinstance(exc, (litellm.RateLimitError, litellm.Timeout, litellm.ServiceUnavailableError)):
+    if isinstance(exc, WireTimeout):
+        return True
+    if litellm is not None and isinstance(exc, (litellm.RateLimitError, litellm.Timeout,
+                                                litellm.ServiceUnavailableError)):
         return True
     return _status(exc) in OVERLOAD_STATUS
 
@@ -222,12 +260,12 @@ class LiteLLMJudge(JudgeBase):
         model server. `logprobs`: ask for token log-probabilities (None: where litellm says the
         provider takes them). `output`: `schema` (the reply's JSON schema), `json_object` (JSON mode),
         or `auto` (the schema where the provider takes one). `video_input`: what of the video it is
-        shown unless a run says otherwise. `service_tier`: sent with every call (flex: half the price)."""
-        import litellm
-
-        # litellm prints banners and "Give Feedback" notes to stdout on errors and unknown prices;
-        # stdout is the command's output (a summary piped on), and the errors are recorded anyway
-        litellm.suppress_debug_info = True
+        shown unless a run says otherwise. `service_tier`: sent with every call (flex: half the price).
+        An OpenAI-compatible server named by `api_base` (openai/, hosted_vllm/) is sent its calls
+        directly (openai_wire), frames; everything else, and clips, through litellm."""
+        self.direct = direct_route(model, api_base)
+        if not self.direct:
+            _quiet_litellm()
         self.model = model
         self.model_id = model
         self.api_base = api_base
@@ -276,7 +314,11 @@ class LiteLLMJudge(JudgeBase):
 
     def _provider_params(self) -> tuple[str | None, list[str]]:
         """The provider litellm routes this model to, and the OpenAI parameters it takes there
-        (None and none for a model litellm cannot place: nothing optional is asked of it)."""
+        (None and none for a model litellm cannot place: nothing optional is asked of it). A server
+        sent its calls directly is OpenAI-compatible: it takes the seed, log-probabilities and a
+        reply format (as litellm lists for these providers; tests/judge hold the two lists equal)."""
+        if self.direct:
+            return self.model.partition("/")[0], list(DIRECT_PARAMS)
         import litellm
 
         try:
@@ -287,10 +329,10 @@ class LiteLLMJudge(JudgeBase):
         return provider, list(params or [])
 
     def _takes_schema(self) -> bool:
-        import litellm
-
         if self.provider in SCHEMA_PROVIDERS or (self.provider == "gemini" and GEMINI_2_ON.search(self.model.lower())):
             return True
+        import litellm
+
         try:
             return bool(litellm.supports_response_schema(model=self.model, custom_llm_provider=self.provider))
         except Exception:  # a model litellm does not know
@@ -299,6 +341,8 @@ class LiteLLMJudge(JudgeBase):
     def server(self) -> str | None:
         """The base URL of the self-hosted server this judge calls (vLLM, Ollama, an
         OpenAI-compatible endpoint), or None for a hosted provider."""
+        if self.direct:
+            return self.api_base
         import litellm
 
         _, provider, _, base = litellm.get_llm_provider(self.model, api_base=self.api_base)
@@ -313,10 +357,11 @@ class LiteLLMJudge(JudgeBase):
         (any HTTP status: it is up); a hosted provider needs its credentials in the environment
         (it is not called: a call could cost)."""
         import httpx
-        import litellm
 
         base = self.server()
         if base is None:
+            import litellm
+
             env = litellm.validate_environment(model=self.model)
             if not env.get("keys_in_environment", True) and not self.api_key:
                 return "missing " + ", ".join(env.get("missing_keys") or ["credentials"])
@@ -335,7 +380,6 @@ class LiteLLMJudge(JudgeBase):
         return min(self.max_wait, (2 ** attempt) * 0.5 + random.uniform(0, 0.5))
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
-        import litellm
         from tenacity import AsyncRetrying, retry_if_exception
 
         item, turn, rubric = request.item, request.turn, request.rubric
@@ -404,6 +448,7 @@ class LiteLLMJudge(JudgeBase):
             return other_failures >= self.max_retries
 
         tokens = rendered.estimated_tokens + (len(frames) * IMAGE_TOKENS if self.sees_images else 0)
+        direct = self.direct and clip is None  # a clip goes through litellm (vLLM's video_url part)
         try:
             async for attempt in AsyncRetrying(retry=retry_if_exception(is_retryable), wait=wait, stop=stop,
                                                reraise=True):
@@ -413,11 +458,11 @@ class LiteLLMJudge(JudgeBase):
                     async with self.gate.slot(tokens, wait_s=max(left, 0.0)) as slot:
                         try:
                             judgement, probs = await self._ask(messages, rubric, t, on_response,
-                                                               temperature, seed, notes)
+                                                               temperature, seed, notes, direct)
                         except Exception as exc:
                             if is_overload(exc):
                                 cause = api_error(exc) or exc
-                                limited = isinstance(cause, litellm.RateLimitError) or _status(cause) == 429
+                                limited = _status(cause) == 429 or _is(cause, "RateLimitError")
                                 slot.overloaded(retry_after_seconds(cause), rate_limited=limited)
                             elif api_error(exc) is not None:
                                 slot.failed()
@@ -436,11 +481,19 @@ class LiteLLMJudge(JudgeBase):
 
     def _cost(self, response: Any, notes: list[str]) -> float:
         """A reply's cost by litellm's price list, on the tier asked for; on the flex tier, half the
-        standard price where the list has no flex price for the model."""
+        standard price where the list has no flex price for the model. A reply read straight from
+        the server (openai_wire) is priced by its token counts."""
         import litellm
 
         tier = self.service_tier.value if self.service_tier is not None else None
-        cost = float(litellm.completion_cost(completion_response=response, service_tier=tier))
+        if isinstance(response, SimpleNamespace):
+            usage = getattr(response, "usage", None)
+            prompt, completion = litellm.cost_per_token(
+                model=self.model, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0), service_tier=tier)
+            cost = float(prompt) + float(completion)
+        else:
+            cost = float(litellm.completion_cost(completion_response=response, service_tier=tier))
         if self.service_tier is ServiceTier.flex and not self._flex_listed():
             cost *= FLEX_PRICE
             note = "flex tier: litellm lists no flex price for this model; its standard price halved"
@@ -458,30 +511,42 @@ class LiteLLMJudge(JudgeBase):
         return info.get("input_cost_per_token_flex") is not None
 
     async def _complete(self, messages: list[dict[str, Any]], temperature: float, seed: int,
-                        notes: list[str]) -> tuple[Any, str]:
+                        notes: list[str], direct: bool = False) -> tuple[Any, str]:
         """One call, and the output mode its reply came in; with logprobs where they are asked for,
         and the reply's schema in `schema` mode. A server that refuses either (400, 422) is asked
         again without it (logprobs first when the error names them, else the schema), and not asked
-        for it again once that works; when nothing is left to leave out, the error stands."""
-        import litellm
+        for it again once that works; when nothing is left to leave out, the error stands. `direct`:
+        sent straight to the OpenAI-compatible server (openai_wire), the same body litellm sends."""
+        if direct:
+            body: dict[str, Any] = dict(model=wire_model(self.model), messages=messages, temperature=temperature,
+                                        max_tokens=self.max_tokens)
+            refusals: tuple[type[BaseException], ...] = (WireStatusError,)
+        else:
+            _quiet_litellm()
+            import litellm
 
-        kwargs: dict[str, Any] = dict(
-            model=self.model, messages=messages, temperature=temperature, max_tokens=self.max_tokens,
-            timeout=self.timeout, api_base=self.api_base, api_key=self.api_key, num_retries=0)
+            body = dict(model=self.model, messages=messages, temperature=temperature, max_tokens=self.max_tokens,
+                        timeout=self.timeout, api_base=self.api_base, api_key=self.api_key, num_retries=0)
+            refusals = (litellm.BadRequestError, litellm.UnprocessableEntityError)
         if self.takes_seed:
-            kwargs["seed"] = seed
+            body["seed"] = seed
         if self.service_tier is not None:
-            kwargs["service_tier"] = self.service_tier.value
+            body["service_tier"] = self.service_tier.value
         logprobs, mode = self.logprobs, self.output
         refused: list[tuple[str, BaseException]] = []
         while True:
             extra: dict[str, Any] = dict(logprobs=True, top_logprobs=TOP_LOGPROBS) if logprobs else {}
+            sent = {**body, **extra, "response_format": response_format(mode, self.provider or "")}
             try:
-                response = await litellm.acompletion(**kwargs, **extra,
-                                                     response_format=response_format(mode, self.provider or ""))
+                if direct:
+                    response = await chat_completion(self.api_base or "", self.api_key, sent, self.timeout)
+                else:
+                    response = await litellm.acompletion(**sent)
                 break
-            except (litellm.BadRequestError, litellm.UnprocessableEntityError) as exc:
-                if isinstance(exc, (litellm.ContentPolicyViolationError, litellm.ContextWindowExceededError)):
+            except refusals as exc:
+                if direct and (_status(exc) not in (400, 422) or getattr(exc, "about_prompt", False)):
+                    raise  # not a refusal of what is asked of the reply
+                if _is(exc, "ContentPolicyViolationError") or _is(exc, "ContextWindowExceededError"):
                     raise  # about the prompt, whatever is asked of the reply
                 if logprobs and (mode != "schema" or "logprob" in str(exc).lower()):
                     logprobs = False
@@ -502,15 +567,15 @@ class LiteLLMJudge(JudgeBase):
         return response, mode
 
     async def _ask(self, messages: list[dict[str, Any]], rubric: Rubric, t: Any, on_response: Any,
-                   temperature: float, seed: int, notes: list[str]) -> tuple[Judgement, LabelProbs | None]:
+                   temperature: float, seed: int, notes: list[str],
+                   direct: bool = False) -> tuple[Judgement, LabelProbs | None]:
         """One attempt: a call, and up to `max_reasks` more when the reply breaks the rubric; the
         judgement and, where the server gave log-probabilities, its labels' option probabilities."""
-        import json
 
         from pydantic import ValidationError
 
         for asked in range(self.max_reasks + 1):
-            response, mode = await self._complete(messages, temperature, seed, notes)
+            response, mode = await self._complete(messages, temperature, seed, notes, direct)
             on_response(response)
             reply = response.choices[0].message.content or ""
             try:
@@ -527,8 +592,6 @@ class LiteLLMJudge(JudgeBase):
 
     @staticmethod
     def _label_probs(response: Any, reply: str) -> LabelProbs | None:
-        import json
-
         logprobs = getattr(response.choices[0], "logprobs", None)
         content = getattr(logprobs, "content", None) if not isinstance(logprobs, dict) else logprobs.get("content")
         if not content:
@@ -540,8 +603,6 @@ class LiteLLMJudge(JudgeBase):
         return label_probabilities(reply, steps_from_logprobs(content), field_options(data)) or None
 
     def _failure(self, exc: BaseException, raws: list[str], usage: Usage, tries: int) -> JudgeFailure:
-        import litellm
-
         raw = "\n---\n".join(raws) or None
         if isinstance(exc, VideoNotSeen):
             return JudgeFailure(JudgeErrorKind.backend_error, str(exc), raw, usage)
@@ -549,13 +610,13 @@ class LiteLLMJudge(JudgeBase):
         if cause is None:
             return JudgeFailure(JudgeErrorKind.invalid_after_retries,
                                 f"no valid verdict after {self.max_reasks + 1} attempt(s): {str(exc)[:500]}", raw, usage)
-        if isinstance(cause, litellm.RateLimitError) or _status(cause) == 429:
+        if _is(cause, "RateLimitError") or _status(cause) == 429:
             return JudgeFailure(JudgeErrorKind.rate_limited, f"still rate limited after {tries} attempt(s) "
                                 f"over {self.overload_budget_s:g} s: {cause}"[:1000], raw, usage)
-        if isinstance(cause, litellm.Timeout) or _status(cause) == 408:
+        if isinstance(cause, WireTimeout) or _is(cause, "Timeout") or _status(cause) == 408:
             return JudgeFailure(JudgeErrorKind.timeout, f"timed out (each attempt limited to {self.timeout:g} s; "
                                 f"retried for {self.overload_budget_s:g} s): {cause}"[:1000], raw, usage)
-        if isinstance(cause, litellm.ContentPolicyViolationError):
+        if _is(cause, "ContentPolicyViolationError") or (isinstance(cause, WireStatusError) and cause.content_policy):
             return JudgeFailure(JudgeErrorKind.refused, str(cause)[:1000], raw, usage)
         return JudgeFailure(JudgeErrorKind.backend_error, f"{type(cause).__name__}: {cause}"[:1000], raw, usage)
 
@@ -563,8 +624,6 @@ class LiteLLMJudge(JudgeBase):
         """Rough tokens and cost before spending: each call's text (the rendered prompts of up to
         ESTIMATE_SAMPLE of the planned turns, spread over them) and the frames of the calls that
         send frames, only those (a text-only item's calls send none)."""
-        import litellm
-
         calls = sum(p.calls for p in planned)
         if not calls:
             return "nothing to do"
@@ -573,10 +632,12 @@ class LiteLLMJudge(JudgeBase):
         per_frame = IMAGE_TOKENS if self.sees_images else 10  # a text-only model reads timestamps
         tokens = round(text / sum(p.calls for p in sample) * calls +
                        sum(p.with_frames for p in planned) * frames_per_call * per_frame)
-        price = litellm.model_cost.get(self.model) or litellm.model_cost.get(self.model.split("/", 1)[-1])
         if self.price is not None:
             cost = tokens * self.price[0] + calls * 200 * self.price[1]
             return f"about {tokens:,} prompt tokens, about ${cost:.2f} (the judges file's price)"
+        import litellm
+
+        price = litellm.model_cost.get(self.model) or litellm.model_cost.get(self.model.split("/", 1)[-1])
         if price and price.get("input_cost_per_token"):
             cost = tokens * price["input_cost_per_token"] + calls * 200 * price.get("output_cost_per_token", 0)
             return f"about {tokens:,} prompt tokens, about ${cost:.2f}"

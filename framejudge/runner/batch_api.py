@@ -150,7 +150,7 @@ class BatchedLiteLLM(LiteLLMJudge):
         return body
 
     async def _complete(self, messages: list[dict[str, Any]], temperature: float, seed: int,
-                        notes: list[str]) -> tuple[Any, str]:
+                        notes: list[str], direct: bool = False) -> tuple[Any, str]:
         import litellm
 
         body = self.body(messages, temperature, seed)
