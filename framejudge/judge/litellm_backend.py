@@ -457,6 +457,18 @@ class LiteLLMJudge(JudgeBase):
             return False
         return info.get("input_cost_per_token_flex") is not None
 
+    def call_kwargs(self, messages: list[dict[str, Any]], temperature: float, seed: int) -> dict[str, Any]:
+        """litellm.acompletion's arguments for one call, but for logprobs and the reply's format (which
+        `_complete` adds as the server takes them); a batch run builds its requests from the same."""
+        kwargs: dict[str, Any] = dict(
+            model=self.model, messages=messages, temperature=temperature, max_tokens=self.max_tokens,
+            timeout=self.timeout, api_base=self.api_base, api_key=self.api_key, num_retries=0)
+        if self.takes_seed:
+            kwargs["seed"] = seed
+        if self.service_tier is not None:
+            kwargs["service_tier"] = self.service_tier.value
+        return kwargs
+
     async def _complete(self, messages: list[dict[str, Any]], temperature: float, seed: int,
                         notes: list[str]) -> tuple[Any, str]:
         """One call, and the output mode its reply came in; with logprobs where they are asked for,
@@ -465,13 +477,7 @@ class LiteLLMJudge(JudgeBase):
         for it again once that works; when nothing is left to leave out, the error stands."""
         import litellm
 
-        kwargs: dict[str, Any] = dict(
-            model=self.model, messages=messages, temperature=temperature, max_tokens=self.max_tokens,
-            timeout=self.timeout, api_base=self.api_base, api_key=self.api_key, num_retries=0)
-        if self.takes_seed:
-            kwargs["seed"] = seed
-        if self.service_tier is not None:
-            kwargs["service_tier"] = self.service_tier.value
+        kwargs = self.call_kwargs(messages, temperature, seed)
         logprobs, mode = self.logprobs, self.output
         refused: list[tuple[str, BaseException]] = []
         while True:
