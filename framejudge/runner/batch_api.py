@@ -39,8 +39,9 @@ litellm's price for each reply, or the judges file's price, times that share).
   `GET /v1/messages/batches/{id}/results`). Billed at 50 % ("50% of standard API prices"). Each
   request's `params` is the messages body litellm sends online for that call, made by litellm's own
   Anthropic transformation (`get_optional_params`, then the provider config's `transform_request`,
-  as litellm's HTTP handler does; the contract tests hold it equal to the body litellm's
-  `return_raw_request` captures from an online call), with the beta headers that call would carry
+  as litellm's HTTP handler does, built here rather than captured from a completion call, which
+  costs some 20 times more; tests/runner/test_batch_anthropic.py holds it equal to the body
+  litellm puts on the wire online for the same call), with the beta headers that call carries
   (`structured-outputs-...` for `output_format`) sent with the batch; a succeeded result's message
   becomes the reply through litellm's `AnthropicConfig.transform_response`, with the JSON mode the
   online call has (a forced `json_tool_call` tool's input is the reply's text). What goes through
@@ -302,8 +303,9 @@ class AnthropicBatches(BatchAPI):
             headers = config.validate_environment(headers={}, model=model, messages=copy.deepcopy(sent),
                                                   optional_params=optional, litellm_params={},
                                                   api_key=judge.api_key or "unused", api_base=judge.api_base)
+            # transform_request adds to the headers the beta features the body uses, as it does online
             body = config.transform_request(model=model, messages=copy.deepcopy(sent), optional_params=optional,
-                                            litellm_params={}, headers=dict(headers))
+                                            litellm_params={}, headers=headers)
         except Exception as exc:
             raise BatchError(f"litellm could not build the Anthropic request for {model!r}: {exc}"[:800]) from None
         beta = headers.get("anthropic-beta")
