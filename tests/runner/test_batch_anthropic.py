@@ -244,3 +244,22 @@ def test_the_python_api_wants_an_out_file_and_a_batchable_judge(tmp_path, items)
 
     with pytest.raises(BatchUnsupported, match="calls no provider"):
         grade(items, judge="reference", batch=True, out=tmp_path / "v.jsonl")
+
+
+def test_a_schema_anthropic_refuses_in_a_batch_is_asked_again_without_it(tmp_path, items):
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, STRUCTURED)
+        out = tmp_path / "batch.jsonl"
+        run(items, out, judges, STRUCTURED, batch=True)
+        [first] = server.batches
+        server.finish(first, lambda r: ("errored", "invalid_request_error", "output_format: schema not supported"))
+        assert run(items, out, judges, STRUCTURED, batch=True) == []
+        [second] = [b for b in server.batches if b != first]
+        again = [r["params"] for r in server.requests_of(second)]
+        # JSON mode as litellm sends it online to Anthropic: nothing that holds the reply to a schema
+        assert len(again) == 6 and all("output_format" not in p and "tools" not in p for p in again)
+        server.finish(second)
+        records = run(items, out, judges, STRUCTURED, batch=True)
+        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+        assert all(any("refused the reply's JSON schema" in n or "output mode: json_object" in n
+                       for n in r.provenance.notes) for r in records)
