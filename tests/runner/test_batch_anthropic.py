@@ -263,3 +263,20 @@ def test_a_schema_anthropic_refuses_in_a_batch_is_asked_again_without_it(tmp_pat
         assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
         assert all(any("refused the reply's JSON schema" in n or "output mode: json_object" in n
                        for n in r.provenance.notes) for r in records)
+
+
+def test_requests_beyond_a_batchs_limit_go_in_more_batches(tmp_path, items, monkeypatch):
+    from framejudge.runner.batch_api import BATCH_APIS
+
+    monkeypatch.setattr(BATCH_APIS["anthropic"], "max_requests", 4)
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, STRUCTURED)
+        out = tmp_path / "batch.jsonl"
+        run(items, out, judges, STRUCTURED, batch=True)
+        assert [len(server.requests_of(b)) for b in server.batches] == [4, 2]
+        ledger = json.loads((tmp_path / "batch.batches.json").read_text())
+        assert [b["id"] for b in ledger["batches"]] == list(server.batches)
+        for batch_id in server.batches:
+            server.finish(batch_id)
+        records = run(items, out, judges, STRUCTURED, batch=True)
+        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
