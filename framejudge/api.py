@@ -78,6 +78,7 @@ async def agrade(
     api_base: str | None = None,
     concurrency: int = 4,
     regrade: bool = False,
+    batch: bool = False,
 ) -> list[Record]:
     """`grade`, for code already inside an event loop."""
     the_items, source = _items(items)
@@ -85,6 +86,9 @@ async def agrade(
     the_options = _options(options)
     if concurrency < 1:
         raise InvalidOptions("concurrency must be at least 1")
+    if batch and out is None:
+        raise InvalidOptions("batch=True keeps its batches' ledger and replies beside the verdicts file, for the "
+                             "next call to collect: give out")
     judges = Judges.from_env(Path(judges_file) if judges_file is not None else None)
     judges.api_base = api_base or judges.api_base
     judges.require_listed(judge)
@@ -99,9 +103,16 @@ async def agrade(
     grader = Grader(the_judge, the_rubric, the_options, media_root=root)
     with tempfile.TemporaryDirectory(prefix="framejudge-") as scratch:
         out_path = Path(out) if out is not None else Path(scratch) / "verdicts.jsonl"
-        plan = plan_resume(grader, the_items, out_path, regrade=regrade)
-        await run_batch(grader, the_items, out_path, concurrency=concurrency, plan=plan)
-        verdicts, errors = latest(read_records(out_path))
+        if batch:  # what `grade --batch` runs: collect, grade what has replies, submit the rest
+            from .runner.batch_api import BatchRun
+
+            run = BatchRun(grader, judge, out_path)
+            plan = plan_resume(grader, the_items, out_path, regrade=regrade)
+            await run.run(the_items, plan, concurrency=concurrency)
+        else:
+            plan = plan_resume(grader, the_items, out_path, regrade=regrade)
+            await run_batch(grader, the_items, out_path, concurrency=concurrency, plan=plan)
+        verdicts, errors = latest(read_records(out_path)) if out_path.exists() else ({}, {})
     standing: dict[tuple[str, int], Record] = {**errors, **verdicts}
     return [standing[(it.id, t)] for it in the_items for t in range(len(it.turns)) if (it.id, t) in standing]
 
@@ -118,6 +129,7 @@ def grade(
     api_base: str | None = None,
     concurrency: int = 4,
     regrade: bool = False,
+    batch: bool = False,
 ) -> list[Record]:
     """Grade every turn of `items` (an items JSONL file, or Items / dicts) with `judge` under
     `rubric`, and return the standing record of each turn: a `Verdict`, or a `JudgeError` for a turn
@@ -129,9 +141,16 @@ def grade(
     (`GradeOptions`: sampler, swap, samples, blind, cache, triage ...). `media_root`: where relative
     video paths are (default: the items file's folder, else the working folder). `judges_file`,
     `api_base`: as `--judges` and `--api-base` (default: FRAMEJUDGE_JUDGES_FILE, FRAMEJUDGE_API_BASE).
+    `batch=True` sends the calls through the provider's batch API, as `framejudge grade --batch`
+    does (OpenAI's and Anthropic's; billed at half the synchronous price, answered within 24
+    hours): each call collects the batches the calls before it submitted into `out` (required: the
+    ledger and replies are kept beside it), grades the turns whose calls all have replies, and
+    submits the rest; the records returned are those standing so far, and a turn still waiting
+    for a batch has none yet: call it again until every turn has one.
     Raises a FramejudgeError for bad input before grading anything."""
     return asyncio.run(agrade(items, judge=judge, rubric=rubric, options=options, out=out, media_root=media_root,
-                              judges_file=judges_file, api_base=api_base, concurrency=concurrency, regrade=regrade))
+                              judges_file=judges_file, api_base=api_base, concurrency=concurrency, regrade=regrade,
+                              batch=batch))
 
 
 def calibrate(

@@ -63,7 +63,7 @@ def grade(
         help="decoding processes, working while model calls wait (default: the CPU count)")] = None,
     batch: Annotated[bool, typer.Option(
         "--batch", help="send the calls through the provider's batch API (half price, answered within 24 hours; "
-                        "OpenAI's batch API): collects the batches a run before submitted, grades what has "
+                        "OpenAI's and Anthropic's batch APIs): collects the batches a run before submitted, grades what has "
                         "replies, submits the rest; run it again until nothing waits")] = False,
     triage_path: Annotated[Optional[Path], typer.Option(
         "--triage", help="a thresholds file from framejudge triage, or 'default': the reference judge's own, "

@@ -98,6 +98,7 @@ def clip_parts(request: JudgeRequest, images: bool) -> tuple[list[PromptFrame], 
 OUTPUT_MODES = ("auto", "schema", "json_object")
 # the OpenAI parameters an OpenAI-compatible server sent its calls directly is asked (litellm's list
 # for openai/ and hosted_vllm/ models includes each)
+LITELLM_ONLY = ("timeout", "api_base", "api_key", "num_retries")  # call_kwargs litellm reads, not the server
 DIRECT_PARAMS = ("temperature", "max_tokens", "seed", "logprobs", "top_logprobs", "response_format", "service_tier")
 
 
@@ -510,6 +511,18 @@ class LiteLLMJudge(JudgeBase):
             return False
         return info.get("input_cost_per_token_flex") is not None
 
+    def call_kwargs(self, messages: list[dict[str, Any]], temperature: float, seed: int) -> dict[str, Any]:
+        """litellm.acompletion's arguments for one call, but for logprobs and the reply's format (which
+        `_complete` adds as the server takes them); a batch run builds its requests from the same."""
+        kwargs: dict[str, Any] = dict(
+            model=self.model, messages=messages, temperature=temperature, max_tokens=self.max_tokens,
+            timeout=self.timeout, api_base=self.api_base, api_key=self.api_key, num_retries=0)
+        if self.takes_seed:
+            kwargs["seed"] = seed
+        if self.service_tier is not None:
+            kwargs["service_tier"] = self.service_tier.value
+        return kwargs
+
     async def _complete(self, messages: list[dict[str, Any]], temperature: float, seed: int,
                         notes: list[str], direct: bool = False) -> tuple[Any, str]:
         """One call, and the output mode its reply came in; with logprobs where they are asked for,
@@ -517,21 +530,16 @@ class LiteLLMJudge(JudgeBase):
         again without it (logprobs first when the error names them, else the schema), and not asked
         for it again once that works; when nothing is left to leave out, the error stands. `direct`:
         sent straight to the OpenAI-compatible server (openai_wire), the same body litellm sends."""
-        if direct:
-            body: dict[str, Any] = dict(model=wire_model(self.model), messages=messages, temperature=temperature,
-                                        max_tokens=self.max_tokens)
+        body = self.call_kwargs(messages, temperature, seed)
+        if direct:  # the same body, without what only litellm reads
+            body = {key: value for key, value in body.items() if key not in LITELLM_ONLY}
+            body["model"] = wire_model(self.model)
             refusals: tuple[type[BaseException], ...] = (WireStatusError,)
         else:
             _quiet_litellm()
             import litellm
 
-            body = dict(model=self.model, messages=messages, temperature=temperature, max_tokens=self.max_tokens,
-                        timeout=self.timeout, api_base=self.api_base, api_key=self.api_key, num_retries=0)
             refusals = (litellm.BadRequestError, litellm.UnprocessableEntityError)
-        if self.takes_seed:
-            body["seed"] = seed
-        if self.service_tier is not None:
-            body["service_tier"] = self.service_tier.value
         logprobs, mode = self.logprobs, self.output
         refused: list[tuple[str, BaseException]] = []
         while True:

@@ -4,9 +4,10 @@ API (half price, answered within 24 hours), resumable by running the same comman
 Each run of the command does three things, in this order:
 
 1. **Collect.** Every batch in the ledger (`<out>.batches.json`) that is not collected yet is asked
-   for its status; a completed one's output (and error) file is read into the replies file
+   for its status; an ended one's results are read into the replies file
    (`<out>.batch-replies.jsonl`, one line per request: its key and the provider's answer). A batch
-   that failed, expired or was cancelled gives its requests back to be submitted again.
+   that failed, expired or was cancelled without results gives its requests back to be submitted
+   again.
 2. **Grade.** The turns still to grade (the same resume rules as an online run: `runner/resume.py`)
    go through the same pipeline as an online run, with `BatchedLiteLLM` as the judge: where the
    call it would make has a reply, the reply is used exactly as an online reply would be (usage,
@@ -15,24 +16,55 @@ Each run of the command does three things, in this order:
    re-asks go in the next batch. A request the provider failed is submitted again, at most
    `MAX_FAILURES` times, then the turn is recorded as a JudgeError. Turns that finish are appended to
    the verdicts file as records, as an online run writes them.
-3. **Submit.** The requests set aside that no open batch carries are written as the batch API's JSONL
-   (one chat-completions body each, its key as `custom_id`), uploaded and submitted as one batch,
-   recorded in the ledger before anything else happens.
+3. **Submit.** The requests set aside that no open batch carries are submitted as batches (as many
+   as the provider's limits on requests and bytes per batch ask), each recorded in the ledger before
+   anything else happens.
 
-A request's key is the sha256 of its body (model, messages, response format, temperature, seed,
-token limit), so the same call in a later run finds its reply, and a call that changed (another
-rubric, other frames) is a new request. Cost: litellm's price for each reply, halved
-(`BATCH_PRICE`: OpenAI's batch API is billed at 50 % of the synchronous price), or the judges file's
-price halved.
+A request's key is the sha256 of the body the provider is sent (model, messages, the reply's schema
+or JSON mode, temperature, seed, token limit), so the same call in a later run finds its reply, and a
+call that changed (another rubric, other frames) is a new request. The key is the request's
+`custom_id` in the batch.
 
-The batch API spoken is OpenAI's (files + batches, `/v1/chat/completions` lines): OpenAI itself and
-servers that implement it (`openai/` judges, with or without `api_base`). Other providers are refused
-with the reason before anything is sent.
+**Providers** are one table, `BATCH_APIS`: one `BatchAPI` each, which builds a call's request line,
+submits a batch, asks where it stands, reads its results, turns a result into the reply an online
+call would have had, and gives the share of the synchronous price a batch is billed at (cost:
+litellm's price for each reply, or the judges file's price, times that share).
+
+- `openai` (`OpenAIBatches`): OpenAI's Batch API (files and batches, `/v1/chat/completions` lines),
+  spoken through litellm (`acreate_file`, `acreate_batch`, `aretrieve_batch`, `afile_content`), for
+  OpenAI and servers that implement it (`openai/` judges, with or without `api_base`). Billed at 50 %
+  ("50% cost discount compared to synchronous APIs").
+- `anthropic` (`AnthropicBatches`): Anthropic's Message Batches API (`POST /v1/messages/batches`
+  with `requests: [{custom_id, params}]`, `GET /v1/messages/batches/{id}`, the results JSONL at
+  `GET /v1/messages/batches/{id}/results`). Billed at 50 % ("50% of standard API prices"). Each
+  request's `params` is the messages body litellm sends online for that call, made by litellm's own
+  Anthropic transformation (`get_optional_params`, then the provider config's `transform_request`,
+  as litellm's HTTP handler does, built here rather than captured from a completion call, which
+  costs some 20 times more; tests/runner/test_batch_anthropic.py holds it equal to the body
+  litellm puts on the wire online for the same call), with the beta headers that call carries
+  (`structured-outputs-...` for `output_format`) sent with the batch; a succeeded result's message
+  becomes the reply through litellm's `AnthropicConfig.transform_response`, with the JSON mode the
+  online call has (a forced `json_tool_call` tool's input is the reply's text). What goes through
+  litellm and what not: litellm's `aretrieve_batch` speaks Anthropic's retrieve and is used for the
+  status; litellm has no batch creation for Anthropic (`AnthropicBatchesConfig.
+  transform_create_batch_request` raises NotImplementedError, and `create_batch` does not take the
+  provider), so the create call is made here with httpx, to the URL and with the headers (key,
+  version, `message-batches` beta) litellm's `AnthropicBatchesConfig` gives; litellm's results
+  reader (`afile_content`) rewrites every result in OpenAI's shape without the call's JSON mode (a
+  forced tool's reply comes back empty) and reports `canceled` and `expired` requests as 400
+  `invalid_request_error`s (which would read as a refused schema), so the results are read here with
+  httpx from Anthropic's results endpoint and each message is transformed as above.
+
+Other providers are refused with the reason before anything is sent (`NOT_SPOKEN`): Gemini on
+Vertex AI needs a Cloud Storage bucket for its batch files, and Gemini's own batch mode takes
+GenerateContent request lines that litellm's batch route does not build; neither can be checked
+against a loopback server speaking the provider's documented format.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import json
 from collections.abc import Callable
@@ -52,11 +84,8 @@ from ..schema import Item, JudgeError
 from ..schema.batches import BatchLedger, SubmittedBatch
 from .resume import ResumePlan, apply_plan
 
-BATCH_PRICE = 0.5  # OpenAI's Batch API: "50% cost discount compared to synchronous APIs"
 MAX_FAILURES = 3  # times a request the provider failed is submitted again before the turn is an error
-ENDPOINT = "/v1/chat/completions"
-PROVIDERS = ("openai",)  # litellm providers whose batch API framejudge speaks
-CLOSED = {"failed", "expired", "cancelled"}  # batch states that will never produce an output
+CLOSED = {"failed", "expired", "cancelled"}  # OpenAI batch states that will never produce an output
 
 
 class BatchUnsupported(FramejudgeError, ValueError):
@@ -81,6 +110,322 @@ class Deferred(BaseException):  # a signal, not an error: it passes every `excep
 
 # the requests one turn set aside (inside BatchRun.run, per turn: each turn is its own task)
 WAITING: ContextVar[list[str] | None] = ContextVar("framejudge_batch_waiting", default=None)
+
+
+@dataclass
+class Pending:
+    """A request set aside for the next batch: the body the provider is sent, and the headers the
+    online call would have carried that the batch must carry (Anthropic's beta features)."""
+
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Poll:
+    """Where a submitted batch stands: the provider's word for it, whether its results can be read
+    (`ended`), or whether it never will have any (`closed`: its requests are given back)."""
+
+    status: str
+    ended: bool = False
+    closed: bool = False
+    sources: tuple[str, ...] = ()  # where its results are (OpenAI: the output and error files)
+
+
+def answer_row(key: str, status: int | None, body: Any = None, error: Any = None, counts: bool = True) -> dict[str, Any]:
+    """One result as the replies file keeps it: a reply (`body`, the provider's own answer) or an
+    error; `counts`: whether the error counts against the request's MAX_FAILURES (a request
+    cancelled or expired with its batch does not)."""
+    if error is None:
+        return {"key": key, "status_code": status, "body": body}
+    return {"key": key, "status_code": status, "error": error, "counts": counts}
+
+
+class BatchAPI:
+    """One provider's batch API: how a call becomes a request line, how a batch is submitted, asked
+    after and read, how a result becomes the reply an online call would have had, and its price."""
+
+    name = ""
+    title = ""  # for messages: whose batch API
+    price = 1.0  # the share of the synchronous price a batch's calls are billed at
+    max_requests = 50_000  # per batch
+    max_bytes = 190 * 1024 * 1024  # per batch, with room under the provider's limit
+
+    def request(self, judge: LiteLLMJudge, messages: list[dict[str, Any]], temperature: float, seed: int,
+                mode: str) -> Pending:
+        raise NotImplementedError
+
+    def reply(self, pending: Pending, answer: dict[str, Any], messages: list[dict[str, Any]]) -> Any:
+        """A succeeded result as the litellm.ModelResponse an online call returns."""
+        raise NotImplementedError
+
+    def line_size(self, key: str, pending: Pending) -> int:
+        return len(json.dumps({"custom_id": key, "body": pending.body})) + 64
+
+    async def submit(self, judge: LiteLLMJudge, requests: dict[str, Pending]) -> SubmittedBatch:
+        raise NotImplementedError
+
+    async def poll(self, judge: LiteLLMJudge, batch: SubmittedBatch) -> Poll:
+        raise NotImplementedError
+
+    async def results(self, judge: LiteLLMJudge, batch: SubmittedBatch, poll: Poll) -> list[dict[str, Any]]:
+        """The batch's results as answer_row rows (any custom_id; the caller keeps its own)."""
+        raise NotImplementedError
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+class OpenAIBatches(BatchAPI):
+    """OpenAI's Batch API through litellm: the requests uploaded as a JSONL file of chat-completions
+    bodies, a batch made of it, its output and error files read when it completes."""
+
+    name = "openai"
+    title = "OpenAI's Batch API"
+    price = 0.5  # "50% cost discount compared to synchronous APIs"
+    max_requests = 50_000
+    max_bytes = 190 * 1024 * 1024  # OpenAI: 200 MB an input file
+    endpoint = "/v1/chat/completions"
+
+    def _kwargs(self, judge: LiteLLMJudge) -> dict[str, Any]:
+        return {"custom_llm_provider": "openai", "api_base": judge.api_base, "api_key": judge.api_key}
+
+    def request(self, judge: LiteLLMJudge, messages: list[dict[str, Any]], temperature: float, seed: int,
+                mode: str) -> Pending:
+        """The chat-completions body an online call would send (the model without its provider prefix),
+        with the reply's schema or JSON mode as the judge's output mode says."""
+        from ..judge.litellm_backend import response_format
+
+        body = {"model": judge.model.split("/", 1)[1] if judge.model.startswith("openai/") else judge.model,
+                "messages": messages, "response_format": response_format(mode, "openai"),
+                "temperature": temperature, "max_tokens": judge.max_tokens}
+        if judge.takes_seed:
+            body["seed"] = seed
+        return Pending(body)
+
+    def reply(self, pending: Pending, answer: dict[str, Any], messages: list[dict[str, Any]]) -> Any:
+        import litellm
+
+        return litellm.ModelResponse(**answer["body"])
+
+    async def submit(self, judge: LiteLLMJudge, requests: dict[str, Pending]) -> SubmittedBatch:
+        import litellm
+
+        lines = "".join(json.dumps({"custom_id": key, "method": "POST", "url": self.endpoint, "body": p.body}) + "\n"
+                        for key, p in requests.items())
+        name = f"framejudge-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.jsonl"
+        try:
+            uploaded = await litellm.acreate_file(file=(name, lines.encode("utf-8"), "application/jsonl"),
+                                                  purpose="batch", **self._kwargs(judge))
+            batch = await litellm.acreate_batch(completion_window="24h", endpoint=self.endpoint,
+                                                input_file_id=uploaded.id, **self._kwargs(judge))
+        except Exception as exc:
+            raise BatchError(f"the batch of {len(requests)} request(s) was not accepted: {exc}"[:800]) from None
+        return SubmittedBatch(id=batch.id, input_file_id=uploaded.id, keys=list(requests), submitted_at=_now(),
+                              provider_status=str(batch.status))
+
+    async def poll(self, judge: LiteLLMJudge, batch: SubmittedBatch) -> Poll:
+        import litellm
+
+        try:
+            state = await litellm.aretrieve_batch(batch_id=batch.id, **self._kwargs(judge))
+        except Exception as exc:
+            raise BatchError(f"batch {batch.id}: the provider could not say where it stands: {exc}"[:800]) from None
+        files = tuple(f for f in (state.output_file_id, state.error_file_id) if f)
+        status = str(state.status)
+        return Poll(status, ended=status == "completed" or (status in CLOSED and bool(files)),
+                    closed=status in CLOSED and not files, sources=files)
+
+    async def results(self, judge: LiteLLMJudge, batch: SubmittedBatch, poll: Poll) -> list[dict[str, Any]]:
+        import litellm
+
+        rows = []
+        for file_id in poll.sources:
+            try:
+                content = await litellm.afile_content(file_id=file_id, **self._kwargs(judge))
+            except Exception as exc:
+                raise BatchError(f"file {file_id}: could not be read: {exc}"[:800]) from None
+            data = content.content if hasattr(content, "content") else bytes(content)
+            for line in data.decode("utf-8", errors="replace").splitlines():
+                try:
+                    row = json.loads(line)
+                    key = row["custom_id"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                response = row.get("response") or {}
+                status = response.get("status_code")
+                if row.get("error") is None and status == 200 and isinstance(response.get("body"), dict):
+                    rows.append(answer_row(key, 200, response["body"]))
+                else:
+                    rows.append(answer_row(key, status, error=row.get("error") or response.get("body")
+                                           or {"status_code": status}))
+        return rows
+
+
+class AnthropicBatches(BatchAPI):
+    """Anthropic's Message Batches API: the requests sent in the create call (`{custom_id, params}`,
+    params the messages body of the online call), the status through litellm, the results JSONL
+    read from the batch's results endpoint (see the module's description for what goes through
+    litellm and why the rest does not)."""
+
+    name = "anthropic"
+    title = "Anthropic's Message Batches API"
+    price = 0.5  # "50% of standard API prices"
+    max_requests = 100_000
+    max_bytes = 250 * 1024 * 1024  # Anthropic: 256 MB a batch
+
+    def _model(self, judge: LiteLLMJudge) -> str:
+        return judge.model.split("/", 1)[1] if judge.model.startswith("anthropic/") else judge.model
+
+    def request(self, judge: LiteLLMJudge, messages: list[dict[str, Any]], temperature: float, seed: int,
+                mode: str) -> Pending:
+        """The messages body litellm sends online for this call, made as litellm's completion makes
+        it: the OpenAI parameters mapped by `get_optional_params`, `json_mode` taken out (the HTTP
+        handler pops it before the request is built), headers from `validate_environment` (the beta
+        features the body uses), the body from `transform_request`."""
+        import litellm
+        from litellm.utils import ProviderConfigManager, get_optional_params
+
+        from ..judge.litellm_backend import response_format
+
+        model = self._model(judge)
+        kwargs = judge.call_kwargs(messages, temperature, seed)
+        sent: Any = messages  # litellm's message types are TypedDicts; these are the judge's dicts
+        params = {k: kwargs[k] for k in ("temperature", "max_tokens", "seed", "service_tier") if k in kwargs}
+        config = ProviderConfigManager.get_provider_chat_config(model=model, provider=litellm.LlmProviders.ANTHROPIC)
+        if config is None:
+            raise BatchError(f"litellm has no Anthropic messages transformation for {model!r}")
+        try:
+            optional = get_optional_params(model=model, custom_llm_provider="anthropic", messages=sent,
+                                           response_format=response_format(mode, "anthropic"), **params)
+            optional.pop("json_mode", None)
+            headers = config.validate_environment(headers={}, model=model, messages=copy.deepcopy(sent),
+                                                  optional_params=optional, litellm_params={},
+                                                  api_key=judge.api_key or "unused", api_base=judge.api_base)
+            # transform_request adds to the headers the beta features the body uses, as it does online
+            body = config.transform_request(model=model, messages=copy.deepcopy(sent), optional_params=optional,
+                                            litellm_params={}, headers=headers)
+        except Exception as exc:
+            raise BatchError(f"litellm could not build the Anthropic request for {model!r}: {exc}"[:800]) from None
+        beta = headers.get("anthropic-beta")
+        return Pending(json.loads(json.dumps(body)), {"anthropic-beta": beta} if beta else {})
+
+    def reply(self, pending: Pending, answer: dict[str, Any], messages: list[dict[str, Any]]) -> Any:
+        """The message through litellm's Anthropic response transformation, with the JSON mode the
+        online call has: any reply format asked (output_format, or the forced json_tool_call tool)."""
+        import httpx
+        import litellm
+        from litellm.litellm_core_utils.litellm_logging import Logging
+        from litellm.llms.anthropic.chat.transformation import AnthropicConfig
+
+        body = pending.body
+        sent: Any = messages
+        json_mode = "output_format" in body or "output_config" in body or any(
+            t.get("name") == "json_tool_call" for t in body.get("tools") or [])
+        raw = httpx.Response(200, json=answer["body"], request=httpx.Request("POST", "https://api.anthropic.com/v1/messages"))
+        log = Logging(model=body.get("model", ""), messages=messages, stream=False, call_type="acompletion",
+                      litellm_call_id="batch-" + answer.get("key", "")[:16], start_time=datetime.now(),
+                      function_id="batch")
+        response = AnthropicConfig().transform_response(
+            model=body.get("model", ""), raw_response=raw, model_response=litellm.ModelResponse(), logging_obj=log,
+            request_data=body, messages=sent, optional_params={"tools": body.get("tools")}, litellm_params={},
+            encoding=None, json_mode=json_mode)
+        response._hidden_params["custom_llm_provider"] = "anthropic"
+        return response
+
+    def _endpoint(self, judge: LiteLLMJudge, headers: dict[str, str] | None = None) -> tuple[str, dict[str, str]]:
+        """The batches URL and the headers (key, version, message-batches beta, and `headers`'
+        betas) that litellm's AnthropicBatchesConfig gives."""
+        from litellm.llms.anthropic.batches.transformation import AnthropicBatchesConfig
+
+        config = AnthropicBatchesConfig()
+        try:
+            sent = config.validate_environment(headers=dict(headers or {}), model="", messages=[], optional_params={},
+                                               litellm_params={}, api_key=judge.api_key, api_base=judge.api_base)
+        except ValueError as exc:
+            raise BatchError(f"{self.title}: {exc}") from None
+        url = config.get_complete_batch_url(api_base=judge.api_base, api_key=judge.api_key, model="",
+                                            optional_params={}, litellm_params={},
+                                            data={"completion_window": "24h", "endpoint": "/v1/chat/completions",
+                                                  "input_file_id": ""})
+        return url, {k: str(v) for k, v in sent.items()}
+
+    async def _send(self, method: str, url: str, headers: dict[str, str], what: str, payload: Any = None) -> Any:
+        import httpx
+
+        try:
+            async with httpx.AsyncClient(timeout=600.0) as client:
+                response = await client.request(method, url, headers=headers, json=payload)
+        except httpx.HTTPError as exc:
+            raise BatchError(f"{what}: {type(exc).__name__}: {exc}"[:800]) from None
+        if response.status_code >= 400:
+            raise BatchError(f"{what}: HTTP {response.status_code}: {response.text}"[:800])
+        return response
+
+    async def submit(self, judge: LiteLLMJudge, requests: dict[str, Pending]) -> SubmittedBatch:
+        from litellm.llms.anthropic.common_utils import merge_anthropic_beta_headers
+
+        beta: str | None = None
+        for p in requests.values():
+            beta = merge_anthropic_beta_headers(beta, p.headers.get("anthropic-beta"))
+        url, headers = self._endpoint(judge, {"anthropic-beta": beta} if beta else None)
+        payload = {"requests": [{"custom_id": key, "params": p.body} for key, p in requests.items()]}
+        response = await self._send("POST", url, headers, f"the batch of {len(requests)} request(s) was not accepted",
+                                    payload)
+        try:
+            batch = response.json()
+            return SubmittedBatch(id=batch["id"], keys=list(requests), submitted_at=_now(),
+                                  provider_status=str(batch.get("processing_status")))
+        except (ValueError, KeyError, TypeError):
+            raise BatchError(f"the batch was sent, but the answer names no batch: {response.text[:300]}") from None
+
+    async def poll(self, judge: LiteLLMJudge, batch: SubmittedBatch) -> Poll:
+        import litellm
+
+        try:
+            state = await litellm.aretrieve_batch(batch_id=batch.id, custom_llm_provider="anthropic",
+                                                  api_base=judge.api_base, api_key=judge.api_key)
+        except Exception as exc:
+            raise BatchError(f"batch {batch.id}: the provider could not say where it stands: {exc}"[:800]) from None
+        status = str(state.status)  # litellm's words: in_progress, cancelling, completed (Anthropic's `ended`)
+        return Poll("ended" if status == "completed" else status, ended=status == "completed")
+
+    async def results(self, judge: LiteLLMJudge, batch: SubmittedBatch, poll: Poll) -> list[dict[str, Any]]:
+        from litellm.llms.anthropic.common_utils import ANTHROPIC_ERROR_STATUS_CODE_MAP
+
+        url, headers = self._endpoint(judge)
+        response = await self._send("GET", f"{url.rstrip('/')}/{batch.id}/results", headers,
+                                    f"batch {batch.id}: its results could not be read")
+        rows = []
+        for line in response.text.splitlines():
+            try:
+                row = json.loads(line)
+                key, result = row["custom_id"], row["result"]
+                kind = result["type"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if kind == "succeeded" and isinstance(result.get("message"), dict):
+                rows.append(answer_row(key, 200, result["message"]))
+            elif kind == "errored":
+                error = result.get("error") or {}
+                inner = error.get("error", error) if isinstance(error, dict) else {}
+                status = ANTHROPIC_ERROR_STATUS_CODE_MAP.get(str(inner.get("type")), 500) if isinstance(inner, dict) else 500
+                rows.append(answer_row(key, status, error=error or {"type": "errored"}))
+            else:  # canceled, expired: the batch ended before the request was processed
+                rows.append(answer_row(key, None, error={"type": kind}, counts=False))
+        return rows
+
+
+BATCH_APIS: dict[str, BatchAPI] = {api.name: api for api in (OpenAIBatches(), AnthropicBatches())}
+PROVIDERS = tuple(BATCH_APIS)  # litellm providers whose batch API framejudge speaks
+# why the batch APIs of other providers are not spoken (yet)
+NOT_SPOKEN = {
+    "vertex_ai": "Vertex AI's batch prediction reads its requests from a Cloud Storage bucket and writes its "
+                 "results there, which framejudge does not manage",
+    "gemini": "Gemini's batch mode takes GenerateContent request lines, which litellm's batch route does not "
+              "build from a judge's calls",
+}
 
 
 def _placeholder(request: JudgeRequest) -> Any:
@@ -108,8 +453,9 @@ def request_key(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def check_batchable(judge: Any, spec: str) -> None:
-    """Refuse, before anything is sent, a judge whose provider has no batch API framejudge speaks."""
+def batch_api(judge: Any, spec: str) -> BatchAPI:
+    """The batch API of the judge's provider; refused, before anything is sent, where framejudge
+    speaks none."""
     if not isinstance(judge, LiteLLMJudge):
         raise BatchUnsupported(f"--batch sends a run's calls through a provider's batch API; judge {spec!r} "
                                "calls no provider (batch runs are for litellm judges)")
@@ -119,44 +465,46 @@ def check_batchable(judge: Any, spec: str) -> None:
         _, provider, _, _ = litellm.get_llm_provider(judge.model, api_base=judge.api_base)
     except Exception as exc:  # a model litellm cannot place
         raise BatchUnsupported(f"--batch: litellm cannot place {judge.model!r}: {exc}") from None
-    if provider not in PROVIDERS:
-        raise BatchUnsupported(f"--batch speaks OpenAI's batch API (files and batches), for openai/ judges and "
-                               f"servers that implement it; {spec!r} goes to {provider!r}, which it does not speak "
-                               "yet: grade it online (without --batch)")
+    api = BATCH_APIS.get(provider)
+    if api is None:
+        why = f" ({NOT_SPOKEN[provider]})" if provider in NOT_SPOKEN else ""
+        raise BatchUnsupported(f"--batch speaks the batch APIs of {' and '.join(repr(p) for p in PROVIDERS)} "
+                               f"(OpenAI's files and batches, also for servers that implement it; Anthropic's "
+                               f"Message Batches); {spec!r} goes to {provider!r}, which it does not speak yet{why}: "
+                               "grade it online (without --batch)")
+    return api
+
+
+def check_batchable(judge: Any, spec: str) -> None:
+    """Refuse, before anything is sent, a judge whose provider has no batch API framejudge speaks."""
+    batch_api(judge, spec)
 
 
 class BatchedLiteLLM(LiteLLMJudge):
     """The litellm judge answered from batch replies: `_complete` returns the reply a batch gave to
     exactly this request, or raises Deferred after setting the request aside."""
 
-    def __init__(self, inner: LiteLLMJudge, replies: dict[str, dict[str, Any]], failures: dict[str, int]) -> None:
+    def __init__(self, inner: LiteLLMJudge, api: BatchAPI, replies: dict[str, dict[str, Any]],
+                 failures: dict[str, int]) -> None:
         self.__dict__.update(inner.__dict__)
+        self.api = api
         self.replies = replies  # key -> the provider's answer line ({"status_code", "body"} or {"error"})
         self.failures = failures
-        self.pending: dict[str, dict[str, Any]] = {}  # key -> body, for the next batch
+        self.pending: dict[str, Pending] = {}  # key -> request, for the next batch
         self.logprobs = False  # a batch line's reply carries none unless asked; asked for none
         self.gate = UnlimitedGate()  # no call is made: nothing to pace
 
     def body(self, messages: list[dict[str, Any]], temperature: float, seed: int) -> dict[str, Any]:
-        """The chat-completions body an online call would send (the model without its provider prefix),
-        with the reply's schema or JSON mode as the judge's output mode says."""
-        from ..judge.litellm_backend import response_format
-
-        body = {"model": self.model.split("/", 1)[1] if self.model.startswith("openai/") else self.model,
-                "messages": messages, "response_format": response_format(self.output, "openai"),
-                "temperature": temperature, "max_tokens": self.max_tokens}
-        if self.takes_seed:
-            body["seed"] = seed
-        return body
+        """The request body this call puts in a batch, in the judge's output mode."""
+        return self.api.request(self, messages, temperature, seed, self.output).body
 
     async def _complete(self, messages: list[dict[str, Any]], temperature: float, seed: int,
                         notes: list[str], direct: bool = False) -> tuple[Any, str]:
-        import litellm
-
-        body = self.body(messages, temperature, seed)
-        key = request_key(body)
+        mode = self.output
+        request = self.api.request(self, messages, temperature, seed, mode)
+        key = request_key(request.body)
         answer = self.replies.get(key)
-        if (answer is not None and answer.get("error") is not None and self.output == "schema"
+        if (answer is not None and answer.get("error") is not None and mode == "schema"
                 and answer.get("status_code") in (400, 422)):
             # the provider refused the schema in a batch line, as it would online: JSON mode from now on
             self.output = "json_object"
@@ -164,13 +512,12 @@ class BatchedLiteLLM(LiteLLMJudge):
                          "JSON mode (json_object) from now on")
             return await self._complete(messages, temperature, seed, notes)
         if answer is None or (answer.get("error") is not None and self.failures.get(key, 0) < MAX_FAILURES):
-            self.pending[key] = body
+            self.pending[key] = request
             raise Deferred(key)
         if answer.get("error") is not None:
             raise BatchError(f"the batch API failed this request {self.failures.get(key, 0)} times: "
                              f"{json.dumps(answer['error'])[:500]}")
-        return litellm.ModelResponse(**answer["body"]), ("schema" if body["response_format"]["type"] == "json_schema"
-                                                          else "json_object")
+        return self.api.reply(request, answer, messages), mode
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
         try:
@@ -182,8 +529,9 @@ class BatchedLiteLLM(LiteLLMJudge):
             asked.append(waiting.key)
             return JudgeResult(_placeholder(request), None, None, None, ["waiting for the batch reply"])
         if result.usage is not None and result.usage.cost_usd is not None:
-            result.usage.cost_usd *= BATCH_PRICE
-        result.notes = [*result.notes, "graded through the batch API (billed at half the synchronous price)"]
+            result.usage.cost_usd *= self.api.price
+        result.notes = [*result.notes, f"graded through the batch API ({self.api.title}, billed at "
+                                       f"{self.api.price:.0%} of the synchronous price)"]
         return result
 
     def _failure(self, exc: BaseException, raws: list[str], usage: Any, tries: int) -> Any:
@@ -207,12 +555,26 @@ class BatchReport:
     resubmitted: int = 0  # requests given back by a failed or expired batch, or failed by the provider
 
 
+def chunks(api: BatchAPI, requests: dict[str, Pending]) -> list[dict[str, Pending]]:
+    """`requests` cut into batches within the provider's limits on requests and bytes per batch."""
+    out: list[dict[str, Pending]] = [{}]
+    size = 0
+    for key, pending in requests.items():
+        line = api.line_size(key, pending)
+        if out[-1] and (len(out[-1]) >= api.max_requests or size + line > api.max_bytes):
+            out.append({})
+            size = 0
+        out[-1][key] = pending
+        size += line
+    return [c for c in out if c]
+
+
 class BatchRun:
     """One `grade --batch` run over a verdicts file (see the module's description)."""
 
     def __init__(self, grader: Grader, spec: str, out: Path) -> None:
-        check_batchable(grader.judge, spec)
-        assert isinstance(grader.judge, LiteLLMJudge)  # what check_batchable checked first
+        self.api = batch_api(grader.judge, spec)
+        assert isinstance(grader.judge, LiteLLMJudge)  # what batch_api checked first
         self.grader = grader
         self.spec = spec
         self.out = out
@@ -262,90 +624,43 @@ class BatchRun:
             self.replies[row["key"]] = row
 
     # ------------------------------------------------------------------ the provider
-    def _kwargs(self) -> dict[str, Any]:
-        return {"custom_llm_provider": "openai", "api_base": self.inner.api_base, "api_key": self.inner.api_key}
-
     async def _collect(self, report: BatchReport) -> None:
-        import litellm
-
         for batch in self.ledger.batches:
             if batch.status != "submitted":
                 continue
-            try:
-                state = await litellm.aretrieve_batch(batch_id=batch.id, **self._kwargs())
-            except Exception as exc:
-                raise BatchError(f"batch {batch.id}: the provider could not say where it stands: {exc}"[:800]) from None
-            batch.provider_status = str(state.status)
-            if state.status == "completed" or (state.status in CLOSED and (state.output_file_id or state.error_file_id)):
+            poll = await self.api.poll(self.inner, batch)
+            batch.provider_status = poll.status
+            if poll.ended:
+                known = set(batch.keys)
                 rows = []
-                for file_id in (state.output_file_id, state.error_file_id):
-                    if file_id:
-                        rows += self._lines(batch, await self._file(file_id))
+                for row in await self.api.results(self.inner, batch, poll):
+                    if row["key"] not in known:
+                        continue
+                    row["batch"] = batch.id
+                    if row.get("error") is not None and row.pop("counts", True):
+                        self.ledger.failures[row["key"]] = self.ledger.failures.get(row["key"], 0) + 1
+                    rows.append(row)
                 self._keep_replies(rows)
                 answered = {r["key"] for r in rows}
                 for key in batch.keys:
-                    row = self.replies.get(key)
-                    if key not in answered and (row is None or row.get("error") is not None):
+                    seen = self.replies.get(key)
+                    if key not in answered and (seen is None or seen.get("error") is not None):
                         report.resubmitted += 1  # in the batch, but with no answer: asked again
                 batch.status = "collected"
                 report.collected.append(batch.id)
-            elif state.status in CLOSED:
+            elif poll.closed:
                 batch.status = "failed"  # its requests have no reply: the grading pass sets them aside again
                 report.resubmitted += len(batch.keys)
             else:
                 report.open.append(batch.id)
             self._write_ledger()
 
-    async def _file(self, file_id: str) -> bytes:
-        import litellm
-
-        try:
-            content = await litellm.afile_content(file_id=file_id, **self._kwargs())
-        except Exception as exc:
-            raise BatchError(f"file {file_id}: could not be read: {exc}"[:800]) from None
-        return content.content if hasattr(content, "content") else bytes(content)
-
-    def _lines(self, batch: SubmittedBatch, data: bytes) -> list[dict[str, Any]]:
-        rows = []
-        known = set(batch.keys)
-        for line in data.decode("utf-8", errors="replace").splitlines():
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                key = row["custom_id"]
-            except (ValueError, KeyError, TypeError):
-                continue
-            if key not in known:
-                continue
-            response = row.get("response") or {}
-            status = response.get("status_code")
-            if row.get("error") is None and status == 200 and isinstance(response.get("body"), dict):
-                rows.append({"key": key, "batch": batch.id, "status_code": 200, "body": response["body"]})
-            else:
-                self.ledger.failures[key] = self.ledger.failures.get(key, 0) + 1
-                rows.append({"key": key, "batch": batch.id, "status_code": status,
-                             "error": row.get("error") or response.get("body") or {"status_code": status}})
-        return rows
-
-    async def _submit(self, bodies: dict[str, dict[str, Any]], report: BatchReport) -> None:
-        import litellm
-
-        lines = "".join(json.dumps({"custom_id": key, "method": "POST", "url": ENDPOINT, "body": body}) + "\n"
-                        for key, body in bodies.items())
-        name = f"framejudge-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.jsonl"
-        try:
-            uploaded = await litellm.acreate_file(file=(name, lines.encode("utf-8"), "application/jsonl"),
-                                                  purpose="batch", **self._kwargs())
-            batch = await litellm.acreate_batch(completion_window="24h", endpoint=ENDPOINT,
-                                                input_file_id=uploaded.id, **self._kwargs())
-        except Exception as exc:
-            raise BatchError(f"the batch of {len(bodies)} request(s) was not accepted: {exc}"[:800]) from None
-        self.ledger.batches.append(SubmittedBatch(id=batch.id, input_file_id=uploaded.id, keys=list(bodies),
-                                                  submitted_at=datetime.now(timezone.utc).isoformat(),
-                                                  provider_status=str(batch.status)))
-        self._write_ledger()
-        report.submitted.append(batch.id)
+    async def _submit(self, requests: dict[str, Pending], report: BatchReport) -> None:
+        for part in chunks(self.api, requests):
+            batch = await self.api.submit(self.inner, part)
+            self.ledger.batches.append(batch)
+            self._write_ledger()
+            report.submitted.append(batch.id)
 
     # ------------------------------------------------------------------ the run
     async def run(self, items: list[Item], plan: ResumePlan,
@@ -353,7 +668,7 @@ class BatchRun:
         """Collect, grade what has its replies, submit what has none (see the module's description)."""
         report = BatchReport()
         await self._collect(report)
-        judge = BatchedLiteLLM(self.inner, self.replies, self.ledger.failures)
+        judge = BatchedLiteLLM(self.inner, self.api, self.replies, self.ledger.failures)
         # the verdict cache would keep a waiting turn's stand-in judgements: the replies file is this
         # run's cache instead
         cache, self.grader._cache = self.grader._cache, None

@@ -17,7 +17,8 @@ class SubmittedBatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1, description="the provider's batch id")
-    input_file_id: str = Field(min_length=1, description="the uploaded requests file")
+    input_file_id: str | None = Field(None, min_length=1, description="the uploaded requests file (OpenAI); none "
+                                      "where the requests go in the create call itself (Anthropic)")
     keys: list[str] = Field(description="the requests in it: each request body's sha256 (its custom_id)")
     submitted_at: str = Field(description="ISO 8601, UTC")
     status: BatchStatus = "submitted"

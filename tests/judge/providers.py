@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 import uuid
 from collections.abc import Callable
@@ -363,6 +364,89 @@ class AnthropicServer(ProviderServer):
             if tool["name"] == forced:
                 return tool["input_schema"]
         return None
+
+
+class AnthropicBatchServer(AnthropicServer):
+    """Anthropic messages, and Anthropic's Message Batches API beside it: POST
+    /v1/messages/batches (`{"requests": [{"custom_id", "params"}]}`, each params a messages body),
+    GET /v1/messages/batches/{id} (the batch, `processing_status` in_progress until the test calls
+    `finish`, then ended with its `results_url`), GET /v1/messages/batches/{id}/results (JSONL, one
+    `{"custom_id", "result": {"type": succeeded|errored|canceled|expired, ...}}` a request). A
+    create call whose requests break Anthropic's rules (no requests, a custom_id outside
+    ^[a-zA-Z0-9_-]{1,64}$ or twice, params without model, max_tokens or messages) is answered 400
+    invalid_request_error, as Anthropic answers it."""
+
+    CUSTOM_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+    def __init__(self, reply: Reply = "{}") -> None:
+        super().__init__(reply)
+        self.batches: dict[str, dict] = {}
+        self.batch_calls: dict[str, Recorded] = {}  # batch id -> the create call (headers, body)
+        self.results: dict[str, str] = {}
+
+    def handles(self, path: str) -> bool:
+        return path in ("/v1/messages", "/v1/messages/batches")
+
+    def answer(self, seen: Recorded) -> Answer:
+        if seen.path != "/v1/messages/batches":
+            return super().answer(seen)
+        requests = seen.body.get("requests") if isinstance(seen.body, dict) else None
+        if not isinstance(requests, list) or not requests:
+            return self.refuse(400, "requests: a non-empty list is required")
+        ids = [r.get("custom_id") for r in requests]
+        for k, (custom_id, r) in enumerate(zip(ids, requests)):
+            if not isinstance(custom_id, str) or not self.CUSTOM_ID.fullmatch(custom_id):
+                return self.refuse(400, f"requests.{k}.custom_id: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'")
+            missing = [f for f in ("model", "max_tokens", "messages") if f not in (r.get("params") or {})]
+            if missing:
+                return self.refuse(400, f"requests.{k}.params.{missing[0]}: Field required")
+        if len(set(ids)) != len(ids):
+            return self.refuse(400, "requests: custom_id values must be unique within a batch")
+        batch_id = "msgbatch_" + uuid.uuid4().hex[:24]
+        self.batches[batch_id] = {
+            "id": batch_id, "type": "message_batch", "processing_status": "in_progress",
+            "request_counts": {"processing": len(requests), "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0},
+            "ended_at": None, "created_at": "2026-12-02T12:00:00.000000Z", "expires_at": "2026-12-03T12:00:00.000000Z",
+            "archived_at": None, "cancel_initiated_at": None, "results_url": None}
+        self.batch_calls[batch_id] = seen
+        return 200, self.batches[batch_id], {}
+
+    def listing(self, path: str) -> Answer:
+        found = re.fullmatch(r"/v1/messages/batches/([^/?]+)(/results)?", path)
+        if not found:
+            return super().listing(path)
+        batch = self.batches.get(found.group(1))
+        if batch is None:
+            return 404, {"type": "error", "error": {"type": "not_found_error", "message": "batch not found"}}, {}
+        if found.group(2):
+            if batch["processing_status"] != "ended":
+                return 400, self.error_body(400, "results are not available until the batch ends"), {}
+            return 200, self.results[batch["id"]], {}
+        return 200, batch, {}
+
+    def requests_of(self, batch_id: str) -> list[dict]:
+        """The batch's requests as they arrived: `{"custom_id", "params"}` each."""
+        return self.batch_calls[batch_id].body["requests"]
+
+    def finish(self, batch_id: str, answer: Callable[[dict], Any] | None = None) -> None:
+        """End the batch: `answer(request)` gives each request's result: a reply text (as `reply`
+        would), ("errored", error type, message), or "canceled" / "expired"; by default `reply`."""
+        lines, counts = [], {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        for request in self.requests_of(batch_id):
+            seen = Recorded("POST", "/v1/messages", {}, request["params"])
+            got = answer(request) if answer is not None else (self.reply(seen) if callable(self.reply) else self.reply)
+            if got in ("canceled", "expired"):
+                result: dict = {"type": got}
+            elif isinstance(got, tuple) and got[0] == "errored":
+                result = {"type": "errored", "error": {"type": "error", "error": {"type": got[1], "message": got[2]}}}
+            else:
+                result = {"type": "succeeded", "message": self.success(got, seen)}
+            counts[result["type"]] += 1
+            lines.append(json.dumps({"custom_id": request["custom_id"], "result": result}) + "\n")
+        self.results[batch_id] = "".join(lines)
+        self.batches[batch_id].update(processing_status="ended", request_counts=counts,
+                                      ended_at="2026-12-02T13:00:00.000000Z",
+                                      results_url=f"{self.api_base}/v1/messages/batches/{batch_id}/results")
 
 
 class OllamaServer(ProviderServer):

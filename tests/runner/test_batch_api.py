@@ -297,11 +297,13 @@ def test_a_schema_the_batch_api_refuses_is_asked_again_in_json_mode(tmp_path):
 
 @pytest.mark.parametrize("spec, words", [
     ("reference", "calls no provider"),
-    ("litellm:anthropic/claude-x", "goes to 'anthropic'"),
+    ("litellm:gemini/gemini-2.5-flash", "goes to 'gemini', which it does not speak yet (Gemini's batch mode"),
+    ("litellm:vertex_ai/gemini-2.5-flash", "goes to 'vertex_ai', which it does not speak yet (Vertex AI's batch "
+                                           "prediction reads its requests from a Cloud Storage bucket"),
 ])
 def test_judges_without_a_batch_api_framejudge_speaks_are_refused(tmp_path, spec, words):
     items = write_items(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "ANTHROPIC_API_KEY": "k"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GEMINI_API_KEY": "k", "VERTEXAI_PROJECT": "p"}
     proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out",
                            str(tmp_path / "v.jsonl"), "--judge", spec, "--batch", "--yes", "--no-cache"],
                           capture_output=True, text=True, timeout=120, env=env)

@@ -1,0 +1,282 @@
+"""Batch runs of Anthropic judges against a loopback server that speaks Anthropic's Messages API and
+its Message Batches API (tests/judge/providers.py: AnthropicBatchServer): the batch's request lines
+are the bodies litellm sends online for the same calls (frames as image blocks in order, the
+rubric as the system text, the reply's schema, the model, the token limit), keyed by their sha256 as
+custom_id; a run submits, the next collects and writes the records an online run of the same items
+writes, at half the cost; errored, canceled and expired requests are asked again."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("litellm")
+
+from framejudge import grade
+from framejudge.api import InvalidOptions
+from framejudge.records import latest, read_records
+from framejudge.rubrics import get_rubric
+from framejudge.rubrics.prompt import render_prompt
+from framejudge.schema import Item, JudgeError, Verdict
+from tests.conftest import barcode_frame, read_barcode
+from tests.judge.providers import AnthropicBatchServer, AnthropicServer, Image
+
+ROOT = Path(__file__).resolve().parents[2]
+FPS = 10
+GOOD = {"response_a": {"category": "Successful", "rationale": "matches the golden response"},
+        "response_b": {"category": "Not Successful", "rationale": "names another bird"},
+        "preference": "A", "deciding_criterion": "category"}
+GOOD_SWAPPED = {"response_a": GOOD["response_b"], "response_b": GOOD["response_a"], "preference": "B",
+                "deciding_criterion": "category"}
+STRUCTURED = "claude-sonnet-4-5-20250929"  # litellm sends output_format (structured outputs) for it
+TOOL_JSON = "claude-3-5-haiku-20241022"  # litellm forces its json_tool_call tool for it
+
+
+def judgement_for(params: dict) -> str:
+    """A valid judgement for either order of the pair (the swapped call sees B's answer first)."""
+    return json.dumps(GOOD_SWAPPED if "Response A: A blue jay" in json.dumps(params["messages"]) else GOOD)
+
+
+def by_order(seen) -> str:
+    return judgement_for(seen.body)
+
+
+@pytest.fixture(scope="module")
+def items(tmp_path_factory) -> Path:
+    """Two items with a 3 s barcode video each (every frame carries its number) and one without."""
+    from framejudge.examples.synth import cfr_times, write_video
+
+    folder = tmp_path_factory.mktemp("anthropic-batch")
+    write_video(folder / "birds.mp4", barcode_frame(320, 180), cfr_times(3, FPS), gop=FPS)
+    rows = [{"id": f"bird-{k}", **({"video": "birds.mp4"} if k < 2 else {}),
+             "turns": [{"question": f"What bird is in clip {k}?", "golden": "A heron.",
+                        "response_a": "A grey heron.", "response_b": "A blue jay."}]} for k in range(3)]
+    path = folder / "items.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def judges_file(tmp_path: Path, server: AnthropicServer, model: str) -> Path:
+    path = tmp_path / "judges.yaml"
+    path.write_text(f"judges:\n  - spec: litellm:anthropic/{model}\n    api_base: {server.api_base}\n"
+                    "    api_key_env: ANTHROPIC_API_KEY\n")
+    return path
+
+
+def run(items: Path, out: Path, judges: Path, model: str, **kw):
+    return grade(items, judge=f"litellm:anthropic/{model}", judges_file=judges, out=out,
+                 options={"cache": False, "sampler": {"n": 4}}, **kw)
+
+
+def frame_number(image: Image) -> int:
+    from PIL import Image as PILImage
+
+    return read_barcode(np.asarray(PILImage.open(io.BytesIO(image.data)).convert("RGB")))
+
+
+def judged(record: Verdict) -> dict:
+    """What a verdict says and what it cost in tokens, without when and how it was sent."""
+    return {"a": record.response_a.model_dump(), "b": record.response_b.model_dump() if record.response_b else None,
+            "preference": record.preference, "criterion": record.deciding_criterion,
+            "swap": record.swap.model_dump() if record.swap else None,
+            "frames": record.provenance.frame_timestamps, "prompt": record.provenance.prompt_hash,
+            "tokens": (record.provenance.usage.prompt_tokens, record.provenance.usage.completion_tokens)}
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "batch-test-key")
+
+
+@pytest.mark.parametrize("model", [STRUCTURED, TOOL_JSON])
+def test_a_batch_run_sends_the_online_bodies_and_writes_the_online_records_at_half_the_cost(tmp_path, items, model):
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, model)
+        online = run(items, tmp_path / "online.jsonl", judges, model)
+        sent_online = [c.body for c in server.calls if c.path == "/v1/messages"]
+        assert len(online) == 3 and all(isinstance(r, Verdict) for r in online)
+        assert len(sent_online) == 6  # both orders of each of three turns
+
+        out = tmp_path / "batch.jsonl"
+        assert run(items, out, judges, model, batch=True) == []  # submitted, nothing graded yet
+        [batch_id] = server.batches
+        requests = server.requests_of(batch_id)
+        create = server.batch_calls[batch_id]
+
+        # the batch file format: one request per call, its params the body litellm sent online for
+        # that call, its custom_id the sha256 of that body
+        assert len(requests) == 6
+        assert sorted(json.dumps(r["params"], sort_keys=True) for r in requests) == \
+            sorted(json.dumps(b, sort_keys=True) for b in sent_online)
+        for r in requests:
+            canonical = json.dumps(r["params"], sort_keys=True, separators=(",", ":")).encode()
+            assert r["custom_id"] == hashlib.sha256(canonical).hexdigest()
+            params = r["params"]
+            assert params["model"] == model and params["max_tokens"] == 1024 and params["temperature"] == 0
+            assert server.system_text(params) == render_prompt(get_rubric("video-qa"), Item.model_validate(
+                {"id": "x", "turns": [{"question": "q", "golden": "g", "response_a": "a"}]}), [], 0
+            ).messages[0]["content"]
+            # the reply held to the verdict's schema, as litellm holds it online for this model
+            schema = server.schema(params)
+            assert schema is not None and set(schema["properties"]) >= {"response_a", "response_b", "preference"}
+            if model == STRUCTURED:
+                assert params["output_format"]["type"] == "json_schema" and "tools" not in params
+            else:
+                assert params["tool_choice"] == {"type": "tool", "name": "json_tool_call"}
+        # the frames as base64 image blocks, in order, each labelled with its time just before it
+        with_video = [r["params"] for r in requests if "clip 0" in json.dumps(r["params"]["messages"])]
+        assert len(with_video) == 2
+        timestamps = {v.item_id: v.provenance.frame_timestamps for v in online}["bird-0"]
+        for params in with_video:
+            images = server.images(params)
+            assert [i.mime for i in images] == ["image/jpeg"] * 4
+            assert [frame_number(i) for i in images] == [round(t * FPS) for t in timestamps]
+            parts = server.user_parts(params)
+            assert [parts[k - 1] for k, p in enumerate(parts) if isinstance(p, Image)] == \
+                [f"[t = {t:.2f} s]" for t in timestamps]
+        without = [r["params"] for r in requests if "clip 2" in json.dumps(r["params"]["messages"])]
+        assert len(without) == 2 and all(server.images(p) == [] for p in without)
+        # the key, and the beta features the online calls carry, on the create call
+        assert create.headers["x-api-key"] == "batch-test-key" and create.headers["anthropic-version"] == "2023-06-01"
+        betas = {b.strip() for b in create.headers.get("anthropic-beta", "").split(",")}
+        online_betas = {b.strip() for c in server.calls if c.path == "/v1/messages"
+                        for b in c.headers.get("anthropic-beta", "").split(",") if b.strip()}
+        assert "message-batches-2024-09-24" in betas and online_betas <= betas
+        assert any(b.startswith("structured-outputs-") for b in online_betas) == (model == STRUCTURED)
+
+        assert run(items, out, judges, model, batch=True) == []  # still in progress: nothing new sent
+        assert len(server.batches) == 1
+
+        server.finish(batch_id)
+        records = run(items, out, judges, model, batch=True)
+        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+        assert [judged(r) for r in records] == [judged(r) for r in online]
+        for b, o in zip(records, online):
+            assert b.response_a.category.value == "Successful" and b.swap is not None and b.swap.consistent
+            assert any("Anthropic's Message Batches API" in n for n in b.provenance.notes)
+            # litellm's price for the model, halved
+            assert o.provenance.usage.cost_usd and o.provenance.usage.cost_usd > 0
+            assert b.provenance.usage.cost_usd == pytest.approx(o.provenance.usage.cost_usd * 0.5)
+
+        again = run(items, out, judges, model, batch=True)  # everything graded: nothing sent, nothing written twice
+        assert len(again) == 3 and len(server.batches) == 1
+        assert len([r for r in read_records(out) if isinstance(r, Verdict)]) == 3
+
+
+def test_errored_canceled_and_expired_requests_are_asked_again(tmp_path, items):
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, STRUCTURED)
+        out = tmp_path / "batch.jsonl"
+        run(items, out, judges, STRUCTURED, batch=True)
+        [first] = server.batches
+        ids = [r["custom_id"] for r in server.requests_of(first)]
+        fates = {ids[0]: ("errored", "api_error", "Internal server error"), ids[1]: "expired", ids[2]: "canceled"}
+        server.finish(first, lambda r: fates.get(r["custom_id"]) or judgement_for(r["params"]))
+
+        run(items, out, judges, STRUCTURED, batch=True)
+        second = [b for b in server.batches if b != first]
+        assert len(second) == 1
+        assert {r["custom_id"] for r in server.requests_of(second[0])} == set(ids[:3])  # the same requests again
+        ledger = json.loads((tmp_path / "batch.batches.json").read_text())
+        assert ledger["failures"] == {ids[0]: 1}  # an errored request counts; a canceled or expired one does not
+        replies = [json.loads(line) for line in (tmp_path / "batch.batch-replies.jsonl").read_text().splitlines()]
+        assert {r["key"]: r["status_code"] for r in replies if "error" in r} == {ids[0]: 500, ids[1]: None, ids[2]: None}
+
+        server.finish(second[0])
+        records = run(items, out, judges, STRUCTURED, batch=True)
+        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+        verdicts, errors = latest(read_records(out))
+        assert len(verdicts) == 3 and not errors
+
+
+def test_a_request_anthropic_keeps_failing_becomes_a_judge_error(tmp_path, items):
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, STRUCTURED)
+        out = tmp_path / "batch.jsonl"
+        run(items, out, judges, STRUCTURED, batch=True)
+        doomed = server.requests_of(next(iter(server.batches)))[0]["custom_id"]
+
+        def answers(r):
+            if r["custom_id"] == doomed:
+                return ("errored", "overloaded_error", "Overloaded")
+            return judgement_for(r["params"])
+
+        for _ in range(3):
+            server.finish(list(server.batches)[-1], answers)
+            records = run(items, out, judges, STRUCTURED, batch=True)
+        errors = [r for r in records if isinstance(r, JudgeError)]
+        assert len(errors) == 1 and "failed this request 3 times" in errors[0].message
+        assert "overloaded_error" in errors[0].message
+        assert len([r for r in records if isinstance(r, Verdict)]) == 2
+
+
+def test_the_command_line_submits_then_collects(tmp_path, items):
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, STRUCTURED)
+        out = tmp_path / "verdicts.jsonl"
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "FRAMEJUDGE_NO_CACHE": "1"}
+        command = [sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out", str(out), "--judges",
+                   str(judges), "--judge", f"litellm:anthropic/{STRUCTURED}", "--batch", "--yes", "--no-cache", "-n", "4"]
+        first = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        assert first.returncode == 0, first.stderr
+        [batch_id] = server.batches
+        assert f"submitted batch {batch_id} (3 turn(s) waiting" in first.stderr
+        server.finish(batch_id)
+        second = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        assert second.returncode == 0, second.stderr
+        assert f"collected 1 batch(es): {batch_id}" in second.stderr
+        assert "3 turn(s) graded from batch replies (0 error(s))" in second.stderr
+        assert json.loads(second.stdout)["turns_graded"] == 3
+
+
+def test_the_python_api_wants_an_out_file_and_a_batchable_judge(tmp_path, items):
+    with pytest.raises(InvalidOptions, match="give out"):
+        grade(items, judge=f"litellm:anthropic/{STRUCTURED}", batch=True)
+    from framejudge.runner.batch_api import BatchUnsupported
+
+    with pytest.raises(BatchUnsupported, match="calls no provider"):
+        grade(items, judge="reference", batch=True, out=tmp_path / "v.jsonl")
+
+
+def test_a_schema_anthropic_refuses_in_a_batch_is_asked_again_without_it(tmp_path, items):
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, STRUCTURED)
+        out = tmp_path / "batch.jsonl"
+        run(items, out, judges, STRUCTURED, batch=True)
+        [first] = server.batches
+        server.finish(first, lambda r: ("errored", "invalid_request_error", "output_format: schema not supported"))
+        assert run(items, out, judges, STRUCTURED, batch=True) == []
+        [second] = [b for b in server.batches if b != first]
+        again = [r["params"] for r in server.requests_of(second)]
+        # JSON mode as litellm sends it online to Anthropic: nothing that holds the reply to a schema
+        assert len(again) == 6 and all("output_format" not in p and "tools" not in p for p in again)
+        server.finish(second)
+        records = run(items, out, judges, STRUCTURED, batch=True)
+        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+        assert all(any("refused the reply's JSON schema" in n or "output mode: json_object" in n
+                       for n in r.provenance.notes) for r in records)
+
+
+def test_requests_beyond_a_batchs_limit_go_in_more_batches(tmp_path, items, monkeypatch):
+    from framejudge.runner.batch_api import BATCH_APIS
+
+    monkeypatch.setattr(BATCH_APIS["anthropic"], "max_requests", 4)
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, STRUCTURED)
+        out = tmp_path / "batch.jsonl"
+        run(items, out, judges, STRUCTURED, batch=True)
+        assert [len(server.requests_of(b)) for b in server.batches] == [4, 2]
+        ledger = json.loads((tmp_path / "batch.batches.json").read_text())
+        assert [b["id"] for b in ledger["batches"]] == list(server.batches)
+        for batch_id in server.batches:
+            server.finish(batch_id)
+        records = run(items, out, judges, STRUCTURED, batch=True)
+        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
