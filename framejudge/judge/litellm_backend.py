@@ -523,6 +523,15 @@ class LiteLLMJudge(JudgeBase):
             kwargs["service_tier"] = self.service_tier.value
         return kwargs
 
+    def _wire_key(self) -> str | None:
+        """The key a call sent directly carries: litellm's choice on the same route (the judge's own,
+        else the provider's variable; vLLM's route always sends one)."""
+        if self.api_key is not None:
+            return self.api_key
+        if self.provider == "hosted_vllm":
+            return os.environ.get("HOSTED_VLLM_API_KEY") or "fake-api-key"
+        return os.environ.get("OPENAI_API_KEY")
+
     async def _complete(self, messages: list[dict[str, Any]], temperature: float, seed: int,
                         notes: list[str], direct: bool = False) -> tuple[Any, str]:
         """One call, and the output mode its reply came in; with logprobs where they are asked for,
@@ -547,7 +556,7 @@ class LiteLLMJudge(JudgeBase):
             sent = {**body, **extra, "response_format": response_format(mode, self.provider or "")}
             try:
                 if direct:
-                    response = await chat_completion(self.api_base or "", self.api_key, sent, self.timeout)
+                    response = await chat_completion(self.api_base or "", self._wire_key(), sent, self.timeout)
                 else:
                     response = await litellm.acompletion(**sent)
                 break

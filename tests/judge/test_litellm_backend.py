@@ -55,7 +55,8 @@ class ScriptedServer:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, "body": body, "time": time.monotonic()})
+                server.requests.append({"path": self.path, "body": body, "time": time.monotonic(),
+                                        "authorization": self.headers.get("Authorization")})
                 entry = server.script.pop(0) if len(server.script) > 1 else server.script[0]
                 status, payload, headers = entry(body) if callable(entry) else entry  # a reply to the request
                 data = (json.dumps(payload) if not isinstance(payload, str) else payload).encode()

@@ -160,3 +160,23 @@ def test_the_direct_route_imports_no_litellm_and_leaves_no_connection_open():
     assert done.stdout.strip() == "False"
     assert "Unclosed" not in done.stderr, done.stderr[-2000:]
     assert len(server.requests) == 4  # swap on: two calls a grading
+
+
+@pytest.mark.parametrize("model", ["openai/scripted", "hosted_vllm/scripted"])
+@pytest.mark.parametrize("env", [{}, {"OPENAI_API_KEY": "sk-env"}, {"HOSTED_VLLM_API_KEY": "vllm-env"}],
+                         ids=["no key", "OPENAI_API_KEY", "HOSTED_VLLM_API_KEY"])
+@pytest.mark.parametrize("own", [None, "own-key"])
+def test_both_routes_send_the_same_key(model, env, own, monkeypatch):
+    for name in ("OPENAI_API_KEY", "HOSTED_VLLM_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    keys = []
+    for direct in (False, True):
+        server = ScriptedServer([ok()])
+        with server as base:
+            j = LiteLLMJudge(model, api_base=base, api_key=own)
+            j.direct = direct
+            grade(j)
+        keys.append({r["authorization"] for r in server.requests})
+    assert keys[0] == keys[1] and len(keys[0]) == 1
