@@ -2,6 +2,10 @@
 
     python bench/judge_eval.py [--half dev|test|all] [--set labelled|ranking|guideline] [--limit N] [--json OUT]
     python bench/judge_eval.py --set heldout [--check] [--json OUT]
+    python bench/judge_eval.py --judge litellm:hosted_vllm/Qwen/Qwen2.5-VL-7B-Instruct --api-base http://gpu:8000/v1
+
+`--judge SPEC` measures any judge the same way (the reference judge by default): a model judge on
+the same rows, `--concurrency` turns at a time (default 8).
 
 The rows of `bench/judge_eval/` (or, with `--set guideline`, the guideline's own worked examples in
 `../shared/data/`) become framejudge items: a single response is a turn with `response_a`, a pair a
@@ -42,21 +46,28 @@ from framejudge.judge.labelled import (  # noqa: E402
     CATEGORIES, PREFERENCES, DataError, Row, read_rows, select, select_guideline, select_ranking, to_item)
 
 
-async def _grade(rows: list[Row]) -> list[Any]:
-    from framejudge.judge import Grader, ReferenceJudge
+async def _grade(rows: list[Row], judge: Any, concurrency: int) -> list[Any]:
+    from framejudge.judge import Grader
     from framejudge.rubrics import get_rubric
 
-    grader = Grader(ReferenceJudge(), get_rubric("video-qa"))
-    out = []
-    for row in rows:
+    grader = Grader(judge, get_rubric("video-qa"))
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(row: Row) -> Any:
         item, turn = to_item(row)
-        out.append(await grader.grade_turn(item, turn))
-    return out
+        async with gate:
+            return await grader.grade_turn(item, turn)
+
+    return list(await asyncio.gather(*(one(row) for row in rows)))
 
 
-def grade(rows: list[Row]) -> list[Any]:
-    """One verdict (or judge error) per row, in order."""
-    return asyncio.run(_grade(rows))
+def grade(rows: list[Row], judge: Any = None, concurrency: int = 1) -> list[Any]:
+    """One verdict (or judge error) per row, in order (the reference judge unless another is given)."""
+    if judge is None:
+        from framejudge.judge import ReferenceJudge
+
+        judge = ReferenceJudge()
+    return asyncio.run(_grade(rows, judge, concurrency))
 
 
 def _kappa(pairs: list[tuple[str, str]]) -> float | None:
@@ -76,9 +87,10 @@ def _rationale(record: Any, side: str) -> str:
     return grade.rationale if grade is not None else f"judge error: {getattr(record, 'message', '')}"
 
 
-def measure(singles: list[Row], pairs: list[Row], details: bool) -> dict[str, Any]:
+def measure(singles: list[Row], pairs: list[Row], details: bool, judge: Any = None,
+            concurrency: int = 1) -> dict[str, Any]:
     """The figures; with `details`, also the confusion tables, the misses and every row's grade."""
-    s_records, p_records = grade(singles), grade(pairs)
+    s_records, p_records = grade(singles, judge, concurrency), grade(pairs, judge, concurrency)
     s_rows = []
     for row, rec in zip(singles, s_records):
         label, graded = row.data["label"], _category(rec, "a")
@@ -213,9 +225,11 @@ def check(which: str, half: str | None = None, data: Path = DATA, shared: Path =
 
 
 def run(half: str | None = None, which: str = "labelled", limit: int | None = None, data: Path = DATA,
-        shared: Path = SHARED) -> dict[str, Any]:
-    """The figures (and, for the development half and the guideline examples, the details)."""
-    from framejudge.judge.reference import ReferenceJudge
+        shared: Path = SHARED, judge: str = "reference", api_base: str | None = None,
+        concurrency: int = 8) -> dict[str, Any]:
+    """The figures (and, for the development half and the guideline examples, the details), of the
+    reference judge or the judge `judge` names."""
+    from framejudge.judge import make_judge
     from framejudge.rubrics import get_rubric
 
     if which == "heldout" and half is not None:
@@ -225,10 +239,10 @@ def run(half: str | None = None, which: str = "labelled", limit: int | None = No
     # the held-out set gives figures only, always; so do the test half and both halves
     details = which == "guideline" or (which != "heldout" and half == "dev")
     rubric = get_rubric("video-qa")
-    judge = ReferenceJudge()
-    result = {**info, "limit": limit, "judge": {"backend": judge.backend, "model_id": judge.model_id},
+    the_judge = make_judge(judge, api_base=api_base)
+    result = {**info, "limit": limit, "judge": {"backend": the_judge.backend, "model_id": the_judge.model_id},
               "rubric": {"id": rubric.id, "version": rubric.version, "hash": rubric.content_hash}}
-    result.update(measure(singles, pairs, details))
+    result.update(measure(singles, pairs, details, the_judge, concurrency if the_judge.spends else 1))
     return result
 
 
@@ -245,10 +259,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="the shared research data folder (default: $FRAMEJUDGE_SHARED, else ../shared)")
     ap.add_argument("--limit", type=int, default=None, help="only the first N single responses and N pairs")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures (and details) as JSON here")
+    ap.add_argument("--judge", default="reference",
+                    help="the judge spec: reference (default), litellm:<model> or transformers:<path>")
+    ap.add_argument("--api-base", default=None, help="the API base of a litellm judge")
+    ap.add_argument("--concurrency", type=int, default=8, help="turns graded at once by a model judge (default 8)")
     args = ap.parse_args(argv)
-    if args.limit is not None and args.limit < 1:
-        print("error: --limit must be at least 1", file=sys.stderr)
-        return 2
+    for name in ("limit", "concurrency"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            print(f"error: --{name} must be at least 1", file=sys.stderr)
+            return 2
     if args.which == "heldout" and args.half is not None:
         print("error: --half does not apply to --set heldout: it has no halves and is run whole, once",
               file=sys.stderr)
@@ -263,9 +283,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{counts['items']} items read and valid (nothing graded)")
         result = counts
     else:
+        from framejudge.judge import JudgeSpecError
+
         try:
-            result = run(args.half, args.which, args.limit, shared=args.shared)
-        except DataError as exc:
+            result = run(args.half, args.which, args.limit, shared=args.shared, judge=args.judge,
+                         api_base=args.api_base, concurrency=args.concurrency)
+        except (DataError, JudgeSpecError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print(report(result))

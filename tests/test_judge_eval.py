@@ -120,8 +120,31 @@ def test_the_guideline_examples(tmp_path, shared_dir):
     assert "misses (" in proc.stdout
 
 
+def test_any_judge_is_measured_the_same_way(tmp_path):
+    """A model judge (here an OpenAI-compatible server on loopback that grades everything
+    Successful and both answers alike) on the same rows: its figures are its own."""
+    pytest.importorskip("aiohttp")
+    sys.path.insert(0, str(ROOT / "bench"))
+    from model_server import ModelServer
+
+    with ModelServer() as server:
+        proc, result = command(tmp_path, "--half", "dev", "--limit", "6", "--judge", "litellm:openai/bench",
+                               "--api-base", server.base_url, "--concurrency", "3")
+        stats = server.stats()
+    assert proc.returncode == 0, proc.stderr
+    assert result["judge"] == {"backend": "litellm", "model_id": "openai/bench"}
+    graded = result["graded"]
+    assert len(graded) == 6 and {g["graded"] for g in graded} == {"Successful"}
+    labels = [g["label"] for g in graded]
+    assert result["categories"]["agreement"] == pytest.approx(labels.count("Successful") / 6)
+    assert {p["graded"] for p in result["graded_pairs"]} == {"Both"}
+    assert stats["completed"] >= 12 and stats["peak_in_flight"] <= 3
+
+
 @pytest.mark.parametrize("args,says", [
     (["--limit", "0"], "--limit must be at least 1"),
+    (["--concurrency", "0"], "--concurrency must be at least 1"),
+    (["--judge", "nosuch:judge"], "nosuch"),
     (["--set", "guideline", "--shared", "/nonexistent/shared"], "guideline examples are not here"),
 ])
 def test_bad_arguments_are_refused_with_a_reason(tmp_path, args, says):
