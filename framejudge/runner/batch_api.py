@@ -1,5 +1,6 @@
 """Batch runs (`framejudge grade ... --batch`): a run's judge calls sent through the provider's batch
-API (half price, answered within 24 hours), resumable by running the same command again.
+API (half price, answered within 24 hours: OpenAI, Anthropic, the Gemini API), resumable by
+running the same command again.
 
 Each run of the command does three things, in this order:
 
@@ -23,7 +24,8 @@ Each run of the command does three things, in this order:
 A request's key is the sha256 of the body the provider is sent (model, messages, the reply's schema
 or JSON mode, temperature, seed, token limit), so the same call in a later run finds its reply, and a
 call that changed (another rubric, other frames) is a new request. The key is the request's
-`custom_id` in the batch.
+`custom_id` in the batch (Gemini: its `key`; Gemini's request carries no model, which is named in
+the batch's URL instead, and a ledger holds one judge's batches).
 
 **Providers** are one table, `BATCH_APIS`: one `BatchAPI` each, which builds a call's request line,
 submits a batch, asks where it stands, reads its results, turns a result into the reply an online
@@ -55,10 +57,44 @@ litellm's price for each reply, or the judges file's price, times that share).
   `invalid_request_error`s (which would read as a refused schema), so the results are read here with
   httpx from Anthropic's results endpoint and each message is transformed as above.
 
+- `gemini` (`GeminiBatches`): the Gemini API's Batch Mode (Google AI Studio keys, `gemini/` judges),
+  as Google's guide (ai.google.dev/gemini-api/docs/batch-mode, "Input file") and API reference
+  (ai.google.dev/api/batch-mode) give it. The requests go in a JSONL input file, one
+  `{"key": ..., "request": GenerateContentRequest}` a line (up to 2 GB), uploaded through the Files
+  API's resumable upload (`POST /upload/v1beta/files` with `X-Goog-Upload-Protocol: resumable`,
+  `X-Goog-Upload-Command: start`, the length and type in `X-Goog-Upload-Header-Content-Length` /
+  `-Type`, answered with `X-Goog-Upload-URL`; the bytes to that URL with `X-Goog-Upload-Command:
+  upload, finalize` at `X-Goog-Upload-Offset: 0`, answered with the file `files/...`); the batch is
+  `POST /v1beta/models/{model}:batchGenerateContent` with `{"batch": {"display_name", "input_config":
+  {"file_name"}}}`, answered with its operation (`batches/...`); `GET /v1beta/{batches/...}` says
+  where it stands (`metadata.state`: the guide writes JOB_STATE_PENDING, RUNNING, SUCCEEDED, FAILED,
+  CANCELLED, EXPIRED, the API and litellm's reader BATCH_STATE_*; both are read) and, once it
+  succeeded, names the responses file (`response.responsesFile`, also `metadata.output`), read with
+  `GET /download/v1beta/{file}:download?alt=media`: one line a request, its `key` with the
+  `response` (a GenerateContentResponse) or an error status (a google.rpc.Status, read as the HTTP
+  status the same error has online: a refused schema, INVALID_ARGUMENT, is a 400). An expired,
+  cancelled or failed batch has no results ("The job will not have any results to retrieve"): its
+  requests are given back. The large-request route (the input file) is used, not inline requests
+  (for "smaller batches that keep the total request size under 20MB"): a run's frames are inline
+  images. The key goes in `x-goog-api-key`, as litellm sends it online. Billed at 50 % ("50% of the
+  standard cost"). Each request is the generateContent body litellm sends online for that call,
+  made by litellm's own Gemini transformation (`get_optional_params`, then
+  `sync_transform_request_body`, as its Gemini handler does: the frames as inline data, the rubric as
+  the system instruction, generationConfig with the reply's `response_json_schema` or JSON mode,
+  temperature, seed, maxOutputTokens; tests/runner/test_batch_gemini.py holds each line's request
+  equal to the body litellm puts on the wire online for the same call); a response becomes the reply
+  through litellm's Gemini response transformation (`GoogleAIStudioGeminiConfig.transform_response`),
+  so usage, cost and the re-ask loop are as online. What goes through litellm and what not: litellm's
+  own `gemini` batch route (litellm 1.110: `GeminiBatchesConfig`) runs the uploaded file as it is and
+  reads the results as OpenAI-shaped rows (`custom_id`, `response.body`), a shape Google's guide does
+  not document, and builds no request line from a call; so the upload, create, status and download
+  calls are made here with httpx, to the URLs above under the judge's API root (its `api_base` without the API
+  version its online calls name, else GEMINI_API_BASE, else generativelanguage.googleapis.com).
+
 Other providers are refused with the reason before anything is sent (`NOT_SPOKEN`): Gemini on
-Vertex AI needs a Cloud Storage bucket for its batch files, and Gemini's own batch mode takes
-GenerateContent request lines that litellm's batch route does not build; neither can be checked
-against a loopback server speaking the provider's documented format.
+Vertex AI (`vertex_ai/`) needs a Cloud Storage bucket (or BigQuery) for its batch prediction's input
+and output, which framejudge does not manage and which no loopback server can stand in for honestly;
+the same models through the Gemini API (`gemini/`) can be batched.
 """
 
 from __future__ import annotations
