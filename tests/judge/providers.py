@@ -336,9 +336,10 @@ class GeminiBatchServer(GeminiServer):
     x-goog-api-key: 403 PERMISSION_DENIED without it; where `key` is given, another key is answered
     400 INVALID_ARGUMENT (API_KEY_INVALID), as Gemini answers it."""
 
-    def __init__(self, reply: Reply = "{}", key: str | None = None) -> None:
+    def __init__(self, reply: Reply = "{}", key: str | None = None, states: str = "BATCH_STATE_") -> None:
         super().__init__(reply)
         self.key = key
+        self.states = states  # the API's state names; the guide's examples write JOB_STATE_*
         self.files: dict[str, bytes] = {}
         self.uploads: dict[str, dict] = {}  # upload id -> what the start request announced
         self.batches: dict[str, dict] = {}  # batch name -> its operation
@@ -440,7 +441,7 @@ class GeminiBatchServer(GeminiServer):
             "model": f"models/{model}", "displayName": batch["display_name"], "inputConfig": {"fileName": file_name},
             "createTime": "2026-12-02T12:00:00.000000Z", "updateTime": "2026-12-02T12:00:00.000000Z",
             "batchStats": {"requestCount": str(len(lines)), "pendingRequestCount": str(len(lines))},
-            "state": "BATCH_STATE_PENDING", "name": name}}
+            "state": f"{self.states}PENDING", "name": name}}
         self.batch_calls[name] = seen
         self.lines[name] = lines
         return 200, self.batches[name], {}
@@ -482,7 +483,7 @@ class GeminiBatchServer(GeminiServer):
         responses = "files/batch-" + name.removeprefix("batches/")
         self.files[responses] = "".join(json.dumps(r) + "\n" for r in rows).encode()
         n = len(self.requests_of(name))
-        operation["metadata"].update(state="BATCH_STATE_SUCCEEDED", endTime="2026-12-02T13:00:00.000000Z",
+        operation["metadata"].update(state=f"{self.states}SUCCEEDED", endTime="2026-12-02T13:00:00.000000Z",
                                      output={"responsesFile": responses},
                                      batchStats={"requestCount": str(n), "successfulRequestCount": str(n - failed),
                                                  "failedRequestCount": str(failed)})
@@ -494,7 +495,7 @@ class GeminiBatchServer(GeminiServer):
     def end(self, name: str, state: str) -> None:
         """The batch ended without results: FAILED, CANCELLED or EXPIRED."""
         operation = self.batches[name]
-        operation["metadata"].update(state=f"BATCH_STATE_{state}", endTime="2026-12-02T13:00:00.000000Z")
+        operation["metadata"].update(state=f"{self.states}{state}", endTime="2026-12-02T13:00:00.000000Z")
         operation["done"] = True
         if state == "FAILED":
             operation["error"] = {"code": 13, "message": "Internal error encountered."}

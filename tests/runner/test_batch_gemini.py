@@ -215,9 +215,11 @@ def test_failed_lines_and_missing_lines_are_asked_again(tmp_path, items):
         assert len(verdicts) == 3 and not errors
 
 
-@pytest.mark.parametrize("state", ["EXPIRED", "CANCELLED", "FAILED"])
-def test_a_batch_that_ends_without_results_gives_its_requests_back(tmp_path, items, state):
-    with GeminiBatchServer(by_order) as server:
+@pytest.mark.parametrize("state, names", [("EXPIRED", "BATCH_STATE_"), ("CANCELLED", "BATCH_STATE_"),
+                                          ("FAILED", "BATCH_STATE_"), ("EXPIRED", "JOB_STATE_")])
+def test_a_batch_that_ends_without_results_gives_its_requests_back(tmp_path, items, state, names):
+    # the states by the API's names, and by the names the guide's examples use
+    with GeminiBatchServer(by_order, states=names) as server:
         judges = judges_file(tmp_path, server)
         out = tmp_path / "batch.jsonl"
         run(items, out, judges, batch=True)
@@ -229,7 +231,7 @@ def test_a_batch_that_ends_without_results_gives_its_requests_back(tmp_path, ite
             sorted(line["key"] for line in server.requests_of(first))
         ledger = json.loads((tmp_path / "batch.batches.json").read_text())
         assert [(b["status"], b["provider_status"]) for b in ledger["batches"]] == \
-            [("failed", f"BATCH_STATE_{state}"), ("submitted", "BATCH_STATE_PENDING")]
+            [("failed", f"{names}{state}"), ("submitted", f"{names}PENDING")]
         assert ledger["failures"] == {}
         server.finish(second, by_line)
         assert len(run(items, out, judges, batch=True)) == 3
@@ -328,3 +330,32 @@ def test_a_batch_the_api_refuses_is_a_clear_error(tmp_path, items, monkeypatch):
         assert "error: the batch's requests file" in proc.stderr and "HTTP 400" in proc.stderr
         assert "API key not valid" in proc.stderr
         assert server.batches == {} and server.files == {}
+
+
+def test_without_a_key_nothing_is_sent_and_the_error_says_so(tmp_path, items):
+    # no api_base: the batch would go to Google; without a key it is refused before any call
+    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_BASE")}
+    proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out", str(tmp_path / "v.jsonl"),
+                           "--judge", f"litellm:gemini/{MODEL}", "--batch", "--yes", "--no-cache", "-n", "4"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**env, "PYTHONPATH": str(ROOT), "FRAMEJUDGE_NO_CACHE": "1"})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "error: the Gemini API's Batch Mode: no API key (set GEMINI_API_KEY" in proc.stderr
+    assert not (tmp_path / "v.batches.json").exists() or json.loads((tmp_path / "v.batches.json").read_text())["batches"] == []
+
+
+def test_the_api_root_and_the_status_a_failed_line_reads_as(monkeypatch):
+    from framejudge.judge.litellm_backend import LiteLLMJudge
+    from framejudge.runner.batch_api import BATCH_APIS, _http_status
+
+    api = BATCH_APIS["gemini"]
+    monkeypatch.delenv("GEMINI_API_BASE", raising=False)
+    assert api._root(LiteLLMJudge(f"gemini/{MODEL}", api_key="k")) == "https://generativelanguage.googleapis.com"
+    for base in ("http://127.0.0.1:18801/v1beta", "http://127.0.0.1:18801/v1alpha/", "http://127.0.0.1:18801"):
+        assert api._root(LiteLLMJudge(f"gemini/{MODEL}", api_base=base, api_key="k")) == "http://127.0.0.1:18801"
+    monkeypatch.setenv("GEMINI_API_BASE", "http://127.0.0.1:18802/v1beta")
+    assert api._root(LiteLLMJudge(f"gemini/{MODEL}", api_key="k")) == "http://127.0.0.1:18802"
+    # google.rpc.Status codes are gRPC codes; an HTTP status or a status name is read as it is
+    assert [_http_status(e) for e in ({"code": 3, "message": "m"}, {"code": 8}, {"code": 13}, {"code": 14},
+                                      {"code": 400, "status": "INVALID_ARGUMENT"}, {"status": "RESOURCE_EXHAUSTED"},
+                                      {"code": 429}, "broken")] == [400, 429, 500, 503, 400, 429, 429, 500]
