@@ -63,8 +63,8 @@ def grade(
         help="decoding processes, working while model calls wait (default: the CPU count)")] = None,
     batch: Annotated[bool, typer.Option(
         "--batch", help="send the calls through the provider's batch API (half price, answered within 24 hours; "
-                        "OpenAI's and Anthropic's batch APIs): collects the batches a run before submitted, grades what has "
-                        "replies, submits the rest; run it again until nothing waits")] = False,
+                        "OpenAI's, Anthropic's and the Gemini API's batch APIs): collects the batches a run before "
+                        "submitted, grades what has replies, submits the rest; run it again until nothing waits")] = False,
     triage_path: Annotated[Optional[Path], typer.Option(
         "--triage", help="a thresholds file from framejudge triage, or 'default': the reference judge's own, "
                          "earned on its development data (refused for other judges): mark every verdict auto or "

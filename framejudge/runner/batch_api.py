@@ -1,5 +1,6 @@
 """Batch runs (`framejudge grade ... --batch`): a run's judge calls sent through the provider's batch
-API (half price, answered within 24 hours), resumable by running the same command again.
+API (half price, answered within 24 hours: OpenAI, Anthropic, the Gemini API), resumable by
+running the same command again.
 
 Each run of the command does three things, in this order:
 
@@ -23,7 +24,8 @@ Each run of the command does three things, in this order:
 A request's key is the sha256 of the body the provider is sent (model, messages, the reply's schema
 or JSON mode, temperature, seed, token limit), so the same call in a later run finds its reply, and a
 call that changed (another rubric, other frames) is a new request. The key is the request's
-`custom_id` in the batch.
+`custom_id` in the batch (Gemini: its `key`; Gemini's request carries no model, which is named in
+the batch's URL instead, and a ledger holds one judge's batches).
 
 **Providers** are one table, `BATCH_APIS`: one `BatchAPI` each, which builds a call's request line,
 submits a batch, asks where it stands, reads its results, turns a result into the reply an online
@@ -55,10 +57,44 @@ litellm's price for each reply, or the judges file's price, times that share).
   `invalid_request_error`s (which would read as a refused schema), so the results are read here with
   httpx from Anthropic's results endpoint and each message is transformed as above.
 
+- `gemini` (`GeminiBatches`): the Gemini API's Batch Mode (Google AI Studio keys, `gemini/` judges),
+  as Google's guide (ai.google.dev/gemini-api/docs/batch-mode, "Input file") and API reference
+  (ai.google.dev/api/batch-mode) give it. The requests go in a JSONL input file, one
+  `{"key": ..., "request": GenerateContentRequest}` a line (up to 2 GB), uploaded through the Files
+  API's resumable upload (`POST /upload/v1beta/files` with `X-Goog-Upload-Protocol: resumable`,
+  `X-Goog-Upload-Command: start`, the length and type in `X-Goog-Upload-Header-Content-Length` /
+  `-Type`, answered with `X-Goog-Upload-URL`; the bytes to that URL with `X-Goog-Upload-Command:
+  upload, finalize` at `X-Goog-Upload-Offset: 0`, answered with the file `files/...`); the batch is
+  `POST /v1beta/models/{model}:batchGenerateContent` with `{"batch": {"display_name", "input_config":
+  {"file_name"}}}`, answered with its operation (`batches/...`); `GET /v1beta/{batches/...}` says
+  where it stands (`metadata.state`: the guide writes JOB_STATE_PENDING, RUNNING, SUCCEEDED, FAILED,
+  CANCELLED, EXPIRED, the API and litellm's reader BATCH_STATE_*; both are read) and, once it
+  succeeded, names the responses file (`response.responsesFile`, also `metadata.output`), read with
+  `GET /download/v1beta/{file}:download?alt=media`: one line a request, its `key` with the
+  `response` (a GenerateContentResponse) or an error status (a google.rpc.Status, read as the HTTP
+  status the same error has online: a refused schema, INVALID_ARGUMENT, is a 400). An expired,
+  cancelled or failed batch has no results ("The job will not have any results to retrieve"): its
+  requests are given back. The large-request route (the input file) is used, not inline requests
+  (for "smaller batches that keep the total request size under 20MB"): a run's frames are inline
+  images. The key goes in `x-goog-api-key`, as litellm sends it online. Billed at 50 % ("50% of the
+  standard cost"). Each request is the generateContent body litellm sends online for that call,
+  made by litellm's own Gemini transformation (`get_optional_params`, then
+  `sync_transform_request_body`, as its Gemini handler does: the frames as inline data, the rubric as
+  the system instruction, generationConfig with the reply's `response_json_schema` or JSON mode,
+  temperature, seed, maxOutputTokens; tests/runner/test_batch_gemini.py holds each line's request
+  equal to the body litellm puts on the wire online for the same call); a response becomes the reply
+  through litellm's Gemini response transformation (`GoogleAIStudioGeminiConfig.transform_response`),
+  so usage, cost and the re-ask loop are as online. What goes through litellm and what not: litellm's
+  own `gemini` batch route (litellm 1.110: `GeminiBatchesConfig`) runs the uploaded file as it is and
+  reads the results as OpenAI-shaped rows (`custom_id`, `response.body`), a shape Google's guide does
+  not document, and builds no request line from a call; so the upload, create, status and download
+  calls are made here with httpx, to the URLs above under the judge's API root (its `api_base` without the API
+  version its online calls name, else GEMINI_API_BASE, else generativelanguage.googleapis.com).
+
 Other providers are refused with the reason before anything is sent (`NOT_SPOKEN`): Gemini on
-Vertex AI needs a Cloud Storage bucket for its batch files, and Gemini's own batch mode takes
-GenerateContent request lines that litellm's batch route does not build; neither can be checked
-against a loopback server speaking the provider's documented format.
+Vertex AI (`vertex_ai/`) needs a Cloud Storage bucket (or BigQuery) for its batch prediction's input
+and output, which framejudge does not manage and which no loopback server can stand in for honestly;
+the same models through the Gemini API (`gemini/`) can be batched.
 """
 
 from __future__ import annotations
@@ -67,6 +103,7 @@ import asyncio
 import copy
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -417,14 +454,219 @@ class AnthropicBatches(BatchAPI):
         return rows
 
 
-BATCH_APIS: dict[str, BatchAPI] = {api.name: api for api in (OpenAIBatches(), AnthropicBatches())}
+GEMINI_ROOT = "https://generativelanguage.googleapis.com"
+GEMINI_ENDED = {"SUCCEEDED"}  # Gemini batch states (BATCH_STATE_* on the wire, JOB_STATE_* in the guide)
+GEMINI_CLOSED = {"FAILED", "CANCELLED", "EXPIRED"}  # "will not have any results to retrieve" (expired)
+
+
+class GeminiBatches(BatchAPI):
+    """The Gemini API's Batch Mode (`gemini/` judges): the requests uploaded through the Files API as
+    a JSONL file of `{"key", "request"}` lines, each request the GenerateContentRequest litellm sends
+    online for that call; a batch made of it with `batchGenerateContent`, asked after with a GET of
+    the batch, its responses file downloaded when it succeeded (see the module's description)."""
+
+    name = "gemini"
+    title = "the Gemini API's Batch Mode"
+    price = 0.5  # "50% of the standard cost"
+    max_requests = 50_000  # no count limit is documented; framejudge's own, as for OpenAI
+    max_bytes = 500 * 1024 * 1024  # Gemini: 2 GB an input file; less, as the file is built in memory
+
+    def _model(self, judge: LiteLLMJudge) -> str:
+        return judge.model.split("/", 1)[1] if judge.model.startswith("gemini/") else judge.model
+
+    def _root(self, judge: LiteLLMJudge) -> str:
+        """The Gemini API's root URL: the judge's api_base (GEMINI_API_BASE, or Google's) without the
+        API version its online calls name (litellm posts to `{api_base}/models/...:generateContent`,
+        so an api_base for online calls ends in `/v1beta`)."""
+        from litellm.llms.gemini.common_utils import GeminiModelInfo
+
+        base = GeminiModelInfo.get_api_base(judge.api_base).rstrip("/")
+        return re.sub(r"/v1(?:alpha|beta)?$", "", base)
+
+    def _key(self, judge: LiteLLMJudge) -> dict[str, str]:
+        from litellm.llms.gemini.common_utils import GeminiModelInfo
+
+        key = GeminiModelInfo.get_api_key(judge.api_key)
+        if not key:
+            raise BatchError(f"{self.title}: no API key (set GEMINI_API_KEY, or api_key_env in the judges file)")
+        return {"x-goog-api-key": key}
+
+    def request(self, judge: LiteLLMJudge, messages: list[dict[str, Any]], temperature: float, seed: int,
+                mode: str) -> Pending:
+        """The generateContent body litellm sends online for this call, made as litellm's completion
+        makes it: the OpenAI parameters mapped by `get_optional_params`, the body from litellm's
+        Gemini request transformation (`sync_transform_request_body`: contents with the frames as
+        inline data, systemInstruction, generationConfig with the reply's schema or JSON mode)."""
+        from litellm.litellm_core_utils.litellm_logging import Logging
+        from litellm.llms.vertex_ai.gemini.transformation import sync_transform_request_body
+        from litellm.utils import get_optional_params
+
+        from ..judge.litellm_backend import response_format
+
+        model = self._model(judge)
+        kwargs = judge.call_kwargs(messages, temperature, seed)
+        sent: Any = messages
+        params = {k: kwargs[k] for k in ("temperature", "max_tokens", "seed", "service_tier") if k in kwargs}
+        try:
+            optional = get_optional_params(model=model, custom_llm_provider="gemini", messages=sent,
+                                           response_format=response_format(mode, "gemini"), **params)
+            log = Logging(model=model, messages=sent, stream=False, call_type="acompletion",
+                          litellm_call_id="batch", start_time=datetime.now(), function_id="batch")
+            body = sync_transform_request_body(
+                gemini_api_key=judge.api_key or "unused", messages=copy.deepcopy(sent), api_base=None, model=model,
+                client=None, timeout=None, extra_headers=None, optional_params=optional, logging_obj=log,
+                custom_llm_provider="gemini", litellm_params={}, vertex_project=None, vertex_location=None,
+                vertex_auth_header=None)
+        except Exception as exc:
+            raise BatchError(f"litellm could not build the Gemini request for {model!r}: {exc}"[:800]) from None
+        return Pending(json.loads(json.dumps(body)))
+
+    def line_size(self, key: str, pending: Pending) -> int:
+        return len(json.dumps({"key": key, "request": pending.body})) + 16
+
+    def reply(self, pending: Pending, answer: dict[str, Any], messages: list[dict[str, Any]]) -> Any:
+        """The GenerateContentResponse through litellm's Gemini response transformation, as online."""
+        import httpx
+        import litellm
+        from litellm.litellm_core_utils.litellm_logging import Logging
+        from litellm.llms.gemini.chat.transformation import GoogleAIStudioGeminiConfig
+
+        model = str(answer.get("model") or "")
+        sent: Any = messages
+        raw = httpx.Response(200, json=answer["body"],
+                             request=httpx.Request("POST", f"{GEMINI_ROOT}/v1beta/models/{model}:generateContent"))
+        log = Logging(model=model, messages=sent, stream=False, call_type="acompletion",
+                      litellm_call_id="batch-" + answer.get("key", "")[:16], start_time=datetime.now(),
+                      function_id="batch")
+        # what litellm's completion sets on the call's log before the reply is read (the call asks for no tools)
+        log.update_environment_variables(litellm_params={}, optional_params={}, model=model)
+        response = GoogleAIStudioGeminiConfig().transform_response(
+            model=model, raw_response=raw, model_response=litellm.ModelResponse(), logging_obj=log,
+            request_data=pending.body, messages=sent, optional_params={}, litellm_params={}, encoding=None)
+        response._hidden_params["custom_llm_provider"] = "gemini"
+        return response
+
+    async def _send(self, method: str, url: str, headers: dict[str, str], what: str, *, payload: Any = None,
+                    content: bytes | None = None) -> Any:
+        import httpx
+
+        try:
+            async with httpx.AsyncClient(timeout=600.0) as client:
+                response = await client.request(method, url, headers=headers, json=payload, content=content)
+        except httpx.HTTPError as exc:
+            raise BatchError(f"{what}: {type(exc).__name__}: {exc}"[:800]) from None
+        if response.status_code >= 400:
+            raise BatchError(f"{what}: HTTP {response.status_code}: {response.text}"[:800])
+        return response
+
+    async def _upload(self, judge: LiteLLMJudge, data: bytes, display_name: str) -> str:
+        """The Files API's resumable upload: a start request with the file's metadata, answered with
+        the upload URL in `X-Goog-Upload-URL`, then the bytes to it; the file's name (`files/...`)."""
+        what = f"the batch's requests file ({len(data)} bytes) was not uploaded"
+        start = await self._send(
+            "POST", f"{self._root(judge)}/upload/v1beta/files",
+            {**self._key(judge), "X-Goog-Upload-Protocol": "resumable", "X-Goog-Upload-Command": "start",
+             "X-Goog-Upload-Header-Content-Length": str(len(data)),
+             "X-Goog-Upload-Header-Content-Type": "application/jsonl", "Content-Type": "application/json"},
+            what, payload={"file": {"display_name": display_name}})
+        url = start.headers.get("x-goog-upload-url")
+        if not url:
+            raise BatchError(f"{what}: the Files API gave no upload URL (X-Goog-Upload-URL)")
+        done = await self._send("POST", url, {"Content-Length": str(len(data)), "X-Goog-Upload-Offset": "0",
+                                              "X-Goog-Upload-Command": "upload, finalize"}, what, content=data)
+        try:
+            return str(done.json()["file"]["name"])
+        except (ValueError, KeyError, TypeError):
+            raise BatchError(f"{what}: the Files API's answer names no file: {done.text[:300]}") from None
+
+    async def submit(self, judge: LiteLLMJudge, requests: dict[str, Pending]) -> SubmittedBatch:
+        name = f"framejudge-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}"
+        lines = "".join(json.dumps({"key": key, "request": p.body}) + "\n" for key, p in requests.items())
+        file_name = await self._upload(judge, lines.encode("utf-8"), name + ".jsonl")
+        model = self._model(judge)
+        response = await self._send(
+            "POST", f"{self._root(judge)}/v1beta/models/{model}:batchGenerateContent",
+            {**self._key(judge), "Content-Type": "application/json"},
+            f"the batch of {len(requests)} request(s) was not accepted",
+            payload={"batch": {"display_name": name, "input_config": {"file_name": file_name}}})
+        try:
+            batch = response.json()
+            return SubmittedBatch(id=str(batch["name"]), input_file_id=file_name, keys=list(requests),
+                                  submitted_at=_now(), provider_status=_gemini_state(batch) or None)
+        except (ValueError, KeyError, TypeError):
+            raise BatchError(f"the batch was sent, but the answer names no batch: {response.text[:300]}") from None
+
+    async def poll(self, judge: LiteLLMJudge, batch: SubmittedBatch) -> Poll:
+        response = await self._send("GET", f"{self._root(judge)}/v1beta/{batch.id}", self._key(judge),
+                                    f"batch {batch.id}: the provider could not say where it stands")
+        try:
+            operation = response.json()
+        except ValueError:
+            raise BatchError(f"batch {batch.id}: not a batch: {response.text[:300]}") from None
+        state = _gemini_state(operation)
+        word = state.rpartition("_STATE_")[2]
+        output = (operation.get("response") or {}).get("responsesFile") or \
+            ((operation.get("metadata") or {}).get("output") or {}).get("responsesFile")
+        files = (str(output),) if output else ()
+        return Poll(state or "unknown", ended=word in GEMINI_ENDED or (word in GEMINI_CLOSED and bool(files)),
+                    closed=word in GEMINI_CLOSED and not files, sources=files)
+
+    async def results(self, judge: LiteLLMJudge, batch: SubmittedBatch, poll: Poll) -> list[dict[str, Any]]:
+        model = self._model(judge)
+        rows = []
+        for file_name in poll.sources:
+            response = await self._send("GET", f"{self._root(judge)}/download/v1beta/{file_name}:download?alt=media",
+                                        self._key(judge), f"batch {batch.id}: its responses file {file_name} could "
+                                                          "not be read")
+            for line in response.text.splitlines():
+                try:
+                    row = json.loads(line)
+                    key = str(row["key"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if isinstance(row.get("response"), dict):
+                    answer = answer_row(key, 200, row["response"])
+                    answer["model"] = model
+                    rows.append(answer)
+                    continue
+                error = row.get("error") or row.get("status") or {"message": "no response"}
+                rows.append(answer_row(key, _http_status(error), error=error))
+        return rows
+
+
+# a result line's error is a google.rpc.Status: its code a gRPC code (an HTTP status where one is given),
+# read as the HTTP status the same error has online (a refused schema is INVALID_ARGUMENT: 400)
+GRPC_HTTP = {1: 499, 2: 500, 3: 400, 4: 504, 5: 404, 6: 409, 7: 403, 8: 429, 9: 400, 10: 409, 11: 400, 12: 501,
+             13: 500, 14: 503, 15: 500, 16: 401}
+STATUS_HTTP = {"CANCELLED": 499, "INVALID_ARGUMENT": 400, "FAILED_PRECONDITION": 400, "OUT_OF_RANGE": 400,
+               "NOT_FOUND": 404, "PERMISSION_DENIED": 403, "UNAUTHENTICATED": 401, "RESOURCE_EXHAUSTED": 429,
+               "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504, "INTERNAL": 500, "UNIMPLEMENTED": 501}
+
+
+def _http_status(error: Any) -> int:
+    if isinstance(error, dict):
+        if error.get("status") in STATUS_HTTP:
+            return STATUS_HTTP[error["status"]]
+        code = error.get("code")
+        if isinstance(code, int):
+            return code if code >= 100 else GRPC_HTTP.get(code, 500)
+    return 500
+
+
+def _gemini_state(operation: Any) -> str:
+    """A Gemini batch's state from its operation (`metadata.state`), or from a bare batch (`state`)."""
+    if not isinstance(operation, dict):
+        return ""
+    return str((operation.get("metadata") or {}).get("state") or operation.get("state") or "")
+
+
+BATCH_APIS: dict[str, BatchAPI] = {api.name: api for api in (OpenAIBatches(), AnthropicBatches(), GeminiBatches())}
 PROVIDERS = tuple(BATCH_APIS)  # litellm providers whose batch API framejudge speaks
 # why the batch APIs of other providers are not spoken (yet)
 NOT_SPOKEN = {
     "vertex_ai": "Vertex AI's batch prediction reads its requests from a Cloud Storage bucket and writes its "
-                 "results there, which framejudge does not manage",
-    "gemini": "Gemini's batch mode takes GenerateContent request lines, which litellm's batch route does not "
-              "build from a judge's calls",
+                 "results there, which framejudge does not manage; the same Gemini models through the Gemini "
+                 "API (litellm:gemini/<model>, with a Gemini API key) can be graded with --batch",
 }
 
 
@@ -468,10 +710,10 @@ def batch_api(judge: Any, spec: str) -> BatchAPI:
     api = BATCH_APIS.get(provider)
     if api is None:
         why = f" ({NOT_SPOKEN[provider]})" if provider in NOT_SPOKEN else ""
-        raise BatchUnsupported(f"--batch speaks the batch APIs of {' and '.join(repr(p) for p in PROVIDERS)} "
+        raise BatchUnsupported(f"--batch speaks the batch APIs of {', '.join(repr(p) for p in PROVIDERS)} "
                                f"(OpenAI's files and batches, also for servers that implement it; Anthropic's "
-                               f"Message Batches); {spec!r} goes to {provider!r}, which it does not speak yet{why}: "
-                               "grade it online (without --batch)")
+                               f"Message Batches; the Gemini API's Batch Mode); {spec!r} goes to {provider!r}, "
+                               f"which it does not speak{why}: grade it online (without --batch)")
     return api
 
 

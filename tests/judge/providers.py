@@ -90,11 +90,10 @@ class ProviderServer:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                self._record(None)
-                self._send(*server.listing(self.path))
+                self._send(*server.get(self._record(None)))
 
             def do_POST(self) -> None:
-                seen = self._record(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                seen = self._record(server.parse(self.path, self.rfile.read(int(self.headers["Content-Length"]))))
                 if not server.handles(seen.path):
                     self._send(404, server.error_body(404, f"no route {seen.path}"), {})
                     return
@@ -143,6 +142,14 @@ class ProviderServer:
 
     def listing(self, path: str) -> Answer:
         return 200, {"object": "list", "data": [{"id": self.served_model, "object": "model"}]}, {}
+
+    def get(self, seen: Recorded) -> Answer:
+        """The answer to a GET (by default the model listing a readiness check asks for)."""
+        return self.listing(seen.path)
+
+    def parse(self, path: str, raw: bytes) -> Any:
+        """A POSTed body as recorded: JSON (a server taking other bodies says so)."""
+        return json.loads(raw)
 
     def handles(self, path: str) -> bool:
         raise NotImplementedError
@@ -305,6 +312,193 @@ class GeminiServer(ProviderServer):
             if key in config:
                 return config[key]
         return None
+
+
+class GeminiBatchServer(GeminiServer):
+    """generateContent, and the Gemini API's Batch Mode beside it, as Google documents it:
+
+    - POST /upload/v1beta/files: the Files API's resumable upload. The start request carries
+      `X-Goog-Upload-Protocol: resumable`, `X-Goog-Upload-Command: start`, the file's length and
+      type in `X-Goog-Upload-Header-Content-Length` / `-Type` and `{"file": {"display_name"}}`; it is
+      answered with the upload URL in `X-Goog-Upload-URL`. The bytes POSTed there with
+      `X-Goog-Upload-Command: upload, finalize` and `X-Goog-Upload-Offset: 0` (as many as announced)
+      are answered with the file (`{"file": {"name": "files/...", ...}}`).
+    - POST /v1beta/models/{model}:batchGenerateContent with `{"batch": {"display_name", "input_config":
+      {"file_name"}}}`: the batch's operation (`name` batches/..., `metadata.state`
+      BATCH_STATE_PENDING). An input file whose lines are not `{"key", "request"}` with the
+      request's `contents`, or with a key twice, is refused 400 INVALID_ARGUMENT.
+    - GET /v1beta/batches/{id}: the operation; after `finish`, `done`, BATCH_STATE_SUCCEEDED and the
+      responses file in `response.responsesFile` (and `metadata.output`); after `end`, the state given.
+    - GET /download/v1beta/files/{id}:download?alt=media: a file's bytes (the responses file: one
+      `{"key", "response": GenerateContentResponse}` or `{"key", "error": google.rpc.Status}` a line).
+
+    Every call but the upload of the bytes (the upload URL is the credential) needs the key in
+    x-goog-api-key: 403 PERMISSION_DENIED without it; where `key` is given, another key is answered
+    400 INVALID_ARGUMENT (API_KEY_INVALID), as Gemini answers it."""
+
+    def __init__(self, reply: Reply = "{}", key: str | None = None, states: str = "BATCH_STATE_") -> None:
+        super().__init__(reply)
+        self.key = key
+        self.states = states  # the API's state names; the guide's examples write JOB_STATE_*
+        self.files: dict[str, bytes] = {}
+        self.uploads: dict[str, dict] = {}  # upload id -> what the start request announced
+        self.batches: dict[str, dict] = {}  # batch name -> its operation
+        self.batch_calls: dict[str, Recorded] = {}  # batch name -> the create call
+        self.lines: dict[str, list[dict]] = {}  # batch name -> its input file's lines
+
+    def handles(self, path: str) -> bool:
+        return (super().handles(path) or path.startswith("/upload/v1beta/files")
+                or (path.startswith("/v1beta/models/") and path.endswith(":batchGenerateContent")))
+
+    def parse(self, path: str, raw: bytes) -> Any:
+        return raw if path.startswith("/upload/v1beta/files?") else super().parse(path, raw)
+
+    def _unkeyed(self, seen: Recorded) -> Answer | None:
+        key = seen.headers.get("x-goog-api-key")
+        if not key:
+            return 403, {"error": {"code": 403, "message": "Method doesn't allow unregistered callers",
+                                   "status": "PERMISSION_DENIED"}}, {}
+        if self.key is not None and key != self.key:
+            return 400, {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
+                                   "status": "INVALID_ARGUMENT",
+                                   "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                                                "reason": "API_KEY_INVALID", "domain": "googleapis.com"}]}}, {}
+        return None
+
+    def answer(self, seen: Recorded) -> Answer:
+        if seen.path.startswith("/upload/v1beta/files?"):
+            return self._upload(seen)
+        refused = self._unkeyed(seen)
+        if refused is not None:
+            return refused
+        if seen.path == "/upload/v1beta/files":
+            return self._start(seen)
+        if seen.path.endswith(":batchGenerateContent"):
+            return self._create(seen)
+        return super().answer(seen)
+
+    def _start(self, seen: Recorded) -> Answer:
+        h = seen.headers
+        if h.get("x-goog-upload-protocol") != "resumable" or h.get("x-goog-upload-command") != "start":
+            return self.refuse(400, "a resumable upload starts with X-Goog-Upload-Protocol: resumable and "
+                                    "X-Goog-Upload-Command: start")
+        length = h.get("x-goog-upload-header-content-length", "")
+        if not length.isdigit():
+            return self.refuse(400, "X-Goog-Upload-Header-Content-Length is required")
+        upload_id = uuid.uuid4().hex
+        display = ((seen.body or {}).get("file") or {}).get("display_name") if isinstance(seen.body, dict) else None
+        self.uploads[upload_id] = {"length": int(length), "mime": h.get("x-goog-upload-header-content-type", ""),
+                                   "display_name": display or upload_id}
+        url = f"http://127.0.0.1:{self.port}/upload/v1beta/files?upload_id={upload_id}&upload_protocol=resumable"
+        return 200, "", {"X-Goog-Upload-URL": url, "X-Goog-Upload-Status": "active"}
+
+    def _upload(self, seen: Recorded) -> Answer:
+        from urllib.parse import parse_qs, urlparse
+
+        upload_id = (parse_qs(urlparse(seen.path).query).get("upload_id") or [""])[0]
+        upload = self.uploads.pop(upload_id, None)
+        if upload is None:
+            return self.refuse(404, "no such upload")
+        h = seen.headers
+        if h.get("x-goog-upload-command") != "upload, finalize" or h.get("x-goog-upload-offset") != "0":
+            return self.refuse(400, "the bytes go with X-Goog-Upload-Command: upload, finalize at offset 0")
+        if len(seen.body) != upload["length"]:
+            return self.refuse(400, f"{len(seen.body)} bytes sent, {upload['length']} announced")
+        name = "files/" + uuid.uuid4().hex[:12]
+        self.files[name] = seen.body
+        return 200, {"file": {"name": name, "displayName": upload["display_name"], "mimeType": upload["mime"],
+                              "sizeBytes": str(len(seen.body)), "createTime": "2026-12-02T12:00:00.000000Z",
+                              "updateTime": "2026-12-02T12:00:00.000000Z",
+                              "expirationTime": "2026-12-04T12:00:00.000000Z",
+                              "sha256Hash": base64.b64encode(uuid.uuid4().bytes).decode(),
+                              "uri": f"http://127.0.0.1:{self.port}/v1beta/{name}", "state": "ACTIVE",
+                              "source": "UPLOADED"}}, {"X-Goog-Upload-Status": "final"}
+
+    def _create(self, seen: Recorded) -> Answer:
+        model = seen.path.removeprefix("/v1beta/models/").removesuffix(":batchGenerateContent")
+        batch = seen.body.get("batch") if isinstance(seen.body, dict) else None
+        if not isinstance(batch, dict) or not batch.get("display_name"):
+            return self.refuse(400, "batch.display_name: required")
+        file_name = (batch.get("input_config") or {}).get("file_name")
+        if file_name not in self.files:
+            return self.refuse(400 if file_name is None else 404, f"input_config.file_name: no file {file_name}")
+        lines, keys = [], set()
+        for k, text in enumerate(self.files[file_name].decode().splitlines(), 1):
+            try:
+                line = json.loads(text)
+                ok = isinstance(line["key"], str) and isinstance(line["request"]["contents"], list)
+            except (ValueError, KeyError, TypeError):
+                ok = False
+            if not ok:
+                return self.refuse(400, f"line {k}: not a {{key, request}} line with a GenerateContentRequest")
+            if line["key"] in keys:
+                return self.refuse(400, f"line {k}: key {line['key']} is used twice")
+            keys.add(line["key"])
+            lines.append(line)
+        name = "batches/" + uuid.uuid4().hex[:24]
+        self.batches[name] = {"name": name, "metadata": {
+            "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+            "model": f"models/{model}", "displayName": batch["display_name"], "inputConfig": {"fileName": file_name},
+            "createTime": "2026-12-02T12:00:00.000000Z", "updateTime": "2026-12-02T12:00:00.000000Z",
+            "batchStats": {"requestCount": str(len(lines)), "pendingRequestCount": str(len(lines))},
+            "state": f"{self.states}PENDING", "name": name}}
+        self.batch_calls[name] = seen
+        self.lines[name] = lines
+        return 200, self.batches[name], {}
+
+    def get(self, seen: Recorded) -> Answer:
+        batch = re.fullmatch(r"/v1beta/(batches/[^/?:]+)", seen.path)
+        download = re.fullmatch(r"/download/v1beta/(files/[^/?:]+):download\?alt=media", seen.path)
+        if not batch and not download:
+            return super().get(seen)
+        refused = self._unkeyed(seen)
+        if refused is not None:
+            return refused
+        if batch:
+            found = self.batches.get(batch.group(1))
+            return (200, found, {}) if found else self.refuse(404, f"{batch.group(1)} not found")
+        data = self.files.get(download.group(1)) if download else None
+        return (200, data.decode(), {}) if data is not None else self.refuse(404, "file not found")
+
+    def requests_of(self, name: str) -> list[dict]:
+        """The batch's input file's lines as uploaded: `{"key", "request"}` each."""
+        return self.lines[name]
+
+    def finish(self, name: str, answer: Callable[[dict], Any] | None = None) -> None:
+        """The batch succeeded: `answer(line)` gives each line's result: a reply text (as `reply`
+        would), ("error", gRPC code, message) for a google.rpc.Status, or None for no line; by
+        default `reply`. Its responses file is written and named in the operation."""
+        rows, failed = [], 0
+        operation = self.batches[name]
+        for line in self.requests_of(name):
+            seen = Recorded("POST", f"/v1beta/{operation['metadata']['model']}:generateContent", {}, line["request"])
+            got = answer(line) if answer is not None else (self.reply(seen) if callable(self.reply) else self.reply)
+            if got is None:
+                continue
+            if isinstance(got, tuple) and got[0] == "error":
+                failed += 1
+                rows.append({"key": line["key"], "error": {"code": got[1], "message": got[2]}})
+            else:
+                rows.append({"key": line["key"], "response": self.success(got, seen)})
+        responses = "files/batch-" + name.removeprefix("batches/")
+        self.files[responses] = "".join(json.dumps(r) + "\n" for r in rows).encode()
+        n = len(self.requests_of(name))
+        operation["metadata"].update(state=f"{self.states}SUCCEEDED", endTime="2026-12-02T13:00:00.000000Z",
+                                     output={"responsesFile": responses},
+                                     batchStats={"requestCount": str(n), "successfulRequestCount": str(n - failed),
+                                                 "failedRequestCount": str(failed)})
+        operation["done"] = True
+        operation["response"] = {
+            "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
+            "responsesFile": responses}
+
+    def end(self, name: str, state: str) -> None:
+        """The batch ended without results: FAILED, CANCELLED or EXPIRED."""
+        operation = self.batches[name]
+        operation["metadata"].update(state=f"{self.states}{state}", endTime="2026-12-02T13:00:00.000000Z")
+        operation["done"] = True
+        if state == "FAILED":
+            operation["error"] = {"code": 13, "message": "Internal error encountered."}
 
 
 class AnthropicServer(ProviderServer):

@@ -297,9 +297,11 @@ def test_a_schema_the_batch_api_refuses_is_asked_again_in_json_mode(tmp_path):
 
 @pytest.mark.parametrize("spec, words", [
     ("reference", "calls no provider"),
-    ("litellm:gemini/gemini-2.5-flash", "goes to 'gemini', which it does not speak yet (Gemini's batch mode"),
-    ("litellm:vertex_ai/gemini-2.5-flash", "goes to 'vertex_ai', which it does not speak yet (Vertex AI's batch "
+    ("litellm:vertex_ai/gemini-2.5-flash", "goes to 'vertex_ai', which it does not speak (Vertex AI's batch "
                                            "prediction reads its requests from a Cloud Storage bucket"),
+    ("litellm:vertex_ai/gemini-2.5-flash", "through the Gemini API (litellm:gemini/<model>, with a Gemini API key) "
+                                           "can be graded with --batch"),
+    ("litellm:mistral/mistral-large-latest", "goes to 'mistral', which it does not speak: grade it online"),
 ])
 def test_judges_without_a_batch_api_framejudge_speaks_are_refused(tmp_path, spec, words):
     items = write_items(tmp_path)
