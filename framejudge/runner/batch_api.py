@@ -735,6 +735,9 @@ class BatchedLiteLLM(LiteLLMJudge):
         self.pending: dict[str, Pending] = {}  # key -> request, for the next batch
         self.logprobs = False  # a batch line's reply carries none unless asked; asked for none
         self.gate = UnlimitedGate()  # no call is made: nothing to pace
+        # a batch is a tier of its own: its lines name no service tier, and its price is the batch
+        # API's share of the standard price, never also the flex tier's
+        self.service_tier = None
 
     def body(self, messages: list[dict[str, Any]], temperature: float, seed: int) -> dict[str, Any]:
         """The request body this call puts in a batch, in the judge's output mode."""

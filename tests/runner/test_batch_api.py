@@ -311,3 +311,23 @@ def test_judges_without_a_batch_api_framejudge_speaks_are_refused(tmp_path, spec
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "error: --batch" in proc.stderr and words in proc.stderr
+
+
+def test_a_flex_judge_graded_in_a_batch_is_billed_at_the_batch_price_alone(tmp_path):
+    """A batch is its own tier: a judge whose entry asks for flex puts no service tier in its batch
+    lines, and its cost is halved once (the batch API's share), not twice."""
+    items = write_items(tmp_path)
+    out = tmp_path / "verdicts.jsonl"
+    with BatchServer() as server:
+        judges = judges_file(tmp_path, server.base)
+        judges.write_text(judges.read_text() + "    service_tier: flex\n")
+        assert grade(items, out, judges).returncode == 0
+        lines = server.requests("batch_1")
+        assert lines and all("service_tier" not in line["body"] for line in lines)
+        server.finish("batch_1", answer_by_order)
+        done = grade(items, out, judges)
+        assert done.returncode == 0, done.stderr
+    verdicts = [r for r in read_records(out) if isinstance(r, Verdict)]
+    assert len(verdicts) == 3
+    for v in verdicts:
+        assert v.provenance.usage.cost_usd == pytest.approx(2 * (1000 * 1e-6 + 100 * 4e-6) * 0.5)
