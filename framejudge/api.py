@@ -78,6 +78,8 @@ async def agrade(
     api_base: str | None = None,
     concurrency: int = 4,
     regrade: bool = False,
+    engine: str = "local",
+    address: str | None = None,
 ) -> list[Record]:
     """`grade`, for code already inside an event loop."""
     the_items, source = _items(items)
@@ -85,6 +87,14 @@ async def agrade(
     the_options = _options(options)
     if concurrency < 1:
         raise InvalidOptions("concurrency must be at least 1")
+    if engine not in ("local", "ray"):
+        raise InvalidOptions(f"engine {engine!r}: local or ray")
+    if address is not None and engine != "ray":
+        raise InvalidOptions("address is for engine='ray'")
+    if engine == "ray":
+        from .runner.ray_engine import import_ray
+
+        import_ray(local=address is None)
     judges = Judges.from_env(Path(judges_file) if judges_file is not None else None)
     judges.api_base = api_base or judges.api_base
     judges.require_listed(judge)
@@ -100,7 +110,14 @@ async def agrade(
     with tempfile.TemporaryDirectory(prefix="framejudge-") as scratch:
         out_path = Path(out) if out is not None else Path(scratch) / "verdicts.jsonl"
         plan = plan_resume(grader, the_items, out_path, regrade=regrade)
-        await run_batch(grader, the_items, out_path, concurrency=concurrency, plan=plan)
+        if engine == "ray":
+            from .runner.ray_engine import RaySettings, run_on_ray, setup_of
+            from .schema import DecodeLimits
+
+            await run_on_ray(grader, the_items, out_path, spec=judge, setup=setup_of(grader, judges, judge),
+                             plan=plan, settings=RaySettings(address=address), decoding=DecodeLimits())
+        else:
+            await run_batch(grader, the_items, out_path, concurrency=concurrency, plan=plan)
         verdicts, errors = latest(read_records(out_path))
     standing: dict[tuple[str, int], Record] = {**errors, **verdicts}
     return [standing[(it.id, t)] for it in the_items for t in range(len(it.turns)) if (it.id, t) in standing]
@@ -118,6 +135,8 @@ def grade(
     api_base: str | None = None,
     concurrency: int = 4,
     regrade: bool = False,
+    engine: str = "local",
+    address: str | None = None,
 ) -> list[Record]:
     """Grade every turn of `items` (an items JSONL file, or Items / dicts) with `judge` under
     `rubric`, and return the standing record of each turn: a `Verdict`, or a `JudgeError` for a turn
@@ -129,9 +148,13 @@ def grade(
     (`GradeOptions`: sampler, swap, samples, blind, cache, triage ...). `media_root`: where relative
     video paths are (default: the items file's folder, else the working folder). `judges_file`,
     `api_base`: as `--judges` and `--api-base` (default: FRAMEJUDGE_JUDGES_FILE, FRAMEJUDGE_API_BASE).
+    `engine="ray"` grades on a Ray cluster (`address`: the cluster's, "auto" or "ray://HOST:PORT";
+    default: a local one on loopback for this call), with the same records and resume rules; it
+    needs the `framejudge[ray]` extra (RayUnavailable without it).
     Raises a FramejudgeError for bad input before grading anything."""
     return asyncio.run(agrade(items, judge=judge, rubric=rubric, options=options, out=out, media_root=media_root,
-                              judges_file=judges_file, api_base=api_base, concurrency=concurrency, regrade=regrade))
+                              judges_file=judges_file, api_base=api_base, concurrency=concurrency, regrade=regrade,
+                              engine=engine, address=address))
 
 
 def calibrate(
