@@ -53,6 +53,7 @@ from .judges import Judges
 from .resume import ResumePlan, apply_plan
 
 INSTALL = "pip install 'framejudge[ray]'"
+MAX_REPLACED = 3  # grading actors replaced per actor of the run before it gives up
 LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray's own processes take 127.0.0.1 as the node's address
 
 
@@ -472,7 +473,7 @@ async def run_on_ray(grader: Grader, items: list[Item], out: Path, *, spec: str,
                     try:
                         async for ref in actor.grade.remote(shard.work):
                             record(shard, await ref)
-                    except (ActorDiedError, ActorUnavailableError, RayActorError):
+                    except (ActorDiedError, ActorUnavailableError, RayActorError) as exc:
                         # the actor is gone: the turns it had not recorded are graded again, its
                         # places at the endpoint go back, and a fresh actor takes its turn
                         rest = [(it, skip | shard.recorded.get(it.id, set())) for it, skip in shard.work]
@@ -480,6 +481,9 @@ async def run_on_ray(grader: Grader, items: list[Item], out: Path, *, spec: str,
                         if rest:
                             shards.appendleft(_Shard(rest))
                         if graders[k][0] is actor:  # the first of its shards to learn of it
+                            if progress.restarted >= MAX_REPLACED * len(graders):
+                                raise RayUnavailable(f"the grading actors died {progress.restarted + 1} times; is "
+                                                     f"framejudge installed on every node? The last: {exc}") from None
                             if controller is not None:
                                 await controller.drop_owner.remote(owner)
                             graders[k] = new_grader(k)
