@@ -79,7 +79,7 @@ def grade(
         help="with --triage: write the to_review turns as JSONL label rows to fill in (and feed back with --human)")] = None,
     engine: Annotated[Engine, typer.Option(
         help="where the run goes: local (this process and its decoding processes) or ray (decoding and grading "
-             "actors on a Ray cluster, the endpoint's limits held cluster-wide; needs framejudge[ray])")] = Engine.local,
+             "actors on a Ray cluster, the endpoint's limits held cluster-wide; needs the extra named ray)")] = Engine.local,
     address: Annotated[Optional[str], typer.Option(
         help="with --engine ray: the cluster to join (auto, HOST:PORT or ray://HOST:PORT; default: start a local "
              "one on loopback for this run)")] = None,

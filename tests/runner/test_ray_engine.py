@@ -21,7 +21,7 @@ from framejudge.runner import run_batch
 from framejudge.runner.judges import Judges
 from framejudge.runner.ray_engine import RaySettings, loopback_only, run_on_ray, setup_of
 from framejudge.runner.resume import plan_resume
-from framejudge.schema import DecodeLimits, GradeOptions, JudgeConfig, JudgeError, Verdict
+from framejudge.schema import DecodeLimits, GradeOptions, JudgeConfig
 
 pytest.importorskip("litellm")
 loopback_only()  # before ray is imported: the session's cluster listens on 127.0.0.1 only
