@@ -204,3 +204,32 @@ def test_ctrl_c_stops_the_run_and_keeps_what_is_written(cluster, clips, tmp_path
     assert sorted(keys) == sorted(_turns(items)) and len(keys) == len(set(keys))
     graded_before = {item for item, _ in kept if (item, 0) in kept and item != "i1"}
     assert not graded_before & set(calls)  # what the interrupted run wrote was not graded again
+
+
+def test_a_killed_decoding_actor_is_restarted_and_its_decode_asked_again(cluster, clips, tmp_path):
+    items = _items(tmp_path / "items.jsonl", clips, 12)
+    seen: dict[str, list] = {}
+    killed = []
+
+    def kill_once(state) -> None:
+        if state.done >= 2 and not killed:
+            ray.kill(seen["decoders"][0], no_restart=False)  # as a crash: Ray starts it again
+            killed.append(state.done)
+
+    with ModelServer(latency=0.1) as server:
+        summary = _on_ray(server, items, tmp_path / "v.jsonl", on_progress=kill_once, on_actors=seen.update)
+    keys = _keys(tmp_path / "v.jsonl")
+    assert killed and sorted(keys) == sorted(_turns(items)) and len(keys) == len(set(keys))
+    assert summary.turns_graded == 12 and summary.errors == {"bad_input": 1}  # the missing video alone
+
+
+def test_a_burst_of_429s_is_waited_out_by_the_whole_cluster(cluster, clips, tmp_path):
+    """The endpoint refuses everything for two seconds (429, Retry-After 1 s): the controller pauses
+    and paces every actor's calls, and every turn still ends with a verdict."""
+    items = _items(tmp_path / "items.jsonl", clips, 12)
+    with ModelServer(latency=0.1, overload_for=2.0, overload_retry_after=1.0) as server:
+        summary = _on_ray(server, items, tmp_path / "v.jsonl", graders=2, concurrency=4, max_concurrency=4)
+        stats = server.stats()
+    assert stats["status_counts"].get(429, 0) > 0
+    assert stats["completed"] == 2 * 12 and stats["peak_in_flight"] <= 4
+    assert summary.turns_graded == 12 and summary.errors == {"bad_input": 1}
