@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -227,7 +228,16 @@ def test_a_burst_of_429s_is_waited_out_by_the_whole_cluster(cluster, clips, tmp_
     """The endpoint refuses everything for two seconds (429, Retry-After 1 s): the controller pauses
     and paces every actor's calls, and every turn still ends with a verdict."""
     items = _items(tmp_path / "items.jsonl", clips, 12)
-    with ModelServer(latency=0.1, overload_for=2.0, overload_retry_after=1.0) as server:
+    with ModelServer(latency=0.1, overload_for=600, overload_retry_after=1.0) as server:
+
+        def lift() -> None:  # two seconds after the first refusal, the endpoint answers again
+            while not server.stats()["status_counts"].get(429):
+                time.sleep(0.05)
+            time.sleep(2.0)
+            server.configure(overload_until=None)
+
+        lifting = threading.Thread(target=lift, daemon=True)
+        lifting.start()
         summary = _on_ray(server, items, tmp_path / "v.jsonl", graders=2, concurrency=4, max_concurrency=4)
         stats = server.stats()
     assert stats["status_counts"].get(429, 0) > 0
