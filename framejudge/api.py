@@ -92,9 +92,11 @@ async def agrade(
     if address is not None and engine != "ray":
         raise InvalidOptions("address is for engine='ray'")
     if engine == "ray":
-        from .runner.ray_engine import import_ray
+        from .runner.ray_engine import check_reachable, import_ray, on_loopback
 
-        import_ray(local=address is None)
+        import_ray(local=on_loopback(address))
+        if address is not None:
+            check_reachable(address)
     judges = Judges.from_env(Path(judges_file) if judges_file is not None else None)
     judges.api_base = api_base or judges.api_base
     judges.require_listed(judge)

@@ -105,13 +105,15 @@ def grade(
     if engine is not Engine.ray and (address is not None or grading_actors != 2):
         fail(f"--{'address' if address is not None else 'grading-actors'} is for --engine ray")
     if engine is Engine.ray:
-        from ..runner.ray_engine import RayUnavailable, import_ray
+        from ..runner.ray_engine import RayUnavailable, check_reachable, import_ray, on_loopback
 
         if batch:
             fail("--batch sends the calls through the provider's batch API from this machine; use it without "
                  "--engine ray")
         try:
-            import_ray(local=address is None)
+            import_ray(local=on_loopback(address))
+            if address is not None:
+                check_reachable(address)
         except RayUnavailable as exc:
             fail(str(exc))
     try:

@@ -32,6 +32,7 @@ import asyncio
 import itertools
 import math
 import os
+import socket
 import tempfile
 import threading
 import uuid
@@ -41,6 +42,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..endpoint import Endpoint, EndpointBusy, EndpointState, Slot
 from ..errors import FramejudgeError
@@ -61,6 +63,34 @@ class RayUnavailable(FramejudgeError, RuntimeError):
     """`--engine ray` without Ray installed, or a cluster that cannot be reached."""
 
     code = "ray_unavailable"
+
+
+def on_loopback(address: str | None) -> bool:
+    """Whether a run at `address` stays on this machine's loopback: a local cluster started by the
+    run (None), or one joined at 127.x, localhost or ::1 (Ray would otherwise take the machine's
+    address for the loopback one it was given)."""
+    if address is None:
+        return True
+    host = urlsplit(address if "://" in address else "//" + address).hostname or ""
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """RayUnavailable at once where nothing listens at a HOST:PORT or ray://HOST:PORT address (Ray
+    itself retries for minutes); "auto" is left to Ray."""
+    if address == "auto":
+        return
+    parts = urlsplit(address if "://" in address else "//" + address)
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or not port:
+        raise RayUnavailable(f"--address {address}: not auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise RayUnavailable(f"--address {address}: no Ray cluster answers there ({exc.strerror or exc})") from None
 
 
 def import_ray(local: bool = False) -> Any:
@@ -354,6 +384,7 @@ def connect(ray: Any, settings: RaySettings) -> bool:
     if ray.is_initialized():
         return False
     if settings.address:
+        check_reachable(settings.address)
         try:
             ray.init(address=settings.address, include_dashboard=False, configure_logging=False,
                      log_to_driver=False)
@@ -395,7 +426,7 @@ async def run_on_ray(grader: Grader, items: list[Item], out: Path, *, spec: str,
     from ..judge.base import wants_frames
     from .local import summary_of
 
-    ray = import_ray(local=settings.address is None)
+    ray = import_ray(local=on_loopback(settings.address))
     from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -243,3 +244,20 @@ def test_a_burst_of_429s_is_waited_out_by_the_whole_cluster(cluster, clips, tmp_
     assert stats["status_counts"].get(429, 0) > 0
     assert stats["completed"] == 2 * 12 and stats["peak_in_flight"] <= 4
     assert summary.turns_graded == 12 and summary.errors == {"bad_input": 1}
+
+
+def test_an_address_where_no_cluster_answers_is_refused_at_once(tmp_path):
+    (tmp_path / "items.jsonl").write_text(json.dumps({"id": "a", "turns": [
+        {"question": "q", "golden": "g", "response_a": "r"}]}) + "\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]  # closed again: nothing listens there
+    for address, why in ((f"127.0.0.1:{free}", "no Ray cluster answers there"),
+                         ("ray://nowhere", "not auto, HOST:PORT or ray://HOST:PORT")):
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(tmp_path / "items.jsonl"), "--out",
+                               str(tmp_path / "v.jsonl"), "--engine", "ray", "--address", address],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.returncode == 2 and f"error: --address {address}: {why}" in proc.stderr, proc.stderr
+        assert time.monotonic() - started < 60 and not (tmp_path / "v.jsonl").exists()
