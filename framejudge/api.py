@@ -79,6 +79,8 @@ async def agrade(
     concurrency: int = 4,
     regrade: bool = False,
     batch: bool = False,
+    engine: str = "local",
+    address: str | None = None,
 ) -> list[Record]:
     """`grade`, for code already inside an event loop."""
     the_items, source = _items(items)
@@ -89,6 +91,18 @@ async def agrade(
     if batch and out is None:
         raise InvalidOptions("batch=True keeps its batches' ledger and replies beside the verdicts file, for the "
                              "next call to collect: give out")
+    if engine not in ("local", "ray"):
+        raise InvalidOptions(f"engine {engine!r}: local or ray")
+    if address is not None and engine != "ray":
+        raise InvalidOptions("address is for engine='ray'")
+    if batch and engine != "local":
+        raise InvalidOptions("batch=True sends the calls through the provider's batch API: it runs on the local engine")
+    if engine == "ray":
+        from .runner.ray_engine import check_reachable, import_ray, on_loopback
+
+        import_ray(local=on_loopback(address))
+        if address is not None:
+            check_reachable(address)
     judges = Judges.from_env(Path(judges_file) if judges_file is not None else None)
     judges.api_base = api_base or judges.api_base
     judges.require_listed(judge)
@@ -103,14 +117,18 @@ async def agrade(
     grader = Grader(the_judge, the_rubric, the_options, media_root=root)
     with tempfile.TemporaryDirectory(prefix="framejudge-") as scratch:
         out_path = Path(out) if out is not None else Path(scratch) / "verdicts.jsonl"
+        plan = plan_resume(grader, the_items, out_path, regrade=regrade)
         if batch:  # what `grade --batch` runs: collect, grade what has replies, submit the rest
             from .runner.batch_api import BatchRun
 
-            run = BatchRun(grader, judge, out_path)
-            plan = plan_resume(grader, the_items, out_path, regrade=regrade)
-            await run.run(the_items, plan, concurrency=concurrency)
+            await BatchRun(grader, judge, out_path).run(the_items, plan, concurrency=concurrency)
+        elif engine == "ray":
+            from .runner.ray_engine import RaySettings, run_on_ray, setup_of
+            from .schema import DecodeLimits
+
+            await run_on_ray(grader, the_items, out_path, spec=judge, setup=setup_of(grader, judges, judge),
+                             plan=plan, settings=RaySettings(address=address), decoding=DecodeLimits())
         else:
-            plan = plan_resume(grader, the_items, out_path, regrade=regrade)
             await run_batch(grader, the_items, out_path, concurrency=concurrency, plan=plan)
         verdicts, errors = latest(read_records(out_path)) if out_path.exists() else ({}, {})
     standing: dict[tuple[str, int], Record] = {**errors, **verdicts}
@@ -130,6 +148,8 @@ def grade(
     concurrency: int = 4,
     regrade: bool = False,
     batch: bool = False,
+    engine: str = "local",
+    address: str | None = None,
 ) -> list[Record]:
     """Grade every turn of `items` (an items JSONL file, or Items / dicts) with `judge` under
     `rubric`, and return the standing record of each turn: a `Verdict`, or a `JudgeError` for a turn
@@ -142,15 +162,18 @@ def grade(
     video paths are (default: the items file's folder, else the working folder). `judges_file`,
     `api_base`: as `--judges` and `--api-base` (default: FRAMEJUDGE_JUDGES_FILE, FRAMEJUDGE_API_BASE).
     `batch=True` sends the calls through the provider's batch API, as `framejudge grade --batch`
-    does (OpenAI's and Anthropic's; billed at half the synchronous price, answered within 24
-    hours): each call collects the batches the calls before it submitted into `out` (required: the
-    ledger and replies are kept beside it), grades the turns whose calls all have replies, and
-    submits the rest; the records returned are those standing so far, and a turn still waiting
-    for a batch has none yet: call it again until every turn has one.
+    does (OpenAI's, Anthropic's and the Gemini API's; billed at half the synchronous price, answered
+    within 24 hours): each call collects the batches the calls before it submitted into `out`
+    (required: the ledger and replies are kept beside it), grades the turns whose calls all have
+    replies, and submits the rest; the records returned are those standing so far, and a turn still
+    waiting for a batch has none yet: call it again until every turn has one.
+    `engine="ray"` grades on a Ray cluster (`address`: the cluster's, "auto" or "ray://HOST:PORT";
+    default: a local one on loopback for this call), with the same records and resume rules; it
+    needs the `framejudge[ray]` extra (RayUnavailable without it).
     Raises a FramejudgeError for bad input before grading anything."""
     return asyncio.run(agrade(items, judge=judge, rubric=rubric, options=options, out=out, media_root=media_root,
                               judges_file=judges_file, api_base=api_base, concurrency=concurrency, regrade=regrade,
-                              batch=batch))
+                              batch=batch, engine=engine, address=address))
 
 
 def calibrate(

@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # the judge and runner load when a batch runs, not with the C
     from ..runner.resume import ResumePlan
     from ..frame_sampler import IsolatedSampler
     from ..schema import DecodeLimits, Item
+    from ..runner.judges import Judges
+    from ..runner.ray_engine import RaySettings
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,57 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
         finally:
             if decoder is not None:
                 decoder.close()
+
+
+def run_on_cluster(grader: Grader, items: list[Item], out_path: Path, *, spec: str, judges: Judges, plan: ResumePlan,
+                   decoding: DecodeLimits, settings: RaySettings,
+                   mark: Callable[[Record], Record] | None = None) -> GradeSummary:
+    """`grade --engine ray`: the run on a Ray cluster (runner/ray_engine.py), with a progress bar on
+    stderr; Ctrl-C stops it and keeps what was written (exit 130)."""
+    import asyncio
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible
+    from ..runner.ray_engine import RayProgress, RayUnavailable, run_on_ray, setup_of
+    from ..files import write_problem
+
+    progress = Progress(TextColumn("grading on ray"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[state]}"), TimeElapsedColumn(), console=err, transient=False)
+    now = {"done": 0}
+
+    def interrupted() -> None:
+        err.print(f"interrupted: stopping the cluster's actors; the {now['done']} record(s) this run finished are in "
+                  f"{out_path}; press Ctrl-C again to exit at once", highlight=False)
+
+    def interrupted_again() -> None:
+        progress.stop()
+        err.print(f"interrupted again: exiting now; finished records are in {out_path}", highlight=False)
+
+    with progress, contextlib.redirect_stdout(sys.stderr):
+        task = progress.add_task("grading", total=plan.turns, state="starting the cluster")
+
+        def show(state: RayProgress) -> None:
+            now["done"] = state.done
+            calls = f", {state.calls}/{state.limit} calls" if state.limit is not None else ""
+            again = f", {state.restarted} actor(s) replaced" if state.restarted else ""
+            progress.update(task, completed=state.done,
+                            state=f"{state.in_flight} shard(s) in hand{calls}, {state.errors} error(s){again}")
+
+        try:
+            return asyncio.run(interruptible(
+                run_on_ray(grader, items, out_path, spec=spec, setup=setup_of(grader, judges, spec), plan=plan,
+                           settings=settings, decoding=decoding, mark=mark, on_progress=show),
+                interrupted, interrupted_again))
+        except Interrupted:
+            progress.stop()
+            err.print(f"stopped: {now['done']} {Words().finished} graded by this run are in {out_path}; the same "
+                      "command grades the rest", highlight=False)
+            raise typer.Exit(INTERRUPTED_EXIT) from None
+        except RayUnavailable as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail(write_problem(out_path, "verdicts", exc) + " (the verdicts written so far are kept)")
 
 
 def run_through_batches(grader: Grader, items: list[Item], out_path: Path, *, spec: str, plan: ResumePlan,

@@ -3,6 +3,7 @@ summary; optionally each verdict marked for automatic use or review."""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -15,6 +16,11 @@ from .console import err, fail, out
 from .options import (ApiBase, Fps, Frames, JudgeSpec, MediaRoot, NoCache, RubricRef, StrategyOption, Yes,
                       check_media_root, confirm_spending)
 from .outputs import check_cache_folder, check_outputs, report_problems, write_output
+
+
+class Engine(str, Enum):
+    local = "local"
+    ray = "ray"
 
 
 def grade(
@@ -71,6 +77,15 @@ def grade(
                          "to_review")] = None,
     review_out: Annotated[Optional[Path], typer.Option(
         help="with --triage: write the to_review turns as JSONL label rows to fill in (and feed back with --human)")] = None,
+    engine: Annotated[Engine, typer.Option(
+        help="where the run goes: local (this process and its decoding processes) or ray (decoding and grading "
+             "actors on a Ray cluster, the endpoint's limits held cluster-wide; needs the extra named ray)")] = Engine.local,
+    address: Annotated[Optional[str], typer.Option(
+        help="with --engine ray: the cluster to join (auto, HOST:PORT or ray://HOST:PORT; default: start a local "
+             "one on loopback for this run)")] = None,
+    grading_actors: Annotated[int, typer.Option(
+        help="with --engine ray: grading actors (async; each keeps its share of the endpoint's calls in flight)",
+        min=1, max=1024)] = 2,
 ) -> None:
     """Grade ITEMS and append verdicts to --out as they finish, then print a summary."""
     from pydantic import ValidationError
@@ -87,6 +102,20 @@ def grade(
     from ..schema import DecodeLimits, GradeOptions
     from .triage import load_thresholds
 
+    if engine is not Engine.ray and (address is not None or grading_actors != 2):
+        fail(f"--{'address' if address is not None else 'grading-actors'} is for --engine ray")
+    if engine is Engine.ray:
+        from ..runner.ray_engine import RayUnavailable, check_reachable, import_ray, on_loopback
+
+        if batch:
+            fail("--batch sends the calls through the provider's batch API from this machine; use it without "
+                 "--engine ray")
+        try:
+            import_ray(local=on_loopback(address))
+            if address is not None:
+                check_reachable(address)
+        except RayUnavailable as exc:
+            fail(str(exc))
     try:
         the_items = load_items(items)
         check_output(out_path, "verdicts", inputs=[items], read_back=True)
@@ -154,6 +183,13 @@ def grade(
 
         summary = run_through_batches(grader, the_items, out_path, spec=judge, plan=plan, decoding=decoding,
                                       concurrency=concurrency, mark=mark)
+    elif engine is Engine.ray:
+        from ..runner.ray_engine import RaySettings
+        from .batch_run import run_on_cluster
+
+        summary = run_on_cluster(grader, the_items, out_path, spec=judge, judges=judges, plan=plan, mark=mark,
+                                 decoding=decoding, settings=RaySettings(address=address, graders=grading_actors,
+                                                                         decoders=decode_workers))
     else:
         from .batch_run import run_graded
 

@@ -61,9 +61,10 @@ def planned_calls(grader: Grader, work: list[tuple[Item, set[int]]]) -> int:
 
 
 def window(grader: Grader, concurrency: int, prefetch: int) -> Callable[[], int]:
-    """How many items may be in flight now."""
-    gate = getattr(grader.judge, "gate", None)
-    if isinstance(gate, Endpoint):
+    """How many items may be in flight now: the gate's limit (an Endpoint's, or the share of a
+    cluster-wide one a Ray grading actor keeps busy) plus `prefetch`."""
+    gate: Any = getattr(grader.judge, "gate", None)
+    if isinstance(getattr(gate, "limit", None), int):  # an Endpoint, or a Ray grading actor's share of one
         return lambda: gate.limit + prefetch
     return lambda: max(1, concurrency)
 
