@@ -324,21 +324,26 @@ def main() -> None:
 
 
 def table(results: dict) -> str:
-    lines = ["| job items | seconds | items/s | vs 2,000-item job | vs library, no queue |", "|---|---|---|---|---|"]
-    for r in results["queue"]:
-        lines.append(f"| {r['items']:,} | {r['seconds']:.1f} | {r['items_per_s']:,.0f} | {r['vs_smallest']:.2f} | "
-                     f"{r['vs_library']:.2f} |")
-    lines += ["", "| door | calls | wall s | ideal s | wall / ideal | busy s | busy / ideal | peak in flight |",
-              "|---|---|---|---|---|---|---|---|"]
-    for r in results["slow_model"]:
-        lines.append(f"| {r['door']} | {r['calls']:,} | {r['wall_s']:.1f} | {r['ideal_s']:.2f} | {r['wall_ratio']:.2f}x | "
-                     f"{r['busy_s']:.1f} | {r['busy_ratio']:.2f}x | {r['peak_in_flight']} |")
-    r = results["rate_limit"]
-    lines += ["", "| rate limit | calls answered | 429s | busy s | sustained/s | share of limit | failed items |",
-              "|---|---|---|---|---|---|---|",
-              f"| {r['rate_limit_rps']:g}/s | {r['completed']:,} | {r['rejected_429']:,} | {r['busy_s']:.1f} | "
-              f"{r['sustained_rps']:.2f} | {r['share_of_limit']:.0%} | {r['failed_items']} |"]
-    return "\n".join(lines)
+    """The tables of the parts measured (an --only run reads the others' last figures, if any)."""
+    lines: list[str] = []
+    if "queue" in results:
+        lines += ["| job items | seconds | items/s | vs 2,000-item job | vs library, no queue |", "|---|---|---|---|---|"]
+        for r in results["queue"]:
+            lines.append(f"| {r['items']:,} | {r['seconds']:.1f} | {r['items_per_s']:,.0f} | {r['vs_smallest']:.2f} | "
+                         f"{r['vs_library']:.2f} |")
+    if "slow_model" in results:
+        lines += ["", "| door | calls | wall s | ideal s | wall / ideal | busy s | busy / ideal | peak in flight |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in results["slow_model"]:
+            lines.append(f"| {r['door']} | {r['calls']:,} | {r['wall_s']:.1f} | {r['ideal_s']:.2f} | "
+                         f"{r['wall_ratio']:.2f}x | {r['busy_s']:.1f} | {r['busy_ratio']:.2f}x | {r['peak_in_flight']} |")
+    if "rate_limit" in results:
+        r = results["rate_limit"]
+        lines += ["", "| rate limit | calls answered | 429s | busy s | sustained/s | share of limit | failed items |",
+                  "|---|---|---|---|---|---|---|",
+                  f"| {r['rate_limit_rps']:g}/s | {r['completed']:,} | {r['rejected_429']:,} | {r['busy_s']:.1f} | "
+                  f"{r['sustained_rps']:.2f} | {r['share_of_limit']:.0%} | {r['failed_items']} |"]
+    return "\n".join(lines).strip("\n")
 
 
 if __name__ == "__main__":
