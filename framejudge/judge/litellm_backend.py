@@ -659,10 +659,14 @@ class LiteLLMJudge(JudgeBase):
             return JudgeFailure(JudgeErrorKind.refused, str(cause)[:1000], raw, usage)
         return JudgeFailure(JudgeErrorKind.backend_error, f"{type(cause).__name__}: {cause}"[:1000], raw, usage)
 
-    def estimate(self, rubric: Rubric, planned: Sequence[PlannedTurn], frames_per_call: int) -> str:
+    def estimate(self, rubric: Rubric, planned: Sequence[PlannedTurn], frames_per_call: int,
+                 batch: tuple[str, float] | None = None) -> str:
         """Rough tokens and cost before spending: each call's text (the rendered prompts of up to
         ESTIMATE_SAMPLE of the planned turns, spread over them) and the frames of the calls that
-        send frames, only those (a text-only item's calls send none)."""
+        send frames, only those (a text-only item's calls send none). The cost is priced as the calls
+        will be: on the judge's service tier (flex: litellm's flex price, or half the standard one,
+        or half the judges file's price), or, for a batch run (a tier of its own), at the share of
+        the standard price its batch API bills (`batch`: the API's title and share)."""
         calls = sum(p.calls for p in planned)
         if not calls:
             return "nothing to do"
@@ -671,13 +675,32 @@ class LiteLLMJudge(JudgeBase):
         per_frame = IMAGE_TOKENS if self.sees_images else 10  # a text-only model reads timestamps
         tokens = round(text / sum(p.calls for p in sample) * calls +
                        sum(p.with_frames for p in planned) * frames_per_call * per_frame)
+        tier = self.service_tier if batch is None else None  # a batch is a tier of its own (batch_api)
+        flex = tier is ServiceTier.flex
+        how: list[str] = []
+        share = 1.0  # of the prices below, as the calls are billed
         if self.price is not None:
-            cost = tokens * self.price[0] + calls * 200 * self.price[1]
-            return f"about {tokens:,} prompt tokens, about ${cost:.2f} (the judges file's price)"
-        import litellm
+            prompt, completion = self.price[0], self.price[1]
+            how.append("the judges file's price" + (", halved on the flex tier" if flex else ""))
+            share = FLEX_PRICE if flex else 1.0
+        else:
+            import litellm
 
-        price = litellm.model_cost.get(self.model) or litellm.model_cost.get(self.model.split("/", 1)[-1])
-        if price and price.get("input_cost_per_token"):
-            cost = tokens * price["input_cost_per_token"] + calls * 200 * price.get("output_cost_per_token", 0)
-            return f"about {tokens:,} prompt tokens, about ${cost:.2f}"
-        return f"about {tokens:,} prompt tokens (price of {self.model} unknown)"
+            price = litellm.model_cost.get(self.model) or litellm.model_cost.get(self.model.split("/", 1)[-1])
+            if not (price and price.get("input_cost_per_token")):
+                return f"about {tokens:,} prompt tokens (price of {self.model} unknown)"
+            prompt, completion = price["input_cost_per_token"], price.get("output_cost_per_token", 0)
+            named = tier.value if tier is not None else None
+            if named and price.get(f"input_cost_per_token_{named}") is not None:
+                prompt = price[f"input_cost_per_token_{named}"]
+                completion = price.get(f"output_cost_per_token_{named}", completion)
+                how.append(f"{named} tier")
+            elif flex:  # as `_cost` prices a flex reply litellm lists no flex price for
+                how.append("flex tier: the standard price halved")
+                share = FLEX_PRICE
+        if batch is not None:
+            title, batch_share = batch
+            share *= batch_share
+            how.append(f"{title}: {batch_share:.0%} of the synchronous price")
+        cost = (tokens * prompt + calls * 200 * completion) * share
+        return f"about {tokens:,} prompt tokens, about ${cost:.2f}" + (f" ({'; '.join(how)})" if how else "")
