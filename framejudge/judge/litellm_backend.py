@@ -306,6 +306,9 @@ class LiteLLMJudge(JudgeBase):
         self.logprobs = logprobs if logprobs is not None else "logprobs" in params
         self.takes_seed = "seed" in params
         self.output = output if output != "auto" else "schema" if self._takes_schema() else "json_object"
+        # the mode it was made with, for the verdict cache's key: `output` moves to json_object in a
+        # run whose server refuses the schema, and every run starts from this one again
+        self.output_mode = self.output
 
     @classmethod
     def from_spec(cls, target: str, config: JudgeConfig | None = None, api_base: str | None = None) -> LiteLLMJudge:
