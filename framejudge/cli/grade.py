@@ -153,10 +153,12 @@ def grade(
             problem = mismatch(thresholds, the_judge.backend, the_judge.model_id, grader.rubric_hash)
             if problem:
                 raise ItemsError(f"--triage {triage_path}: {problem}")
+        billed = None  # a batch run's calls: its batch API's title and share of the synchronous price
         if batch:
-            from ..runner.batch_api import check_batchable, ledger_path
+            from ..runner.batch_api import batch_api, ledger_path
 
-            check_batchable(the_judge, judge)
+            api = batch_api(the_judge, judge)  # refused here where framejudge speaks none
+            billed = (api.title, api.price)
             check_output(ledger_path(out_path), "batch ledger", inputs=[items], read_back=True)
         plan = plan_resume(grader, the_items, out_path, regrade=regrade)
         mark = marker(thresholds) if thresholds is not None else None
@@ -170,7 +172,10 @@ def grade(
     planned = planned_turns(grader, plan.work)
     calls = sum(p.calls for p in planned)
     estimate = getattr(the_judge, "estimate", None)
-    est_text = estimate(the_rubric, planned, params.n) if estimate else "no tokens, no cost (runs locally)"
+    if estimate is None:
+        est_text = "no tokens, no cost (runs locally)"
+    else:
+        est_text = estimate(the_rubric, planned, params.n, **({"batch": billed} if billed else {}))
     kept = f", {plan.kept} already graded in {out_path}" if plan.kept else ""
     err.print(f"{len(the_items)} items, {todo} turn(s) to grade{kept}, about {calls} judge call(s): {est_text}",
               highlight=False)

@@ -23,6 +23,8 @@ api_base), with validated JSON replies and retries through tenacity.
 - video_input clip: the turn's window as an MP4 `file` part (`clip_parts`) for the providers that
   take video (gemini/, vertex_ai/gemini-..., hosted_vllm/); a reply whose usage counts no video
   tokens, where the provider counts them, is a judge error, never a verdict on frames it never saw;
+  vLLM is told the clip's sampling rate in the request's `media_io_kwargs` (`clip_sampling`: litellm
+  passes Gemini's `video_metadata` fps on, but not vLLM's), and the verdict's notes say so;
 - `service_tier` (flex, priority, default) sent with every call: flex calls get a longer time
   limit, are shed with 429s and 503s (retried under the overload budget), and cost half.
 """
@@ -94,6 +96,16 @@ def clip_parts(request: JudgeRequest, images: bool) -> tuple[list[PromptFrame], 
     if clip is not None and images:
         return [], PromptClip(clip.start, clip.end, clip.fps, clip.data_url())
     return (request.frames if images else [PromptFrame(f.timestamp) for f in request.frames]), None
+
+def clip_sampling(provider: str | None, clip: PromptClip | None) -> dict[str, Any]:
+    """The request fields that pin how the server samples a clip: for vLLM (hosted_vllm/), its
+    `media_io_kwargs` with the clip's rate (`num_frames` -1: no cap on the count, which is 32 frames
+    uniformly spread unless a request or the server's --media-io-kwargs says otherwise); none
+    elsewhere (Gemini gets the rate as the part's `video_metadata`)."""
+    if clip is None or provider != "hosted_vllm":
+        return {}
+    return {"media_io_kwargs": {"video": {"fps": clip.fps, "num_frames": -1}}}
+
 
 OUTPUT_MODES = ("auto", "schema", "json_object")
 # the OpenAI parameters an OpenAI-compatible server sent its calls directly is asked (litellm's list
@@ -294,6 +306,9 @@ class LiteLLMJudge(JudgeBase):
         self.logprobs = logprobs if logprobs is not None else "logprobs" in params
         self.takes_seed = "seed" in params
         self.output = output if output != "auto" else "schema" if self._takes_schema() else "json_object"
+        # the mode it was made with, for the verdict cache's key: `output` moves to json_object in a
+        # run whose server refuses the schema, and every run starts from this one again
+        self.output_mode = self.output
 
     @classmethod
     def from_spec(cls, target: str, config: JudgeConfig | None = None, api_base: str | None = None) -> LiteLLMJudge:
@@ -450,6 +465,10 @@ class LiteLLMJudge(JudgeBase):
 
         tokens = rendered.estimated_tokens + (len(frames) * IMAGE_TOKENS if self.sees_images else 0)
         direct = self.direct and clip is None  # a clip goes through litellm (vLLM's video_url part)
+        sampling = clip_sampling(self.provider, clip)
+        if sampling:
+            notes.append(f"clip sampling pinned: media_io_kwargs {json.dumps(sampling['media_io_kwargs'])} "
+                         "(read by vLLM releases that take media_io_kwargs in a request; ignored by older ones)")
         try:
             async for attempt in AsyncRetrying(retry=retry_if_exception(is_retryable), wait=wait, stop=stop,
                                                reraise=True):
@@ -459,7 +478,7 @@ class LiteLLMJudge(JudgeBase):
                     async with self.gate.slot(tokens, wait_s=max(left, 0.0)) as slot:
                         try:
                             judgement, probs = await self._ask(messages, rubric, t, on_response,
-                                                               temperature, seed, notes, direct)
+                                                               temperature, seed, notes, direct, sampling)
                         except Exception as exc:
                             if is_overload(exc):
                                 cause = api_error(exc) or exc
@@ -533,21 +552,27 @@ class LiteLLMJudge(JudgeBase):
         return os.environ.get("OPENAI_API_KEY")
 
     async def _complete(self, messages: list[dict[str, Any]], temperature: float, seed: int,
-                        notes: list[str], direct: bool = False) -> tuple[Any, str]:
+                        notes: list[str], direct: bool = False,
+                        fields: dict[str, Any] | None = None) -> tuple[Any, str]:
         """One call, and the output mode its reply came in; with logprobs where they are asked for,
         and the reply's schema in `schema` mode. A server that refuses either (400, 422) is asked
         again without it (logprobs first when the error names them, else the schema), and not asked
         for it again once that works; when nothing is left to leave out, the error stands. `direct`:
-        sent straight to the OpenAI-compatible server (openai_wire), the same body litellm sends."""
+        sent straight to the OpenAI-compatible server (openai_wire), the same body litellm sends.
+        `fields`: more of the request body, as the server reads it (litellm sends them as they are,
+        in `extra_body`)."""
         body = self.call_kwargs(messages, temperature, seed)
         if direct:  # the same body, without what only litellm reads
             body = {key: value for key, value in body.items() if key not in LITELLM_ONLY}
             body["model"] = wire_model(self.model)
+            body.update(fields or {})
             refusals: tuple[type[BaseException], ...] = (WireStatusError,)
         else:
             _quiet_litellm()
             import litellm
 
+            if fields:
+                body["extra_body"] = dict(fields)
             refusals = (litellm.BadRequestError, litellm.UnprocessableEntityError)
         logprobs, mode = self.logprobs, self.output
         refused: list[tuple[str, BaseException]] = []
@@ -584,15 +609,15 @@ class LiteLLMJudge(JudgeBase):
         return response, mode
 
     async def _ask(self, messages: list[dict[str, Any]], rubric: Rubric, t: Any, on_response: Any,
-                   temperature: float, seed: int, notes: list[str],
-                   direct: bool = False) -> tuple[Judgement, LabelProbs | None]:
+                   temperature: float, seed: int, notes: list[str], direct: bool = False,
+                   fields: dict[str, Any] | None = None) -> tuple[Judgement, LabelProbs | None]:
         """One attempt: a call, and up to `max_reasks` more when the reply breaks the rubric; the
         judgement and, where the server gave log-probabilities, its labels' option probabilities."""
 
         from pydantic import ValidationError
 
         for asked in range(self.max_reasks + 1):
-            response, mode = await self._complete(messages, temperature, seed, notes, direct)
+            response, mode = await self._complete(messages, temperature, seed, notes, direct, fields)
             on_response(response)
             reply = response.choices[0].message.content or ""
             try:
@@ -637,10 +662,14 @@ class LiteLLMJudge(JudgeBase):
             return JudgeFailure(JudgeErrorKind.refused, str(cause)[:1000], raw, usage)
         return JudgeFailure(JudgeErrorKind.backend_error, f"{type(cause).__name__}: {cause}"[:1000], raw, usage)
 
-    def estimate(self, rubric: Rubric, planned: Sequence[PlannedTurn], frames_per_call: int) -> str:
+    def estimate(self, rubric: Rubric, planned: Sequence[PlannedTurn], frames_per_call: int,
+                 batch: tuple[str, float] | None = None) -> str:
         """Rough tokens and cost before spending: each call's text (the rendered prompts of up to
         ESTIMATE_SAMPLE of the planned turns, spread over them) and the frames of the calls that
-        send frames, only those (a text-only item's calls send none)."""
+        send frames, only those (a text-only item's calls send none). The cost is priced as the calls
+        will be: on the judge's service tier (flex: litellm's flex price, or half the standard one,
+        or half the judges file's price), or, for a batch run (a tier of its own), at the share of
+        the standard price its batch API bills (`batch`: the API's title and share)."""
         calls = sum(p.calls for p in planned)
         if not calls:
             return "nothing to do"
@@ -649,13 +678,32 @@ class LiteLLMJudge(JudgeBase):
         per_frame = IMAGE_TOKENS if self.sees_images else 10  # a text-only model reads timestamps
         tokens = round(text / sum(p.calls for p in sample) * calls +
                        sum(p.with_frames for p in planned) * frames_per_call * per_frame)
+        tier = self.service_tier if batch is None else None  # a batch is a tier of its own (batch_api)
+        flex = tier is ServiceTier.flex
+        how: list[str] = []
+        share = 1.0  # of the prices below, as the calls are billed
         if self.price is not None:
-            cost = tokens * self.price[0] + calls * 200 * self.price[1]
-            return f"about {tokens:,} prompt tokens, about ${cost:.2f} (the judges file's price)"
-        import litellm
+            prompt, completion = self.price[0], self.price[1]
+            how.append("the judges file's price" + (", halved on the flex tier" if flex else ""))
+            share = FLEX_PRICE if flex else 1.0
+        else:
+            import litellm
 
-        price = litellm.model_cost.get(self.model) or litellm.model_cost.get(self.model.split("/", 1)[-1])
-        if price and price.get("input_cost_per_token"):
-            cost = tokens * price["input_cost_per_token"] + calls * 200 * price.get("output_cost_per_token", 0)
-            return f"about {tokens:,} prompt tokens, about ${cost:.2f}"
-        return f"about {tokens:,} prompt tokens (price of {self.model} unknown)"
+            price = litellm.model_cost.get(self.model) or litellm.model_cost.get(self.model.split("/", 1)[-1])
+            if not (price and price.get("input_cost_per_token")):
+                return f"about {tokens:,} prompt tokens (price of {self.model} unknown)"
+            prompt, completion = price["input_cost_per_token"], price.get("output_cost_per_token", 0)
+            named = tier.value if tier is not None else None
+            if named and price.get(f"input_cost_per_token_{named}") is not None:
+                prompt = price[f"input_cost_per_token_{named}"]
+                completion = price.get(f"output_cost_per_token_{named}", completion)
+                how.append(f"{named} tier")
+            elif flex:  # as `_cost` prices a flex reply litellm lists no flex price for
+                how.append("flex tier: the standard price halved")
+                share = FLEX_PRICE
+        if batch is not None:
+            title, batch_share = batch
+            share *= batch_share
+            how.append(f"{title}: {batch_share:.0%} of the synchronous price")
+        cost = (tokens * prompt + calls * 200 * completion) * share
+        return f"about {tokens:,} prompt tokens, about ${cost:.2f}" + (f" ({'; '.join(how)})" if how else "")

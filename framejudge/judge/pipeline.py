@@ -210,6 +210,11 @@ class Grader:
         }
         if self.video_input is VideoInput.clip:  # `video` is then the clip's own hash
             payload.update(video_input="clip", clip_fps=self.options.clip_fps)
+        # how the reply is held to JSON (a litellm judge's schema or JSON mode) changes what the model
+        # can answer; the service tier does not (the same model on the same prompt): it is not in the key
+        output = getattr(self.judge, "output_mode", None)
+        if output is not None:
+            payload["output"] = output
         return "verdict:" + hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     async def _call(self, item: Item, turn: int, frames: _Frames, sample: int, key: str | None,

@@ -744,8 +744,9 @@ class BatchedLiteLLM(LiteLLMJudge):
         return self.api.request(self, messages, temperature, seed, self.output).body
 
     async def _complete(self, messages: list[dict[str, Any]], temperature: float, seed: int,
-                        notes: list[str], direct: bool = False) -> tuple[Any, str]:
-        mode = self.output
+                        notes: list[str], direct: bool = False,
+                        fields: dict[str, Any] | None = None) -> tuple[Any, str]:
+        mode = self.output  # `fields` are for clips, which no batch API here takes
         request = self.api.request(self, messages, temperature, seed, mode)
         key = request_key(request.body)
         answer = self.replies.get(key)

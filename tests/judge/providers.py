@@ -256,6 +256,16 @@ class VLLMServer(OpenAIServer):
     def error_body(self, status: int, message: str) -> Any:
         return {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": status}
 
+    def user_parts(self, body: Any) -> list[str | Image | dict]:
+        """As OpenAI's, and a `video_url` part (vLLM's own) as the video it carries."""
+        return [data_url_image(p["video_url"]["url"]) if isinstance(p, dict) and p.get("type") == "video_url"
+                else p for p in super().user_parts(body)]
+
+    def video_sampling(self, body: Any) -> dict:
+        """How vLLM is asked to sample a request's videos: the `video` entry of the request's
+        `media_io_kwargs` (fps, num_frames), as its media loader reads it; {} when not asked."""
+        return dict((body.get("media_io_kwargs") or {}).get("video") or {})
+
 
 class GeminiServer(ProviderServer):
     """Google AI Studio's generateContent (`gemini/<model>`): litellm posts to

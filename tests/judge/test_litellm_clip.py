@@ -74,6 +74,9 @@ def test_a_clip_of_the_turns_window_reaches_vllm_as_a_video_url(video):
     text = " ".join(p["text"] for p in parts if p["type"] == "text")
     assert "from 7.00 s to 12.50 s" in text and "(asked at 12.50 s" in text
     assert second.provenance.usage.video_tokens == 1290
+    # litellm drops the part's fps on the way to vLLM: the request's media_io_kwargs carries it
+    assert server.requests[1]["body"]["media_io_kwargs"] == {"video": {"fps": 1.0, "num_frames": -1}}
+    assert any(n.startswith("clip sampling pinned: media_io_kwargs") for n in second.provenance.notes)
     # the first turn's window ends at its own question, 4 s
     assert (first.provenance.clip.start, first.provenance.clip.end) == (0.0, 4.0)
 
@@ -117,6 +120,7 @@ def test_gemini_gets_the_clip_inline_with_its_rate_pinned(video):
     assert request["path"].startswith("/models/gemini-2.5-flash:generateContent")
     [part] = [p for c in request["body"]["contents"] for p in c["parts"] if "inline_data" in p]
     assert part["inline_data"]["mime_type"] == "video/mp4" and part["video_metadata"] == {"fps": 2.0}
+    assert "media_io_kwargs" not in request["body"]  # vLLM's field, not Gemini's
     data = base64.b64decode(part["inline_data"]["data"])
     assert hashlib.sha256(data).hexdigest() == v.provenance.clip.sha256 and v.provenance.clip.fps == 2.0
     assert decoded(data)[0] == list(range(0, 121))  # 0 s to the frame on screen at the question, 4 s

@@ -92,3 +92,61 @@ def test_a_runs_service_tier_overrides_the_judges_file():
     assert judges.make(SPEC).service_tier is ServiceTier.default and judges.make(SPEC).timeout == 120.0
     with pytest.raises(JudgeSpecError, match="--service-tier flex: the reference judge calls no model server"):
         Judges().override("reference", None, None, service_tier=ServiceTier.flex)
+
+
+def priced(text: str) -> tuple[int, float]:
+    """The prompt tokens and the dollars an estimate names."""
+    import re
+
+    found = re.match(r"about ([\d,]+) prompt tokens, about \$([\d.]+)", text)
+    assert found, text
+    return int(found[1].replace(",", "")), float(found[2])
+
+
+def planned_calls(calls: int) -> list:
+    from framejudge.judge.base import PlannedTurn
+    from tests.judge.test_litellm_backend import ITEM
+
+    return [PlannedTurn(ITEM, 0, calls=calls, with_frames=calls)]
+
+
+def test_the_estimate_is_priced_on_the_tier_and_the_batch_share_the_calls_are_billed_at():
+    from tests.judge.test_litellm_backend import RUBRIC
+
+    big = {"prompt_usd_per_token": 1e-3, "completion_usd_per_token": 4e-3}  # dollars, not cents, to compare
+
+    def estimate(tier: str | None, batch: tuple[str, float] | None = None) -> str:
+        judge = make_judge(SPEC, "http://127.0.0.1:9/v1", JudgeConfig(spec=SPEC, api_base="http://127.0.0.1:9/v1",
+                                                                      price=big, service_tier=tier))
+        return judge.estimate(RUBRIC, planned_calls(40), 8, **({"batch": batch} if batch else {}))
+
+    tokens, standard = priced(estimate(None))
+    assert standard == pytest.approx(tokens * 1e-3 + 40 * 200 * 4e-3, abs=0.005)
+    assert priced(estimate("priority")) == (tokens, standard)  # the entry's price, charged as given
+    flex = estimate("flex")
+    assert priced(flex)[1] == pytest.approx(standard / 2, abs=0.01) and "halved on the flex tier" in flex
+    batched = estimate(None, ("OpenAI's Batch API", 0.5))
+    assert priced(batched)[1] == pytest.approx(standard / 2, abs=0.01)
+    assert batched.endswith("(the judges file's price; OpenAI's Batch API: 50% of the synchronous price)")
+    # a batch is a tier of its own: a flex judge's batch is billed at the batch share alone
+    assert estimate("flex", ("OpenAI's Batch API", 0.5)) == batched
+
+
+@pytest.mark.parametrize("model", ["gemini/gemini-2.5-flash", "openai/gpt-4o-mini"])
+def test_the_flex_estimate_takes_litellms_flex_price_or_halves_the_standard_one(model):
+    import litellm
+
+    from tests.judge.test_litellm_backend import RUBRIC
+
+    spec = f"litellm:{model}"
+    judge = make_judge(spec, None, JudgeConfig(spec=spec, service_tier="flex"))
+    text = judge.estimate(RUBRIC, planned_calls(2000), 8)
+    tokens, cost = priced(text)
+    info = litellm.model_cost[model] if model in litellm.model_cost else litellm.model_cost[model.split("/")[1]]
+    standard = tokens * info["input_cost_per_token"] + 2000 * 200 * info["output_cost_per_token"]
+    if info.get("input_cost_per_token_flex") is not None:
+        listed = tokens * info["input_cost_per_token_flex"] + 2000 * 200 * info.get(
+            "output_cost_per_token_flex", info["output_cost_per_token"])
+        assert cost == pytest.approx(listed, abs=0.005) and text.endswith("(flex tier)")
+    else:
+        assert cost == pytest.approx(standard / 2, abs=0.005) and "the standard price halved" in text

@@ -272,3 +272,45 @@ def test_a_response_b_the_turn_does_not_have_is_dropped_whatever_the_judge_says(
 
     summary = summarize([v], 1)
     assert summary.categories_b == {} and summary.preferences == {} and summary.win_rate_a.n == 0
+
+
+def test_the_verdict_cache_tells_output_modes_apart_and_not_service_tiers(tmp_path):
+    """A verdict held to the schema is not one asked in JSON mode; one asked on the flex tier is the
+    standard tier's. A server that refuses the schema moves a run to JSON mode, and the verdicts it
+    gives then are found again by the next run, which starts from the schema again."""
+    import json
+
+    pytest.importorskip("litellm")
+    from framejudge.judge.litellm_backend import LiteLLMJudge
+    from framejudge.schema import ServiceTier
+    from tests.judge.test_litellm_backend import GOOD, ScriptedServer, completion
+
+    items = [Item(id=f"c{k}", turns=[{"question": f"Q{k}?", "golden": "G.", "response_a": "A.", "response_b": "B."}])
+             for k in range(2)]
+
+    def graded(base: str, **judge) -> list:
+        grader = Grader(LiteLLMJudge("openai/m", api_base=base, api_key="k", logprobs=False, **judge), RUBRIC,
+                        GradeOptions(swap=False), cache_dir=tmp_path)
+        return [r for it in items for r in run(grader, it)]
+
+    def cached(records: list) -> bool:
+        return all("from the verdict cache" in r.provenance.notes for r in records)
+
+    ok = (200, completion(json.dumps(GOOD)), {})
+    server = ScriptedServer([ok])  # one server: the endpoint is part of the key
+    with server as base:
+        graded(base, output="schema")
+        assert len(server.requests) == 2
+        graded(base, output="json_object")  # another mode: asked again
+        assert len(server.requests) == 4 and server.requests[-1]["body"]["response_format"] == {"type": "json_object"}
+        assert cached(graded(base, output="schema", service_tier=ServiceTier.flex))  # another tier: the same
+        assert len(server.requests) == 4
+
+    refused = (400, {"error": {"message": "response_format json_schema is not supported",
+                               "type": "invalid_request_error"}}, {})
+    server = ScriptedServer([refused, ok])
+    with server as base:
+        graded(base, output="schema")
+        assert [r["body"]["response_format"]["type"] for r in server.requests] == [
+            "json_schema", "json_object", "json_object"]
+        assert cached(graded(base, output="schema")) and len(server.requests) == 3  # the next run finds both

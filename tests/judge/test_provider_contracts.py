@@ -355,3 +355,40 @@ def test_the_schema_vllm_gets_compiles_in_xgrammar_and_holds_a_reply_to_the_judg
     assert not accepted({"response_a": {"category": "Successful", "rationale": "ok"}})
     assert not accepted({**single, "response_a": {**one, "category": "Great"}})
     assert not accepted({**single, "verdict": "A"})
+
+
+def single(video: str) -> Item:
+    return Item(id="heron", video=video, turns=[{"question": "What bird is this?", "golden": "A heron.",
+                                                 "response_a": "A grey heron."}])
+
+
+@pytest.mark.parametrize("clip_fps", [1.0, 2.5])
+def test_vllm_is_told_the_clips_sampling_rate_beside_the_clip(video, clip_fps):
+    """litellm turns the clip into vLLM's video_url part and drops the part's fps; the request's
+    media_io_kwargs carries it (with no cap on the frame count), and the verdict says so."""
+    with VLLMServer(json.dumps({"response_a": GOOD["response_a"]})) as server:
+        one = single(video)
+        v = grade(judge_for(server, logprobs=False), one, video_input="clip", clip_fps=clip_fps)
+    [call] = server.calls
+    [clip] = server.media(call.body)
+    assert clip.mime == "video/mp4" and v.provenance.clip.fps == clip_fps
+    import hashlib
+
+    assert hashlib.sha256(clip.data).hexdigest() == v.provenance.clip.sha256
+    assert server.video_sampling(call.body) == {"fps": clip_fps, "num_frames": -1}
+    [note] = [n for n in v.provenance.notes if n.startswith("clip sampling pinned")]
+    assert f'"fps": {clip_fps}' in note
+
+
+def test_frames_and_other_providers_clips_carry_no_vllm_sampling(video):
+    with VLLMServer(json.dumps(GOOD)) as server:
+        v = grade(judge_for(server, logprobs=False), item(video))
+    assert "media_io_kwargs" not in server.calls[0].body
+    assert not [n for n in v.provenance.notes if n.startswith("clip sampling")]
+    with GeminiServer(json.dumps({"response_a": GOOD["response_a"]})) as server:
+        one = single(video)
+        asyncio.run(Grader(judge_for(server, logprobs=False), RUBRIC, GradeOptions(
+            cache=False, swap=False, video_input="clip", clip_fps=2.0)).grade(one))
+    body = server.calls[0].body
+    [part] = [p for c in body["contents"] for p in c["parts"] if "video_metadata" in p]
+    assert part["video_metadata"] == {"fps": 2.0} and "media_io_kwargs" not in body

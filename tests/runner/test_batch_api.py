@@ -331,3 +331,37 @@ def test_a_flex_judge_graded_in_a_batch_is_billed_at_the_batch_price_alone(tmp_p
     assert len(verdicts) == 3
     for v in verdicts:
         assert v.provenance.usage.cost_usd == pytest.approx(2 * (1000 * 1e-6 + 100 * 4e-6) * 0.5)
+
+
+def test_the_estimate_before_a_batch_run_is_at_the_batch_apis_share_of_the_price(tmp_path):
+    """`grade --batch` prints its estimate at the price the batch is billed at (OpenAI's: half),
+    saying so; nothing is sent before the run is confirmed."""
+    import re
+
+    items = write_items(tmp_path)
+    judges = tmp_path / "judges.yaml"
+    judges.write_text("judges:\n  - spec: litellm:openai/batch-model\n    api_base: http://127.0.0.1:9/v1\n"
+                      "    price: {prompt_usd_per_token: 0.001, completion_usd_per_token: 0.004}\n")
+
+    def estimate(*more: str) -> tuple[str, float]:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "test-key", "FRAMEJUDGE_NO_CACHE": "1",
+               "COLUMNS": "400"}
+        proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out",
+                               str(tmp_path / "v.jsonl"), "--judges", str(judges), "--judge",
+                               "litellm:openai/batch-model", "--no-cache", *more], capture_output=True, text=True,
+                              timeout=300, env=env, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 2 and "pass --yes" in proc.stderr, proc.stderr  # nothing was spent
+        line = next(x for x in proc.stderr.splitlines() if "judge call(s)" in x)
+        return line, float(re.search(r"about \$([\d.]+)", line)[1])
+
+    online, price = estimate()
+    batched, batch_price = estimate("--batch")
+    assert batch_price == pytest.approx(price / 2, abs=0.01) and price > 1
+    assert "OpenAI's Batch API: 50% of the synchronous price" in batched and "Batch API" not in online
+    assert not (tmp_path / "v.batches.json").exists()
+    # a batch is a tier of its own: a flex judge's batch is halved once, as it is billed
+    judges.write_text(judges.read_text() + "    service_tier: flex\n")
+    flex, flex_price = estimate()
+    assert flex_price == pytest.approx(price / 2, abs=0.01) and "flex" in flex
+    flex_batched, flex_batch_price = estimate("--batch")
+    assert flex_batch_price == pytest.approx(batch_price, abs=0.01) and "flex" not in flex_batched
