@@ -10,14 +10,12 @@ writes, at half the cost; failed lines are asked again, then become judge errors
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 pytest.importorskip("litellm")
@@ -27,45 +25,24 @@ from framejudge.records import latest, read_records
 from framejudge.rubrics import get_rubric
 from framejudge.rubrics.prompt import render_prompt
 from framejudge.schema import Item, JudgeError, Verdict
-from tests.conftest import barcode_frame, read_barcode
+from tests.runner.batches import FPS, frame_number, judged, judgement_for, write_items
 from tests.judge.providers import GeminiBatchServer, GeminiServer, Image
 
 ROOT = Path(__file__).resolve().parents[2]
-FPS = 10
 MODEL = "gemini-2.5-flash"
-GOOD = {"response_a": {"category": "Successful", "rationale": "matches the golden response"},
-        "response_b": {"category": "Not Successful", "rationale": "names another bird"},
-        "preference": "A", "deciding_criterion": "category"}
-GOOD_SWAPPED = {"response_a": GOOD["response_b"], "response_b": GOOD["response_a"], "preference": "B",
-                "deciding_criterion": "category"}
-
-
-def judgement_for(request: dict) -> str:
-    """A valid judgement for either order of the pair (the swapped call sees B's answer first)."""
-    return json.dumps(GOOD_SWAPPED if "Response A: A blue jay" in json.dumps(request["contents"]) else GOOD)
 
 
 def by_order(seen) -> str:
-    return judgement_for(seen.body)
+    return judgement_for(seen.body["contents"])
 
 
 def by_line(line: dict) -> str:
-    return judgement_for(line["request"])
+    return judgement_for(line["request"]["contents"])
 
 
 @pytest.fixture(scope="module")
 def items(tmp_path_factory) -> Path:
-    """Two items with a 3 s barcode video each (every frame carries its number) and one without."""
-    from framejudge.examples.synth import cfr_times, write_video
-
-    folder = tmp_path_factory.mktemp("gemini-batch")
-    write_video(folder / "birds.mp4", barcode_frame(320, 180), cfr_times(3, FPS), gop=FPS)
-    rows = [{"id": f"bird-{k}", **({"video": "birds.mp4"} if k < 2 else {}),
-             "turns": [{"question": f"What bird is in clip {k}?", "golden": "A heron.",
-                        "response_a": "A grey heron.", "response_b": "A blue jay."}]} for k in range(3)]
-    path = folder / "items.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+    return write_items(tmp_path_factory.mktemp("gemini-batch"))
 
 
 def judges_file(tmp_path: Path, server: GeminiServer) -> Path:
@@ -79,21 +56,6 @@ def judges_file(tmp_path: Path, server: GeminiServer) -> Path:
 def run(items: Path, out: Path, judges: Path, **kw):
     return grade(items, judge=f"litellm:gemini/{MODEL}", judges_file=judges, out=out,
                  options={"cache": False, "sampler": {"n": 4}}, **kw)
-
-
-def frame_number(image: Image) -> int:
-    from PIL import Image as PILImage
-
-    return read_barcode(np.asarray(PILImage.open(io.BytesIO(image.data)).convert("RGB")))
-
-
-def judged(record: Verdict) -> dict:
-    """What a verdict says and what it cost in tokens, without when and how it was sent."""
-    return {"a": record.response_a.model_dump(), "b": record.response_b.model_dump() if record.response_b else None,
-            "preference": record.preference, "criterion": record.deciding_criterion,
-            "swap": record.swap.model_dump() if record.swap else None,
-            "frames": record.provenance.frame_timestamps, "prompt": record.provenance.prompt_hash,
-            "tokens": (record.provenance.usage.prompt_tokens, record.provenance.usage.completion_tokens)}
 
 
 def only_batch(server: GeminiBatchServer) -> str:

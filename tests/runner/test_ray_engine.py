@@ -185,7 +185,12 @@ def _cli(tmp_path: Path, server: ModelServer, *more: str) -> list[str]:
             ray.get_runtime_context().gcs_address, "--no-cache", "--yes", "-n", "4", *more]
 
 
-def test_ctrl_c_stops_the_run_and_keeps_what_is_written(cluster, clips, tmp_path):
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed driver"])
+def test_a_stopped_or_killed_driver_keeps_what_is_written_and_the_same_command_grades_the_rest(
+        cluster, clips, tmp_path, how):
+    """Ctrl-C stops the run (exit 130, with what to do); a driver killed outright (SIGKILL: no
+    handler runs, its actors go with its job) leaves what it wrote. Either way a rerun grades only
+    the rest, and every turn ends with one record."""
     items = _items(tmp_path / "items.jsonl", clips, 24)
     out = tmp_path / "v.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -195,10 +200,13 @@ def test_ctrl_c_stops_the_run_and_keeps_what_is_written(cluster, clips, tmp_path
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 3):
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(how)
         _, stderr = proc.communicate(timeout=120)
-        assert proc.returncode == 130, stderr
-        assert "stopped:" in stderr and "the same command grades the rest" in stderr
+        if how is signal.SIGINT:
+            assert proc.returncode == 130, stderr
+            assert "stopped:" in stderr and "the same command grades the rest" in stderr
+        else:
+            assert proc.returncode == -signal.SIGKILL
         kept = _keys(out)
         assert len(kept) == len(set(kept)) and 3 <= len(kept) < 25
         server.reset()
