@@ -33,6 +33,11 @@ INTERNAL = {
                                                      "judge error record (backend_error)",
     "framejudge.runner.batch_api.Deferred": "a call whose batch reply is not in yet: the turn waits for a later "
                                             "run of the same command (no record)",
+    "framejudge.judge.openai_wire.WireError": "a call to an OpenAI-compatible server that got no reply; the judge "
+                                              "retries it or records it on the turn as a judge error",
+    "framejudge.judge.openai_wire.WireStatusError": "a WireError: the server's HTTP error status",
+    "framejudge.judge.openai_wire.WireTimeout": "a WireError: no reply in the call's time limit",
+    "framejudge.judge.openai_wire.WireConnectionError": "a WireError: no connection, or one dropped",
     "framejudge.judge.reask.InvalidReply": "a model's reply that is no judgement: asked again, then a judge error",
     "framejudge.judge.meaning.NeedVectors": "asks the caller to embed some texts, then to compute again",
     "framejudge.judge.metamorphic.Skip": "a case a generator cannot transform; counted among the skipped",
