@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, Protocol, TypeVar
 
 from ..endpoint import Endpoint
 from ..judge.base import JudgeStopped, PlannedTurn, wants_frames
@@ -36,6 +36,25 @@ class RunProgress:
     calls: int | None = None  # the endpoint's calls in flight now
     pace: float | None = None  # calls started per second, once a 429 asked for a pace
     errors: int = 0
+
+
+class Counts(Protocol):
+    """A run's progress as far as writing records goes (RunProgress, the Ray engine's RayProgress)."""
+
+    done: int
+    errors: int
+
+
+def write_record(f: IO[str], r: Record, mark: Callable[[Record], Record] | None, progress: Counts) -> Record:
+    """One turn's record, marked, written as a line and flushed as it finishes (an interrupted run
+    keeps it; one writer: no other writes in the middle of a line), and counted."""
+    if mark is not None:
+        r = mark(r)
+    f.write(r.model_dump_json() + "\n")
+    f.flush()
+    progress.done += 1
+    progress.errors += isinstance(r, JudgeError)
+    return r
 
 
 def planned_turns(grader: Grader, work: list[tuple[Item, set[int]]]) -> list[PlannedTurn]:
@@ -109,16 +128,8 @@ async def run_batch(
             for turn in range(len(item.turns)):
                 if turn in skip:
                     continue
-                r = await grader.grade_turn(item, turn)
-                if mark is not None:
-                    r = mark(r)
-                # each turn's line as it finishes (an interrupted conversation keeps its graded
-                # turns); one event loop: no other task writes in the middle of a line
-                f.write(r.model_dump_json() + "\n")
-                f.flush()
-                records.append(r)
-                progress.done += 1
-                progress.errors += isinstance(r, JudgeError)
+                # each turn's line as it finishes (an interrupted conversation keeps its graded turns)
+                records.append(write_record(f, await grader.grade_turn(item, turn), mark, progress))
             if on_done:
                 on_done(item, records)
 

@@ -50,7 +50,7 @@ from ..judge.batch import GradeSummary
 from ..judge.pipeline import Grader
 from ..records import Record
 from ..rubrics.model import Rubric
-from ..schema import DecodeLimits, GradeOptions, Item, JudgeConfig, JudgeError, SamplerParams
+from ..schema import DecodeLimits, GradeOptions, Item, JudgeConfig, SamplerParams
 from .judges import Judges
 from .resume import ResumePlan, apply_plan
 
@@ -424,7 +424,7 @@ async def run_on_ray(grader: Grader, items: list[Item], out: Path, *, spec: str,
     """Grade `plan.work` on Ray into `out` (see the module's docstring); the run's summary.
     `on_actors` is told the actors once they exist ({"graders": [...], "decoders": [...]})."""
     from ..judge.base import wants_frames
-    from .local import summary_of
+    from .local import summary_of, write_record
 
     ray = import_ray(local=on_loopback(settings.address))
     from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
@@ -488,13 +488,8 @@ async def run_on_ray(grader: Grader, items: list[Item], out: Path, *, spec: str,
                     shard.recorded.setdefault(r.item_id, set()).add(r.turn)
                     if key in written:  # a shard handed back after its actor died may finish a turn twice
                         continue
-                    if mark is not None:
-                        r = mark(r)
-                    f.write(r.model_dump_json() + "\n")
-                    f.flush()
+                    write_record(f, r, mark, progress)
                     written.add(key)
-                    progress.done += 1
-                    progress.errors += isinstance(r, JudgeError)
 
             async def feed(k: int) -> None:
                 while shards:
