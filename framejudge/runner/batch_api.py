@@ -210,6 +210,22 @@ class BatchAPI:
         raise NotImplementedError
 
 
+async def _send(method: str, url: str, headers: dict[str, str], what: str, *, payload: Any = None,
+                content: bytes | None = None) -> Any:
+    """One request of a batch API framejudge speaks itself (Anthropic's, the Gemini API's); an
+    answer of 400 or more, or no answer, is a BatchError that says `what` was being done."""
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=600.0) as client:
+            response = await client.request(method, url, headers=headers, json=payload, content=content)
+    except httpx.HTTPError as exc:
+        raise BatchError(f"{what}: {type(exc).__name__}: {exc}"[:800]) from None
+    if response.status_code >= 400:
+        raise BatchError(f"{what}: HTTP {response.status_code}: {response.text}"[:800])
+    return response
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
@@ -388,18 +404,6 @@ class AnthropicBatches(BatchAPI):
                                                   "input_file_id": ""})
         return url, {k: str(v) for k, v in sent.items()}
 
-    async def _send(self, method: str, url: str, headers: dict[str, str], what: str, payload: Any = None) -> Any:
-        import httpx
-
-        try:
-            async with httpx.AsyncClient(timeout=600.0) as client:
-                response = await client.request(method, url, headers=headers, json=payload)
-        except httpx.HTTPError as exc:
-            raise BatchError(f"{what}: {type(exc).__name__}: {exc}"[:800]) from None
-        if response.status_code >= 400:
-            raise BatchError(f"{what}: HTTP {response.status_code}: {response.text}"[:800])
-        return response
-
     async def submit(self, judge: LiteLLMJudge, requests: dict[str, Pending]) -> SubmittedBatch:
         from litellm.llms.anthropic.common_utils import merge_anthropic_beta_headers
 
@@ -408,8 +412,8 @@ class AnthropicBatches(BatchAPI):
             beta = merge_anthropic_beta_headers(beta, p.headers.get("anthropic-beta"))
         url, headers = self._endpoint(judge, {"anthropic-beta": beta} if beta else None)
         payload = {"requests": [{"custom_id": key, "params": p.body} for key, p in requests.items()]}
-        response = await self._send("POST", url, headers, f"the batch of {len(requests)} request(s) was not accepted",
-                                    payload)
+        response = await _send("POST", url, headers, f"the batch of {len(requests)} request(s) was not accepted",
+                               payload=payload)
         try:
             batch = response.json()
             return SubmittedBatch(id=batch["id"], keys=list(requests), submitted_at=_now(),
@@ -432,8 +436,8 @@ class AnthropicBatches(BatchAPI):
         from litellm.llms.anthropic.common_utils import ANTHROPIC_ERROR_STATUS_CODE_MAP
 
         url, headers = self._endpoint(judge)
-        response = await self._send("GET", f"{url.rstrip('/')}/{batch.id}/results", headers,
-                                    f"batch {batch.id}: its results could not be read")
+        response = await _send("GET", f"{url.rstrip('/')}/{batch.id}/results", headers,
+                               f"batch {batch.id}: its results could not be read")
         rows = []
         for line in response.text.splitlines():
             try:
@@ -546,24 +550,11 @@ class GeminiBatches(BatchAPI):
         response._hidden_params["custom_llm_provider"] = "gemini"
         return response
 
-    async def _send(self, method: str, url: str, headers: dict[str, str], what: str, *, payload: Any = None,
-                    content: bytes | None = None) -> Any:
-        import httpx
-
-        try:
-            async with httpx.AsyncClient(timeout=600.0) as client:
-                response = await client.request(method, url, headers=headers, json=payload, content=content)
-        except httpx.HTTPError as exc:
-            raise BatchError(f"{what}: {type(exc).__name__}: {exc}"[:800]) from None
-        if response.status_code >= 400:
-            raise BatchError(f"{what}: HTTP {response.status_code}: {response.text}"[:800])
-        return response
-
     async def _upload(self, judge: LiteLLMJudge, data: bytes, display_name: str) -> str:
         """The Files API's resumable upload: a start request with the file's metadata, answered with
         the upload URL in `X-Goog-Upload-URL`, then the bytes to it; the file's name (`files/...`)."""
         what = f"the batch's requests file ({len(data)} bytes) was not uploaded"
-        start = await self._send(
+        start = await _send(
             "POST", f"{self._root(judge)}/upload/v1beta/files",
             {**self._key(judge), "X-Goog-Upload-Protocol": "resumable", "X-Goog-Upload-Command": "start",
              "X-Goog-Upload-Header-Content-Length": str(len(data)),
@@ -572,7 +563,7 @@ class GeminiBatches(BatchAPI):
         url = start.headers.get("x-goog-upload-url")
         if not url:
             raise BatchError(f"{what}: the Files API gave no upload URL (X-Goog-Upload-URL)")
-        done = await self._send("POST", url, {"Content-Length": str(len(data)), "X-Goog-Upload-Offset": "0",
+        done = await _send("POST", url, {"Content-Length": str(len(data)), "X-Goog-Upload-Offset": "0",
                                               "X-Goog-Upload-Command": "upload, finalize"}, what, content=data)
         try:
             return str(done.json()["file"]["name"])
@@ -584,7 +575,7 @@ class GeminiBatches(BatchAPI):
         lines = "".join(json.dumps({"key": key, "request": p.body}) + "\n" for key, p in requests.items())
         file_name = await self._upload(judge, lines.encode("utf-8"), name + ".jsonl")
         model = self._model(judge)
-        response = await self._send(
+        response = await _send(
             "POST", f"{self._root(judge)}/v1beta/models/{model}:batchGenerateContent",
             {**self._key(judge), "Content-Type": "application/json"},
             f"the batch of {len(requests)} request(s) was not accepted",
@@ -597,7 +588,7 @@ class GeminiBatches(BatchAPI):
             raise BatchError(f"the batch was sent, but the answer names no batch: {response.text[:300]}") from None
 
     async def poll(self, judge: LiteLLMJudge, batch: SubmittedBatch) -> Poll:
-        response = await self._send("GET", f"{self._root(judge)}/v1beta/{batch.id}", self._key(judge),
+        response = await _send("GET", f"{self._root(judge)}/v1beta/{batch.id}", self._key(judge),
                                     f"batch {batch.id}: the provider could not say where it stands")
         try:
             operation = response.json()
@@ -615,7 +606,7 @@ class GeminiBatches(BatchAPI):
         model = self._model(judge)
         rows = []
         for file_name in poll.sources:
-            response = await self._send("GET", f"{self._root(judge)}/download/v1beta/{file_name}:download?alt=media",
+            response = await _send("GET", f"{self._root(judge)}/download/v1beta/{file_name}:download?alt=media",
                                         self._key(judge), f"batch {batch.id}: its responses file {file_name} could "
                                                           "not be read")
             for line in response.text.splitlines():
@@ -715,11 +706,6 @@ def batch_api(judge: Any, spec: str) -> BatchAPI:
                                f"Message Batches; the Gemini API's Batch Mode); {spec!r} goes to {provider!r}, "
                                f"which it does not speak{why}: grade it online (without --batch)")
     return api
-
-
-def check_batchable(judge: Any, spec: str) -> None:
-    """Refuse, before anything is sent, a judge whose provider has no batch API framejudge speaks."""
-    batch_api(judge, spec)
 
 
 class BatchedLiteLLM(LiteLLMJudge):
