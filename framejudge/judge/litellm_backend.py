@@ -551,6 +551,18 @@ class LiteLLMJudge(JudgeBase):
             return os.environ.get("HOSTED_VLLM_API_KEY") or "fake-api-key"
         return os.environ.get("OPENAI_API_KEY")
 
+    def wire_body(self, messages: list[dict[str, Any]], temperature: float, seed: int,
+                  mode: str | None = None) -> dict[str, Any]:
+        """The chat-completions body an OpenAI-compatible server is sent for this call: litellm's
+        arguments without what only litellm reads, the model without its provider prefix; with the
+        reply's format when `mode` is given (a batch line; a call adds it as the server takes it)."""
+        body = {key: value for key, value in self.call_kwargs(messages, temperature, seed).items()
+                if key not in LITELLM_ONLY}
+        body["model"] = wire_model(self.model)
+        if mode is not None:
+            body["response_format"] = response_format(mode, self.provider or "openai")
+        return body
+
     async def _complete(self, messages: list[dict[str, Any]], temperature: float, seed: int,
                         notes: list[str], direct: bool = False,
                         fields: dict[str, Any] | None = None) -> tuple[Any, str]:
@@ -561,13 +573,11 @@ class LiteLLMJudge(JudgeBase):
         sent straight to the OpenAI-compatible server (openai_wire), the same body litellm sends.
         `fields`: more of the request body, as the server reads it (litellm sends them as they are,
         in `extra_body`)."""
-        body = self.call_kwargs(messages, temperature, seed)
-        if direct:  # the same body, without what only litellm reads
-            body = {key: value for key, value in body.items() if key not in LITELLM_ONLY}
-            body["model"] = wire_model(self.model)
-            body.update(fields or {})
+        if direct:
+            body = {**self.wire_body(messages, temperature, seed), **(fields or {})}
             refusals: tuple[type[BaseException], ...] = (WireStatusError,)
         else:
+            body = self.call_kwargs(messages, temperature, seed)
             _quiet_litellm()
             import litellm
 

@@ -82,7 +82,8 @@ def direct_route(model: str, api_base: str | None) -> bool:
 
 def wire_model(model: str) -> str:
     """The model name the server is sent: the litellm name without its provider prefix."""
-    return model.partition("/")[2]
+    provider, slash, name = model.partition("/")
+    return name if slash else provider
 
 
 def _namespace(data: dict[str, Any]) -> SimpleNamespace:

@@ -248,14 +248,7 @@ class OpenAIBatches(BatchAPI):
                 mode: str) -> Pending:
         """The chat-completions body an online call would send (the model without its provider prefix),
         with the reply's schema or JSON mode as the judge's output mode says."""
-        from ..judge.litellm_backend import response_format
-
-        body = {"model": judge.model.split("/", 1)[1] if judge.model.startswith("openai/") else judge.model,
-                "messages": messages, "response_format": response_format(mode, "openai"),
-                "temperature": temperature, "max_tokens": judge.max_tokens}
-        if judge.takes_seed:
-            body["seed"] = seed
-        return Pending(body)
+        return Pending(judge.wire_body(messages, temperature, seed, mode))
 
     def reply(self, pending: Pending, answer: dict[str, Any], messages: list[dict[str, Any]]) -> Any:
         import litellm
