@@ -97,6 +97,37 @@ def clip_parts(request: JudgeRequest, images: bool) -> tuple[list[PromptFrame], 
         return [], PromptClip(clip.start, clip.end, clip.fps, clip.data_url())
     return (request.frames if images else [PromptFrame(f.timestamp) for f in request.frames]), None
 
+# providers whose chat API carries a message's images as one list beside its text (Ollama's
+# /api/chat): a frame's time label stays beside its image only where each frame is a message of its own
+IMAGES_PER_MESSAGE = frozenset({"ollama_chat"})
+
+
+def images_per_message(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The user message split where each image part starts a new one: the text before the first image
+    is a message, each image with the label just before it another (label, then image, in that
+    order), and the text after the last image the last one. For chat APIs that keep a message's
+    text and images apart (Ollama), so that each `[t = ... s]` label arrives in the same message as
+    its frame, in order. A message without images is left whole."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        parts = message.get("content")
+        if message.get("role") != "user" or not isinstance(parts, list) or not any(
+                p.get("type") == "image_url" for p in parts):
+            out.append(message)
+            continue
+        groups: list[list[dict[str, Any]]] = [[]]
+        for k, part in enumerate(parts):
+            labels_next = (part.get("type") == "text" and k + 1 < len(parts)
+                           and parts[k + 1].get("type") == "image_url")
+            if labels_next and groups[-1]:
+                groups.append([])
+            groups[-1].append(part)
+            if part.get("type") == "image_url":
+                groups.append([])
+        out.extend({"role": "user", "content": g} for g in groups if g)
+    return out
+
+
 def clip_sampling(provider: str | None, clip: PromptClip | None) -> dict[str, Any]:
     """The request fields that pin how the server samples a clip: for vLLM (hosted_vllm/), its
     `media_io_kwargs` with the clip's rate (`num_frames` -1: no cap on the count, which is 32 frames
@@ -405,6 +436,8 @@ class LiteLLMJudge(JudgeBase):
         if not self.sees_images:
             messages = [messages[0], {"role": "user", "content": "\n".join(
                 p["text"] for p in messages[1]["content"] if p["type"] == "text")}]
+        elif self.provider in IMAGES_PER_MESSAGE:
+            messages = images_per_message(messages)
         t = item.turns[turn]
         usage = Usage(prompt_tokens=0, completion_tokens=0, cost_usd=None, attempts=0)
         raws: list[str] = []

@@ -655,7 +655,8 @@ class AnthropicBatchServer(AnthropicServer):
 
 class OllamaServer(ProviderServer):
     """Ollama's chat API (`ollama_chat/<model>`): POST {api_base}/api/chat, the images of a message
-    in its `images` list (base64, no MIME type), the text in its `content`."""
+    in its `images` list (base64, no MIME type), the text in its `content`; framejudge sends each
+    frame as a message of its own, its time label as the text."""
 
     prefix = "ollama_chat"
     served_model = "qwen2.5vl:7b"
@@ -680,8 +681,12 @@ class OllamaServer(ProviderServer):
         return system["content"]
 
     def user_parts(self, body: Any) -> list[str | Image | dict]:
-        user = [m for m in body["messages"] if m["role"] == "user"][-1]
-        return [user["content"], *(Image("", base64.b64decode(i)) for i in user.get("images") or [])]
+        """The user messages' texts and images in order (a message's text, then its images)."""
+        parts: list[str | Image | dict] = []
+        for m in body["messages"]:
+            if m["role"] == "user":
+                parts += [m["content"], *(Image("", base64.b64decode(i)) for i in m.get("images") or [])]
+        return parts
 
     def temperature(self, body: Any) -> float | None:
         return (body.get("options") or {}).get("temperature")

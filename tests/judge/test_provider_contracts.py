@@ -86,17 +86,17 @@ def test_the_frames_the_rubric_and_the_settings_arrive_in_each_providers_shape(k
     assert [frame_number(i) for i in images] == [round(t * FPS) for t in times]
     assert all(i.mime in ("image/jpeg", "") for i in images)  # Ollama's images carry no MIME type
 
-    # each image labelled with its time, just before it, where the provider keeps parts apart
+    # each image labelled with its time, just before it (for Ollama, whose chat API keeps a message's
+    # text and images apart, each frame is a message of its own with its label as the text)
     parts = server.user_parts(body)
     labels = [f"[t = {t:.2f} s]" for t in times]
-    if kind is OllamaServer:  # one text and a list of images: the labels stay, in order, in the text
-        [text] = [p for p in parts if isinstance(p, str)]
-        at = [text.index(label) for label in labels]
-        assert at == sorted(at)
-    else:
-        before = [parts[k - 1] for k, p in enumerate(parts) if isinstance(p, Image)]
-        assert before == labels
-        text = parts[-1]
+    before = [parts[k - 1] for k, p in enumerate(parts) if isinstance(p, Image)]
+    assert before == labels
+    if kind is OllamaServer:
+        users = [m for m in body["messages"] if m["role"] == "user"]
+        assert [m["content"] for m in users if m.get("images")] == labels
+        assert all(len(m.get("images") or []) <= 1 for m in users)
+    text = parts[-1]
     assert "Question: What bird is this?" in text and "Response B: Sorry, I can't help identify birds." in text
 
     # the rubric as the system text, as rendered
@@ -392,3 +392,28 @@ def test_frames_and_other_providers_clips_carry_no_vllm_sampling(video):
     body = server.calls[0].body
     [part] = [p for c in body["contents"] for p in c["parts"] if "video_metadata" in p]
     assert part["video_metadata"] == {"fps": 2.0} and "media_io_kwargs" not in body
+
+
+def test_images_per_message_keeps_every_part_in_order_and_each_label_beside_its_image():
+    from framejudge.judge.litellm_backend import images_per_message
+
+    def url(k):
+        return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{k}"}}
+
+    def text(t):
+        return {"type": "text", "text": t}
+
+    for n in (1, 2, 5):
+        user = [text("Frames:"), *[p for k in range(n) for p in (text(f"[t = {k}.00 s]"), url(k))], text("Question")]
+        system = {"role": "system", "content": "rubric"}
+        out = images_per_message([system, {"role": "user", "content": user}])
+        assert out[0] == system
+        assert [p for m in out[1:] for p in m["content"]] == user  # nothing lost, nothing reordered
+        with_images = [m["content"] for m in out[1:] if any(p["type"] == "image_url" for p in m["content"])]
+        assert with_images == [[text(f"[t = {k}.00 s]"), url(k)] for k in range(n)]
+        assert out[1]["content"] == [text("Frames:")] and out[-1]["content"] == [text("Question")]
+    # an image without a label, and a message without images, are kept as they are
+    plain = [{"role": "user", "content": [text("no frames here")]}]
+    assert images_per_message(plain) == plain
+    out = images_per_message([{"role": "user", "content": [url(0), url(1), text("Q")]}])
+    assert [m["content"] for m in out] == [[url(0)], [url(1)], [text("Q")]]
