@@ -172,6 +172,19 @@ LITELLM_VIDEO_PROVIDERS = ("gemini", "hosted_vllm")
 LITELLM_GEMINI_HOSTS = ("vertex_ai", "vertex_ai_beta")
 
 
+# The largest request with a clip inline that a provider takes, where it is larger than the default
+# (frame_sampler.clip's INLINE_REQUEST_BYTES, 20 MB: Vertex AI's bound). The Gemini API takes inline
+# data up to 100 MB a request (base64-encoded) since January 2026
+# (https://blog.google/innovation-and-ai/technology/developers-tools/gemini-api-new-file-limits).
+CLIP_REQUEST_BYTES = {"gemini": 100 * 1000 * 1000}
+
+
+def clip_request_bytes(model: str) -> int | None:
+    """The request size a litellm model's provider takes with a clip inline; None: the default."""
+    provider, slash, _ = model.partition("/")
+    return CLIP_REQUEST_BYTES.get(provider) if slash else None
+
+
 def litellm_takes_video(model: str) -> bool:
     """Whether a litellm model name's provider takes a video clip, from its provider prefix (a bare
     `gemini-...` name is litellm's Vertex AI Gemini)."""

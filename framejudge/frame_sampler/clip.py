@@ -13,7 +13,8 @@ The window is the one the frame sampler uses for the turn (the question time `en
   is the frame on screen at window start + i / fps, as the sampler picks frames, so the clip holds
   exactly the frames a judge sampling at `fps` sees.
 
-A clip above MAX_CLIP_BYTES is refused (ClipTooLarge), never cut down silently.
+A clip above `max_bytes` (what the judge's provider takes inline; MAX_CLIP_BYTES by default) is
+refused (ClipTooLarge), never cut down silently.
 """
 
 from __future__ import annotations
@@ -38,13 +39,25 @@ from .index import FrameIndex, build_index, scan
 from .plan import Window, resolve_window
 from .probe import Limits, candidate_streams, check_path, check_stream, open_container
 
-# Gemini takes a video inline only while "the total request size (including the files, text
-# prompt, system instructions, etc.) is less than 20 MB"; larger ones go through its Files API
-# (https://ai.google.dev/gemini-api/docs/video#inline-video). The clip travels base64-encoded
-# (4 bytes for 3) beside the rubric and the turn's text.
+# A clip travels inline, base64-encoded (4 bytes for 3), beside the rubric and the turn's text, in a
+# request whose size the provider bounds. INLINE_REQUEST_BYTES is the bound where nothing better is
+# known (Vertex AI's 20 MB request; a self-hosted vLLM server's default is taken to be no larger);
+# a judge with a larger one (the Gemini API's 100 MB) passes its own `max_bytes` (clip_bytes).
 INLINE_REQUEST_BYTES = 20 * 1000 * 1000
 PROMPT_ALLOWANCE = 1000 * 1000  # the rubric, the turn and the JSON around them
-MAX_CLIP_BYTES = (INLINE_REQUEST_BYTES - PROMPT_ALLOWANCE) * 3 // 4
+
+
+def clip_bytes(request_bytes: int) -> int:
+    """The largest clip whose base64 text and the prompt fit in a request of `request_bytes`."""
+    return (request_bytes - PROMPT_ALLOWANCE) * 3 // 4
+
+
+def request_bytes(max_bytes: int) -> int:
+    """The request size a clip limit was made for (clip_bytes' inverse, rounded to the MB)."""
+    return round((max_bytes * 4 / 3 + PROMPT_ALLOWANCE) / 1e6) * 1000 * 1000
+
+
+MAX_CLIP_BYTES = clip_bytes(INLINE_REQUEST_BYTES)
 MAX_KEYFRAME_LEAD_S = 2.0  # a stream copy may start this much before the window (the key frame's time)
 REMUX_CODECS = frozenset({"h264"})
 ENCODE_CRF = 28
@@ -83,8 +96,8 @@ class Clip:
                         bytes=len(self.data), method=self.method)
 
 
-def cut_clip(path: str | Path, params: SamplerParams, fps: float = 1.0, *, limits: Limits = Limits(),
-             max_bytes: int = MAX_CLIP_BYTES) -> Clip:
+def cut_clip(path: str | Path, params: SamplerParams, fps: float = 1.0, max_bytes: int = MAX_CLIP_BYTES, *,
+             limits: Limits = Limits()) -> Clip:
     """The MP4 clip of the window `params` give (as sample_frames resolves it). Raises a
     FrameSamplerError for bad input, ClipTooLarge above `max_bytes`."""
     if not 0 < fps <= MAX_CLIP_FPS:
@@ -110,8 +123,8 @@ def cut_clip(path: str | Path, params: SamplerParams, fps: float = 1.0, *, limit
 
 def _too_large(size: int, window: Window, fps: float, max_bytes: int, path: str) -> ClipTooLarge:
     return ClipTooLarge(f"the clip of {window.start:.2f}-{window.end:.2f} s at {fps:g} fps is over "
-                        f"{_size(max_bytes)} ({_size(size)} so far), above what a provider takes inline "
-                        f"({INLINE_REQUEST_BYTES / 1e6:g} MB a request); shorten the window (lookback), lower the "
+                        f"{_size(max_bytes)} ({_size(size)} so far), above what the judge's provider takes inline "
+                        f"({request_bytes(max_bytes) / 1e6:g} MB a request); shorten the window (lookback), lower the "
                         "clip fps or max_side, or send frames", path)
 
 

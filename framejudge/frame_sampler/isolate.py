@@ -33,7 +33,7 @@ from ..env import cache_off
 from ..errors import FramejudgeError
 from ..schema import SamplerParams
 from .cache import FrameCache, default_cache_dir
-from .clip import Clip, cut_clip
+from .clip import MAX_CLIP_BYTES, Clip, cut_clip
 from .errors import DecodeTimedOut, DecoderDied, FrameSamplerError
 from .probe import Limits
 from .sampler import SampleResult, SamplingWarning, make_params, sample_frames
@@ -112,8 +112,8 @@ def _sample_in_worker(path: str, params: SamplerParams, cache_dir: str | None, l
     return _guarded(sample)
 
 
-def _cut_in_worker(path: str, params: SamplerParams, fps: float, limits: Limits) -> Clip:
-    return _guarded(lambda: cut_clip(path, params, fps, limits=limits))
+def _cut_in_worker(path: str, params: SamplerParams, fps: float, max_bytes: int, limits: Limits) -> Clip:
+    return _guarded(lambda: cut_clip(path, params, fps, max_bytes, limits=limits))
 
 
 class _Recycled(Exception):
@@ -183,11 +183,11 @@ class IsolatedSampler:
             warnings.warn(f"{path}: {w}", SamplingWarning, stacklevel=2)
         return result
 
-    def cut(self, path: str | os.PathLike[str], params: SamplerParams, fps: float = 1.0, *,
-            limits: Limits = Limits()) -> Clip:
+    def cut(self, path: str | os.PathLike[str], params: SamplerParams, fps: float = 1.0,
+            max_bytes: int = MAX_CLIP_BYTES, *, limits: Limits = Limits()) -> Clip:
         """Like `cut_clip` (the clip of a turn's window), in a decoding process under the same time
         limit and memory cap; also raises DecodeTimedOut and DecoderDied."""
-        return self._run(_cut_in_worker, (str(path), params, fps, limits), path)
+        return self._run(_cut_in_worker, (str(path), params, fps, max_bytes, limits), path)
 
     def _run(self, task: Any, args: tuple, path: str | os.PathLike[str]) -> Any:
         for attempt in range(2):

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from ..backends import JudgeSpecError, litellm_takes_video
+from ..backends import JudgeSpecError, clip_request_bytes, litellm_takes_video
 from ..endpoint import EndpointBusy, Gate, UnlimitedGate
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import IMAGE_TOKENS, PromptClip, PromptFrame, RenderedPrompt, render_prompt
@@ -327,6 +327,7 @@ class LiteLLMJudge(JudgeBase):
         self.overload_budget_s = overload_budget_s
         self.price = price
         self.takes_video = litellm_takes_video(model)
+        self.clip_request_bytes = clip_request_bytes(model)  # None: frame_sampler.clip's default
         self.video_input = video_input
         self.service_tier = service_tier
         self.gate: Gate = gate or UnlimitedGate()

@@ -13,8 +13,9 @@ from typing import Any
 
 import diskcache
 
-from ..frame_sampler import Clip, FrameSamplerError, SampleResult, check_file, cut_clip, sample_frames, to_data_url
+from ..frame_sampler import MAX_CLIP_BYTES, Clip, FrameSamplerError, SampleResult, check_file, cut_clip, sample_frames, to_data_url
 from ..frame_sampler.cache import default_cache_dir
+from ..frame_sampler.clip import clip_bytes
 from ..records import Record, turn_hash
 from ..rubrics.loader import require_kind
 from ..rubrics.model import Rubric
@@ -45,7 +46,7 @@ from .confidence import (LabelProbs, blind_confidence, combine, logprob_confiden
 from .reference import rank_pair
 
 SampleFn = Callable[[Path, SamplerParams], SampleResult]
-CutFn = Callable[[Path, SamplerParams, float], Clip]
+CutFn = Callable[[Path, SamplerParams, float, int], Clip]  # (path, params, fps, max_bytes)
 
 
 def _swapped(item: Item) -> Item:
@@ -148,7 +149,7 @@ class Grader:
                  sample: SampleFn = sample_frames, cut: CutFn = cut_clip) -> None:
         """`sample` turns (video path, params) into frames: `sample_frames` in this process, or an
         `IsolatedSampler`'s `sample` to decode in killable worker processes; `cut` (video path,
-        params, fps) into a clip of the window, for judges shown clips (`cut_clip`, or an
+        params, fps, max_bytes) into a clip of the window, for judges shown clips (`cut_clip`, or an
         IsolatedSampler's `cut`)."""
         self.judge = judge
         self.sample = sample
@@ -158,6 +159,9 @@ class Grader:
         self.options = options or GradeOptions()
         self.media_root = media_root
         self.video_input = self.options.video_input_for(judge)
+        # the largest clip the judge's provider takes inline (its request size, less base64 and the prompt)
+        request = getattr(judge, "clip_request_bytes", None)
+        self.clip_max_bytes = clip_bytes(request) if request else MAX_CLIP_BYTES
         if self.video_input is VideoInput.clip and not getattr(judge, "takes_video", False):
             from ..backends import JudgeSpecError
 
@@ -189,7 +193,7 @@ class Grader:
             return _Frames([], False, 0), None, None
         params = self._params(item, turn)
         if self.video_input is VideoInput.clip:
-            clip = self.cut(path, params, self.options.clip_fps)
+            clip = self.cut(path, params, self.options.clip_fps, self.clip_max_bytes)
             return _Frames([], False, 0, clip), clip.sha256, params
         result = self.sample(path, params)
         return _Frames(result.frames, self.judge.sees_images, self.options.jpeg_quality), result.video.sha256, params

@@ -289,11 +289,11 @@ class DecodeWorker:
         except FrameSamplerError as exc:
             return exc
 
-    def cut(self, path: str, params: SamplerParams, fps: float) -> Any:
+    def cut(self, path: str, params: SamplerParams, fps: float, max_bytes: int) -> Any:
         from ..frame_sampler import FrameSamplerError
 
         try:
-            return self.sampler.cut(path, params, fps)
+            return self.sampler.cut(path, params, fps, max_bytes)
         except FrameSamplerError as exc:
             return exc
 
@@ -323,8 +323,8 @@ class RemoteDecodes:
     def sample(self, path: Path, params: SamplerParams) -> Any:
         return self._get(self._next().sample.remote(os.fspath(path), params))
 
-    def cut(self, path: Path, params: SamplerParams, fps: float) -> Any:
-        return self._get(self._next().cut.remote(os.fspath(path), params, fps))
+    def cut(self, path: Path, params: SamplerParams, fps: float, max_bytes: int) -> Any:
+        return self._get(self._next().cut.remote(os.fspath(path), params, fps, max_bytes))
 
 
 # ---------------------------------------------------------------- grading

@@ -16,7 +16,8 @@ import pytest
 
 from framejudge.examples.synth import cfr_times, write_video
 from framejudge.frame_sampler import IsolatedSampler, cut_clip
-from framejudge.frame_sampler.clip import INLINE_REQUEST_BYTES, MAX_CLIP_BYTES, PROMPT_ALLOWANCE, ClipTooLarge
+from framejudge.frame_sampler.clip import (INLINE_REQUEST_BYTES, MAX_CLIP_BYTES, PROMPT_ALLOWANCE, ClipTooLarge,
+                                          clip_bytes, request_bytes)
 from framejudge.schema import SamplerParams
 
 BITS = 10
@@ -126,12 +127,16 @@ def test_a_copy_above_the_limit_is_encoded_and_an_encoding_above_it_refused(sour
     with pytest.raises(ClipTooLarge) as refused:
         cut_clip(sources["h264"], params, fps=30, max_bytes=2000)
     assert refused.value.code == "clip_too_large"
-    assert "above what a provider takes inline" in str(refused.value) and "7.50-12.50 s at 30 fps" in str(refused.value)
+    assert "above what the judge's provider takes inline" in str(refused.value) and "7.50-12.50 s at 30 fps" in str(refused.value)
 
 
 def test_the_limit_leaves_room_for_base64_and_the_prompt():
     assert math.ceil(MAX_CLIP_BYTES / 3) * 4 + PROMPT_ALLOWANCE <= INLINE_REQUEST_BYTES
     assert MAX_CLIP_BYTES > 10 * 1000 * 1000
+    for request in (2 * 10**6, INLINE_REQUEST_BYTES, 100 * 10**6):
+        largest = clip_bytes(request)
+        assert math.ceil(largest / 3) * 4 + PROMPT_ALLOWANCE <= request < math.ceil((largest + 4) / 3) * 4 + PROMPT_ALLOWANCE
+        assert request_bytes(largest) == request
 
 
 def test_the_isolated_sampler_cuts_the_same_clip_in_its_process(sources):

@@ -132,6 +132,35 @@ def test_gemini_gets_the_clip_inline_with_its_rate_pinned(video):
     assert isinstance(e, JudgeError) and e.kind == "backend_error" and "no video tokens" in e.message
 
 
+@pytest.mark.parametrize(("model", "request_mb"), [("gemini/gemini-2.5-flash", 100), ("vertex_ai/gemini-2.5-flash", 20),
+                                                  ("hosted_vllm/qwen-vl", 20)])
+def test_each_provider_gets_clips_up_to_its_own_inline_request_size(model, request_mb):
+    from framejudge.frame_sampler.clip import PROMPT_ALLOWANCE
+
+    judge = LiteLLMJudge(model, api_base="http://127.0.0.1:9", api_key="k", logprobs=False)
+    grader = Grader(judge, RUBRIC, GradeOptions(cache=False, video_input="clip"))
+    # the clip's base64 text and the prompt fit the provider's request, with no more than 3 bytes to spare
+    assert 0 <= request_mb * 10**6 - PROMPT_ALLOWANCE - grader.clip_max_bytes * 4 / 3 < 4
+
+
+def test_a_clip_over_the_judges_limit_is_a_bad_input_record_before_any_call(video):
+    """The judge's limit reaches the cut, in the decoding process: a provider taking 1.0004 MB requests
+    leaves room for a 300-byte clip, which the turn's window does not fit in."""
+    from framejudge.frame_sampler import IsolatedSampler
+
+    item = conversation(video).model_copy(update={"turns": conversation(video).turns[:1]})
+    server = ScriptedServer([])
+    with server as base, IsolatedSampler(workers=1, timeout_s=60, cache_dir=None) as sampler:
+        judge = LiteLLMJudge("hosted_vllm/qwen-vl", api_base=base, api_key="k", logprobs=False)
+        judge.clip_request_bytes = 1_000_400
+        grader = Grader(judge, RUBRIC, GradeOptions(cache=False, swap=False, video_input="clip",
+                                                    sampler={"lookback": 5.0}), cut=sampler.cut)
+        [e] = asyncio.run(grader.grade(item))
+    assert isinstance(e, JudgeError) and e.kind == "bad_input", e
+    assert "is over 0.3 kB" in e.message and "(1 MB a request)" in e.message
+    assert server.requests == []
+
+
 def test_judges_without_video_refuse_clips_up_front():
     for spec in ("litellm:openai/gpt-4o", "litellm:anthropic/claude-x", "litellm:ollama/llava", "reference"):
         judge = make_judge(spec, "http://127.0.0.1:9/v1") if spec != "reference" else make_judge(spec)

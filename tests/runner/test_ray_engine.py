@@ -272,3 +272,26 @@ def test_an_address_where_no_cluster_answers_is_refused_at_once(tmp_path):
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert proc.returncode == 2 and f"error: --address {address}: {why}" in proc.stderr, proc.stderr
         assert time.monotonic() - started < 60 and not (tmp_path / "v.jsonl").exists()
+
+
+def test_clips_are_cut_on_the_decoding_actors_as_locally(cluster, clips, tmp_path):
+    """video_input clip: each turn's window is cut on a decoding actor, within the judge's limit, and
+    reaches the model server as a video part; the records are those of the local engine."""
+    spec = "litellm:hosted_vllm/bench"
+    items = _items(tmp_path / "items.jsonl", clips, 4)
+    with ModelServer(latency=0.01) as server:
+        judges = Judges([JudgeConfig(spec=spec, api_base=server.base_url)])
+        options = GradeOptions(cache=False, video_input="clip", sampler={"lookback": 1.0})
+        grader = Grader(judges.make(spec), RUBRIC, options)
+        out = tmp_path / "ray.jsonl"
+        asyncio.run(run_on_ray(grader, items, out, spec=spec, setup=setup_of(grader, judges, spec),
+                               plan=plan_resume(grader, items, out), settings=RaySettings(graders=2, decoders=2),
+                               decoding=DecodeLimits()))
+        local_grader = Grader(judges.make(spec), RUBRIC, options)
+        asyncio.run(run_batch(local_grader, items, tmp_path / "local.jsonl"))
+    ray_records = {(r.item_id, r.turn): _comparable(r) for r in read_records(out)}
+    local_records = {(r.item_id, r.turn): _comparable(r) for r in read_records(tmp_path / "local.jsonl")}
+    assert ray_records == local_records and len(ray_records) == 5
+    clipped = [r["provenance"]["clip"] for r in ray_records.values() if r["record"] == "verdict"]
+    assert len(clipped) == 4 and all(c["sha256"] and c["bytes"] > 0 for c in clipped)
+    assert ray_records[("i2", 0)]["kind"] == "bad_input"  # the missing video
