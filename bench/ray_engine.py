@@ -10,6 +10,11 @@ each: the wall time of the whole command, the model server's busy period (first 
 last answered), both as ratios to the ideal (calls x latency / in flight), the peak of calls in
 flight, and the fixed cost (wall minus busy). `--video` gives every item one of the bundled
 example clips, so frames are decoded (4 a turn) on the decoding processes or actors.
+
+`--overload-for S`: the model server answers every call with 429 (Retry-After 1 s) for the first S
+seconds of each run, as a provider refusing a whole cluster for a while does; the run must still end
+with one verdict a turn and no error record. Reported as well: the 429s answered, the error records,
+and the wall time less S against the ideal.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ def _admin(base: str, what: str) -> dict:
     return (httpx.get(url, timeout=10) if what == "stats" else httpx.post(url, timeout=10)).json()
 
 
-def _run(tmp: Path, name: str, items: Path, judges: Path, engine: list[str]) -> float:
+def _run(tmp: Path, name: str, items: Path, judges: Path, engine: list[str]) -> tuple[float, int]:
     out = tmp / f"{name}.jsonl"
     env = {**os.environ, "FRAMEJUDGE_CACHE_DIR": str(tmp / f"cache-{name}"), "PYTHONPATH": str(ROOT)}
     started = time.perf_counter()
@@ -67,9 +72,9 @@ def _run(tmp: Path, name: str, items: Path, judges: Path, engine: list[str]) -> 
                     "--judges", str(judges), "--yes", "--no-cache", "-n", "4", *engine], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     wall = time.perf_counter() - started
-    lines = out.read_text().splitlines()
-    assert len(lines) == len(set((json.loads(x)["item_id"], json.loads(x)["turn"]) for x in lines)), name
-    return wall
+    records = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(records) == len({(r["item_id"], r["turn"]) for r in records}), name
+    return wall, sum(r["record"] == "judge_error" for r in records)
 
 
 def main() -> None:
@@ -79,6 +84,8 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=32)
     parser.add_argument("--grading-actors", type=int, default=2)
     parser.add_argument("--video", action="store_true", help="each item with a bundled example clip (4 frames)")
+    parser.add_argument("--overload-for", type=float, default=0.0,
+                        help="seconds of 429s from the model server at the start of each run")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-ray-") as scratch:
@@ -102,14 +109,20 @@ def main() -> None:
             for name, engine in (("local", ["--engine", "local"]),
                                  ("ray", ["--engine", "ray", "--grading-actors", str(args.grading_actors)])):
                 _admin(base, "reset")
-                wall = _run(tmp, name, items, judges, engine)
+                if args.overload_for:
+                    httpx.post(base.removesuffix("/v1") + "/admin/configure", timeout=10,
+                               json={"overload_for": args.overload_for, "overload_retry_after": 1.0})
+                wall, errors = _run(tmp, name, items, judges, engine)
                 stats = _admin(base, "stats")
                 busy = stats["last_completed_at"] - stats["first_request_at"]
                 assert stats["completed"] == calls, stats
                 rows.append({"engine": name, "wall_s": round(wall, 2), "busy_s": round(busy, 2),
                              "ideal_s": round(ideal, 2), "wall_ratio": round(wall / ideal, 3),
                              "busy_ratio": round(busy / ideal, 3), "fixed_s": round(wall - busy, 2),
-                             "peak_in_flight": stats["peak_in_flight"]})
+                             "peak_in_flight": stats["peak_in_flight"], "error_records": errors,
+                             "answered_429": stats["status_counts"].get("429", 0)})
+                if args.overload_for:
+                    rows[-1]["past_overload_ratio"] = round((wall - args.overload_for) / ideal, 3)
                 print(f"{name}: {wall:.1f} s wall (busy {busy:.1f} s, fixed {wall - busy:.1f} s) vs ideal {ideal:.1f} s;"
                       f" peak {stats['peak_in_flight']} in flight", flush=True)
         finally:
@@ -117,6 +130,7 @@ def main() -> None:
             model.wait(10)
     local, ray = rows
     result = {"items": args.items, "latency_s": args.latency, "in_flight": args.in_flight, "video": args.video,
+              "overload_for_s": args.overload_for,
               "grading_actors": args.grading_actors, "cpus": os.cpu_count(), "rows": rows,
               "ray_over_local_wall": round(ray["wall_s"] / local["wall_s"], 3),
               "ray_over_local_busy": round(ray["busy_s"] / local["busy_s"], 3)}

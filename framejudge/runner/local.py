@@ -10,6 +10,7 @@ Judges without an endpoint (the reference judge, a local model) run `concurrency
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from collections.abc import Callable, Coroutine
@@ -45,13 +46,15 @@ class Counts(Protocol):
     errors: int
 
 
-def write_record(f: IO[str], r: Record, mark: Callable[[Record], Record] | None, progress: Counts) -> Record:
+def write_record(f: IO[str] | None, r: Record, mark: Callable[[Record], Record] | None, progress: Counts) -> Record:
     """One turn's record, marked, written as a line and flushed as it finishes (an interrupted run
-    keeps it; one writer: no other writes in the middle of a line), and counted."""
+    keeps it; one writer: no other writes in the middle of a line), and counted. With no file
+    (`f` None) the record is only marked and counted: its caller keeps it."""
     if mark is not None:
         r = mark(r)
-    f.write(r.model_dump_json() + "\n")
-    f.flush()
+    if f is not None:
+        f.write(r.model_dump_json() + "\n")
+        f.flush()
     progress.done += 1
     progress.errors += isinstance(r, JudgeError)
     return r
@@ -91,7 +94,7 @@ def window(grader: Grader, concurrency: int, prefetch: int) -> Callable[[], int]
 async def run_batch(
     grader: Grader,
     items: list[Item],
-    out: Path,
+    out: Path | None,
     concurrency: int = 4,
     on_done: Callable[[Item, list[Record]], None] | None = None,
     prefetch: int = 2,
@@ -106,10 +109,19 @@ async def run_batch(
     conflict, unless the `plan` was made to regrade them). Each record is one write of one line, flushed: a run killed at any moment
     leaves every finished verdict in place (a torn last line is dropped on the next run). `mark`
     (a thresholds file's marker) marks each record auto or to_review before it is written.
+
+    With `out` None nothing is written: the records go to `on_done` only (the Ray engine's grading
+    actors, whose driver writes the run's output), the `plan` says what to grade, and the summary is
+    of the records graded.
     """
-    out.parent.mkdir(parents=True, exist_ok=True)
-    plan = plan or plan_resume(grader, items, out)
-    apply_plan(plan, out)
+    if out is None:
+        if plan is None:
+            raise ValueError("run_batch without an output file needs the plan of what to grade")
+        graded: list[Record] = []
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        plan = plan or plan_resume(grader, items, out)
+        apply_plan(plan, out)
     todo = plan.work
     room = window(grader, concurrency, prefetch)
     gate = getattr(grader.judge, "gate", None)
@@ -121,7 +133,7 @@ async def run_batch(
         if on_progress is not None:
             on_progress(progress)
 
-    with open(out, "a", encoding="utf-8") as f:
+    with open(out, "a", encoding="utf-8") if out is not None else contextlib.nullcontext() as f:
 
         async def one(item: Item, skip: set[int]) -> None:
             records: list[Record] = []
@@ -130,6 +142,8 @@ async def run_batch(
                     continue
                 # each turn's line as it finishes (an interrupted conversation keeps its graded turns)
                 records.append(write_record(f, await grader.grade_turn(item, turn), mark, progress))
+            if out is None:
+                graded.extend(records)
             if on_done:
                 on_done(item, records)
 
@@ -156,7 +170,7 @@ async def run_batch(
                 task.cancel()
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
-    return summary_of(items, out)
+    return summary_of(items, out) if out is not None else summarize(graded, len(items))
 
 
 def summary_of(items: list[Item], out: Path) -> GradeSummary:

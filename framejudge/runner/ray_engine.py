@@ -33,7 +33,6 @@ import itertools
 import math
 import os
 import socket
-import tempfile
 import threading
 import uuid
 from collections import deque
@@ -357,13 +356,11 @@ class GradeWorker:
         finished: asyncio.Queue[list[Record] | None] = asyncio.Queue()
 
         async def run() -> None:
-            with tempfile.TemporaryDirectory(prefix="framejudge-shard-") as scratch:
-                try:
-                    await run_batch(self.grader, [it for it, _ in shard], Path(scratch) / "shard.jsonl",
-                                    plan=ResumePlan(work=shard), prefetch=self.prefetch,
-                                    on_done=lambda _, records: finished.put_nowait(records))
-                finally:
-                    finished.put_nowait(None)
+            try:  # no file: the records go to the driver, which alone writes the run's output
+                await run_batch(self.grader, [it for it, _ in shard], None, plan=ResumePlan(work=shard),
+                                prefetch=self.prefetch, on_done=lambda _, records: finished.put_nowait(records))
+            finally:
+                finished.put_nowait(None)
 
         task = asyncio.create_task(run())
         try:

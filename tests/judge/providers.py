@@ -100,7 +100,7 @@ class ProviderServer:
                 self._send(*server.answer(seen))
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     # ---------------------------------------------------------------- running
 

@@ -45,6 +45,28 @@ def test_batch_writes_every_turn_once_and_resumes(tmp_path):
     assert again.turns_graded == 50
 
 
+def test_a_batch_without_a_file_hands_every_record_to_its_caller_and_writes_nothing(tmp_path):
+    """The Ray engine's grading actors grade this way: the driver alone writes the output."""
+    from framejudge.runner.resume import ResumePlan
+
+    items = load_items(make_items(tmp_path / "items.jsonl", 12))
+    out = tmp_path / "v.jsonl"
+    asyncio.run(run_batch(Grader(ReferenceJudge(), RUBRIC), items, out))
+    handed: list = []
+    before = sorted(os.listdir(tmp_path))
+    summary = asyncio.run(run_batch(Grader(ReferenceJudge(), RUBRIC), items, None,
+                                    plan=ResumePlan(work=[(it, set()) for it in items[:8]]),
+                                    on_done=lambda item, records: handed.extend(records)))
+    assert sorted(os.listdir(tmp_path)) == before
+    def by_item(records):
+        return {r.item_id: r.model_dump(exclude={"provenance"}) for r in records}
+    wanted = {it.id for it in items[:8]}
+    assert by_item(handed) == by_item(r for r in read_records(out) if r.item_id in wanted) and len(handed) == 8
+    assert summary.turns_graded == 8
+    with pytest.raises(ValueError, match="needs the plan"):
+        asyncio.run(run_batch(Grader(ReferenceJudge(), RUBRIC), items, None))
+
+
 def test_torn_last_line_is_dropped_and_regraded(tmp_path):
     items = load_items(make_items(tmp_path / "items.jsonl", 5))
     out = tmp_path / "v.jsonl"

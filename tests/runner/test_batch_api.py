@@ -95,7 +95,7 @@ class BatchServer:
                 return self.reply(404, {"error": {"message": "no such route"}})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def add_file(self, content: bytes, purpose: str) -> dict:
         file_id = f"file-{len(self.files) + 1}"

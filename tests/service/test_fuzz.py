@@ -10,6 +10,7 @@ and its Allow-header check (Starlette lists the methods of one route per path)."
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -37,6 +38,9 @@ from framejudge.service.store import create_key, engine_for  # noqa: E402
 # The schema is read from the app at collection time (schemathesis's lazy fixture loader does
 # not support this pytest); the app's database and media live in a folder removed afterwards.
 ROOT = Path(tempfile.mkdtemp(prefix="framejudge-fuzz-"))
+# every process that collects this module makes the folder (each worker of a parallel run), and
+# only the one running its tests uses the fixture: each removes its own folder when it exits
+atexit.register(shutil.rmtree, ROOT, True)
 SETTINGS = Settings(database_url=f"sqlite:///{ROOT / 'db.sqlite'}", media_root=ROOT / "media",
                     requests_per_minute=1_000_000, run_worker=False)
 APP = create_app(SETTINGS)
@@ -48,7 +52,6 @@ def served():
     (ROOT / "media").mkdir(exist_ok=True)
     write_video(ROOT / "media" / "c.mp4", countdown, cfr_times(2, 30), gop=30)
     yield create_key(engine_for(SETTINGS.database_url), ["admin"])
-    shutil.rmtree(ROOT, ignore_errors=True)
 
 
 @schemathesis.serializer("application/x-ndjson")

@@ -262,7 +262,7 @@ class VideoServer:
         self.hosts: list[str | None] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"

@@ -402,7 +402,7 @@ def video_server(tmp_path):
 
     (tmp_path / "site").mkdir()
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(tmp_path / "site")))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield tmp_path / "site", f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
