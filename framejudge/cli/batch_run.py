@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -105,14 +104,7 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
                 run_batch(grader, items, out_path, concurrency=concurrency or 4, on_progress=show,
                           prefetch=(decoder.workers if decoder else 0) + 2, plan=plan, mark=mark),
                 interrupted, interrupted_again))
-        except Interrupted:
-            # the loop's handler went with the loop: a second Ctrl-C while the decoders shut down
-            # still ends the process at once, with its message and exit status
-            def exit_now(*_: object) -> None:
-                interrupted_again()
-                os._exit(INTERRUPTED_EXIT)
-
-            signal.signal(signal.SIGINT, exit_now)
+        except Interrupted:  # a second Ctrl-C while the decoders shut down still ends the process at once
             progress.stop()
             err.print(f"stopped: {run_state['now'].done} {words.finished} graded by this run are in {out_path}; "
                       "the same command grades the rest", highlight=False)

@@ -196,8 +196,10 @@ async def interruptible(work: Coroutine[Any, Any, T], on_interrupt: Callable[[],
     items in hand are dropped (their finished turns are already written, the rest is graded by
     the next run) and Interrupted is raised. A second SIGINT calls `on_second` and ends the
     process at once: every finished record was flushed when it was written, and a torn last line
-    is dropped by the next run. The handler stays until the loop closes, so the second Ctrl-C also
-    works while the loop waits for its threads.
+    is dropped by the next run. Once interrupted, the second Ctrl-C is handled so until the process
+    ends: the loop's handler gives way to a process-wide one before the loop closes (which would put
+    back Python's own, whose KeyboardInterrupt would end the process with a traceback while it waits
+    for its threads, its decoders or its cluster to shut down). For commands: the process is ended.
     """
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(work)
@@ -212,6 +214,10 @@ async def interruptible(work: Coroutine[Any, Any, T], on_interrupt: Callable[[],
         task.cancel()  # first: no item in hand writes anything after this
         on_interrupt()
 
+    def exit_now(*_: object) -> None:
+        on_second()
+        os._exit(INTERRUPTED_EXIT)
+
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
         return await task
@@ -219,3 +225,7 @@ async def interruptible(work: Coroutine[Any, Any, T], on_interrupt: Callable[[],
         if hits:
             raise Interrupted from None
         raise
+    finally:
+        if hits:  # from now on a Ctrl-C ends the process, in the loop or after it closes
+            loop.remove_signal_handler(signal.SIGINT)
+            signal.signal(signal.SIGINT, exit_now)

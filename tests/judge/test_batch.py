@@ -128,6 +128,34 @@ def test_ctrl_c_mid_batch_says_what_it_stops_and_a_rerun_finishes(tmp_path):
     assert records[: len(partial)] == partial
 
 
+INTERRUPTIBLE = """
+import asyncio, os, signal, sys, time
+from framejudge.runner.local import Interrupted, interruptible
+
+async def work():
+    os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C, while the work runs
+    await asyncio.sleep(60)
+
+try:
+    asyncio.run(interruptible(work(), lambda: print("stopping", flush=True), lambda: print("again", flush=True)))
+except Interrupted:
+    pass
+# the loop has closed; the process still shuts down (threads, decoders, a cluster): a second
+# Ctrl-C now ends it at once with 130, as it did inside the loop
+print("handler", signal.getsignal(signal.SIGINT) is not signal.default_int_handler, flush=True)
+os.kill(os.getpid(), signal.SIGINT)
+time.sleep(30)
+print("not ended", flush=True)
+"""
+
+
+def test_after_an_interrupt_a_second_ctrl_c_ends_the_process_even_once_the_loop_has_closed(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", INTERRUPTIBLE], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stdout.split("\n")[:3] == ["stopping", "handler True", "again"], proc.stdout
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
+
+
 def test_items_file_errors_name_the_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "turns": [{"question": "q", "response_a": "x"}]}\n{"id": "b", "turns": []}\n')
