@@ -162,7 +162,8 @@ def grade(
     video paths are (default: the items file's folder, else the working folder). `judges_file`,
     `api_base`: as `--judges` and `--api-base` (default: FRAMEJUDGE_JUDGES_FILE, FRAMEJUDGE_API_BASE).
     `batch=True` sends the calls through the provider's batch API, as `framejudge grade --batch`
-    does (OpenAI's, Anthropic's and the Gemini API's; billed at half the synchronous price, answered
+    does (OpenAI's, Anthropic's, the Gemini API's and Vertex AI's, whose bucket is the judges file's
+    `batch_bucket`; billed at half the synchronous price, answered
     within 24 hours): each call collects the batches the calls before it submitted into `out`
     (required: the ledger and replies are kept beside it), grades the turns whose calls all have
     replies, and submits the rest; the records returned are those standing so far, and a turn still

@@ -69,8 +69,13 @@ def grade(
         help="decoding processes, working while model calls wait (default: the CPU count)")] = None,
     batch: Annotated[bool, typer.Option(
         "--batch", help="send the calls through the provider's batch API (half price, answered within 24 hours; "
-                        "OpenAI's, Anthropic's and the Gemini API's batch APIs): collects the batches a run before "
-                        "submitted, grades what has replies, submits the rest; run it again until nothing waits")] = False,
+                        "OpenAI's, Anthropic's, the Gemini API's and Vertex AI's batch APIs): collects the "
+                        "batches a run before submitted, grades what has replies, submits the rest; run it again until nothing waits")] = False,
+    batch_bucket: Annotated[Optional[str], typer.Option(
+        "--batch-bucket", help="with --batch, for Vertex AI judges (litellm:vertex_ai/...): the Cloud Storage "
+                               "location (gs://BUCKET or gs://BUCKET/PREFIX) batch prediction reads its requests "
+                               "from and writes its results to (default: the judges file's batch_bucket)",
+        envvar=config.name("FRAMEJUDGE_BATCH_BUCKET"))] = None,
     triage_path: Annotated[Optional[Path], typer.Option(
         "--triage", help="a thresholds file from framejudge triage, or 'default': the reference judge's own, "
                          "earned on its development data (refused for other judges): mark every verdict auto or "
@@ -110,6 +115,7 @@ def grade(
         if batch:
             fail("--batch sends the calls through the provider's batch API from this machine; use it without "
                  "--engine ray")
+
         try:
             import_ray(local=on_loopback(address))
             if address is not None:
@@ -131,7 +137,8 @@ def grade(
         judges = Judges.from_env(judges_file)
         judges.api_base = api_base or judges.api_base
         judges.require_listed(judge)
-        judges.override(judge, concurrency, max_concurrency, service_tier=service_tier)
+        judges.override(judge, concurrency, max_concurrency, service_tier=service_tier,
+                        batch_bucket=batch_bucket if batch else None)
         the_judge = judges.make(judge)
         params = make_params(n=n, strategy=strategy, fps=fps, lookback=lookback, max_side=max_side)
         options = GradeOptions(sampler=params, swap=swap, samples=samples, sample_temperature=sample_temperature,

@@ -141,7 +141,7 @@ def clip_sampling(provider: str | None, clip: PromptClip | None) -> dict[str, An
 OUTPUT_MODES = ("auto", "schema", "json_object")
 # the OpenAI parameters an OpenAI-compatible server sent its calls directly is asked (litellm's list
 # for openai/ and hosted_vllm/ models includes each)
-LITELLM_ONLY = ("timeout", "api_base", "api_key", "num_retries")  # call_kwargs litellm reads, not the server
+LITELLM_ONLY = ("timeout", "api_base", "api_key", "num_retries", "vertex_project", "vertex_location")  # call_kwargs litellm reads, not the server
 DIRECT_PARAMS = ("temperature", "max_tokens", "seed", "logprobs", "top_logprobs", "response_format", "service_tier")
 
 
@@ -298,13 +298,17 @@ class LiteLLMJudge(JudgeBase):
                  max_tokens: int = 1024, overload_budget_s: float = 600.0,
                  price: tuple[float, float] | None = None, gate: Gate | None = None,
                  logprobs: bool | None = None, output: str = "auto", video_input: VideoInput = VideoInput.frames,
-                 service_tier: ServiceTier | None = None) -> None:
+                 service_tier: ServiceTier | None = None, vertex_project: str | None = None,
+                 vertex_location: str | None = None, batch_bucket: str | None = None) -> None:
         """`price`: (USD per prompt token, per completion token) on the standard tier, instead of
         litellm's price list (0, 0 for a self-hosted model). `gate`: the runner's Endpoint for this
         model server. `logprobs`: ask for token log-probabilities (None: where litellm says the
         provider takes them). `output`: `schema` (the reply's JSON schema), `json_object` (JSON mode),
         or `auto` (the schema where the provider takes one). `video_input`: what of the video it is
         shown unless a run says otherwise. `service_tier`: sent with every call (flex: half the price).
+        `vertex_project`, `vertex_location`: a vertex_ai/ model's project and region (litellm's
+        params; None: litellm's environment variables and credentials); `batch_bucket`: where its
+        batch runs put their files (gs://BUCKET[/PREFIX]).
         An OpenAI-compatible server named by `api_base` (openai/, hosted_vllm/) is sent its calls
         directly (openai_wire), frames; everything else, and clips, through litellm."""
         self.direct = direct_route(model, api_base)
@@ -330,6 +334,9 @@ class LiteLLMJudge(JudgeBase):
         self.clip_request_bytes = clip_request_bytes(model)  # None: frame_sampler.clip's default
         self.video_input = video_input
         self.service_tier = service_tier
+        self.vertex_project = vertex_project
+        self.vertex_location = vertex_location
+        self.batch_bucket = batch_bucket
         self.gate: Gate = gate or UnlimitedGate()
         self._priced: bool | None = None  # whether litellm knows this model's price (None: not asked yet)
         if output not in OUTPUT_MODES:
@@ -358,7 +365,9 @@ class LiteLLMJudge(JudgeBase):
         price = (config.price.prompt_usd_per_token, config.price.completion_usd_per_token) if config.price else None
         return cls(target, api_base=config.api_base or api_base, api_key=api_key, timeout=config.call_timeout_s(),
                    overload_budget_s=config.overload_budget_s, price=price, logprobs=config.logprobs,
-                   output=config.output, video_input=config.video_input, service_tier=config.service_tier)
+                   output=config.output, video_input=config.video_input, service_tier=config.service_tier,
+                   vertex_project=config.vertex_project, vertex_location=config.vertex_location,
+                   batch_bucket=config.batch_bucket)
 
     def _provider_params(self) -> tuple[str | None, list[str]]:
         """The provider litellm routes this model to, and the OpenAI parameters it takes there
@@ -574,6 +583,9 @@ class LiteLLMJudge(JudgeBase):
             kwargs["seed"] = seed
         if self.service_tier is not None:
             kwargs["service_tier"] = self.service_tier.value
+        for name in ("vertex_project", "vertex_location"):  # litellm's own params for vertex_ai/ models
+            if getattr(self, name, None) is not None:
+                kwargs[name] = getattr(self, name)
         return kwargs
 
     def _wire_key(self) -> str | None:

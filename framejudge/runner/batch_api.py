@@ -1,6 +1,6 @@
 """Batch runs (`framejudge grade ... --batch`): a run's judge calls sent through the provider's batch
-API (half price, answered within 24 hours: OpenAI, Anthropic, the Gemini API), resumable by
-running the same command again.
+API (half price, answered within 24 hours: OpenAI, Anthropic, the Gemini API, Vertex AI), resumable
+by running the same command again.
 
 Each run of the command does three things, in this order:
 
@@ -91,25 +91,68 @@ litellm's price for each reply, or the judges file's price, times that share).
   calls are made here with httpx, to the URLs above under the judge's API root (its `api_base` without the API
   version its online calls name, else GEMINI_API_BASE, else generativelanguage.googleapis.com).
 
-Other providers are refused with the reason before anything is sent (`NOT_SPOKEN`): Gemini on
-Vertex AI (`vertex_ai/`) needs a Cloud Storage bucket (or BigQuery) for its batch prediction's input
-and output, which framejudge does not manage and which no loopback server can stand in for honestly;
-the same models through the Gemini API (`gemini/`) can be batched.
+- `vertex_ai` (`VertexBatches`): Vertex AI's batch prediction for Gemini (`vertex_ai/gemini-...`
+  judges), as Google's guide ("Batch inference from Cloud Storage") and the REST reference
+  (`projects.locations.batchPredictionJobs`) give it. The requests go in a JSONL file in Cloud Storage,
+  one `{"request": GenerateContentRequest}` a line, written with the Cloud Storage JSON API's media
+  upload (`POST /upload/storage/v1/b/{bucket}/o?uploadType=media&name=...`) under the judge's
+  `batch_bucket` (gs://BUCKET[/PREFIX]: its judges-file entry, `--batch-bucket`,
+  FRAMEJUDGE_BATCH_BUCKET; refused before anything is sent without one); the job is `POST
+  /v1/projects/{project}/locations/{location}/batchPredictionJobs` with `model:
+  publishers/google/models/{model}`, `inputConfig` {instancesFormat jsonl, gcsSource.uris} and
+  `outputConfig` {predictionsFormat jsonl, gcsDestination.outputUriPrefix}; `GET /v1/{job name}` says
+  where it stands (`state`: JOB_STATE_QUEUED, PENDING, RUNNING, SUCCEEDED, PARTIALLY_SUCCEEDED,
+  FAILED, CANCELLING, CANCELLED, EXPIRED, ...) and, once it wrote predictions,
+  `outputInfo.gcsOutputDirectory`, whose `predictions*.jsonl` objects (listed with `GET
+  /storage/v1/b/{bucket}/o?prefix=`, read with `?alt=media`) hold one line a request: the request as it
+  was sent, `status` (empty, or a failed request's error as text) and `response` (a
+  GenerateContentResponse). A failed, cancelled or expired job has what it wrote read; the requests
+  without a line are given back. A line is matched to its call by a key: Vertex keeps no `key` field
+  of an input line for Gemini (the guide documents none, and litellm's own Vertex batch route matches
+  Gemini lines by request labels), but it echoes the request, labels included, so each request carries
+  the label `framejudge_key` (the key in base32: 52 characters, within a label value's 63); a line whose
+  request has no label is matched by the sha256 of the request, where it came back as it was sent
+  (exact equality is not relied on: Vertex may write the echoed request in another form). A failed
+  line's `status` is read as the HTTP status of its error (a google.rpc.Status, or the JSON of one in
+  the text, or a status name or HTTP reason in it; else 500): a refused schema (INVALID_ARGUMENT) is a
+  400, as online. Each request is the generateContent body litellm sends online to Vertex AI for that
+  call (the Gemini route's transformation with the `vertex_ai` provider;
+  tests/runner/test_batch_vertex.py holds each line's request, without the label, equal to the body
+  litellm puts on the wire online for the same call), and each response becomes the reply through
+  litellm's `VertexGeminiConfig.transform_response`, priced at litellm's Vertex AI price. Auth is
+  litellm's for online calls (`VertexBase.get_access_token_async`: VERTEXAI_CREDENTIALS, else
+  Application Default Credentials through google-auth), a Bearer token on every call, to Vertex AI and
+  to Cloud Storage; the project is the judge's `vertex_project`, else VERTEXAI_PROJECT, else the
+  credentials' (GOOGLE_CLOUD_PROJECT, the key file's); the region its `vertex_location`, else
+  VERTEXAI_LOCATION, else litellm's for the model. The API roots: Vertex AI's is the judge's api_base
+  where its path is empty or an API version (as litellm reads one online), else
+  `{region}-aiplatform.googleapis.com`; Cloud Storage's is STORAGE_EMULATOR_HOST where it is set (as
+  Google's client libraries read it), else storage.googleapis.com. Billed at 50 % ("discounted 50%
+  from standard requests"). What goes through litellm and what not: litellm's `vertex_ai` batch route
+  takes OpenAI-shaped input files, uploads them to its own GCS_BUCKET_NAME and returns OpenAI-shaped
+  rows; so the upload, job, status, listing and download calls are made here with httpx.
+
+Other providers are refused with the reason before anything is sent (`NOT_SPOKEN`), as are partner
+models on Vertex AI (`vertex_ai/claude-...`, whose batch lines are another format).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import hashlib
 import json
+import logging
+import os
 import re
+import uuid
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..endpoint import UnlimitedGate
 from ..errors import FramejudgeError
@@ -198,6 +241,9 @@ class BatchAPI:
 
     def line_size(self, key: str, pending: Pending) -> int:
         return len(json.dumps({"custom_id": key, "body": pending.body})) + 64
+
+    def check(self, judge: LiteLLMJudge) -> None:
+        """Refuses, before anything is sent, a judge this API cannot batch as configured."""
 
     async def submit(self, judge: LiteLLMJudge, requests: dict[str, Pending]) -> SubmittedBatch:
         raise NotImplementedError
@@ -463,6 +509,8 @@ class GeminiBatches(BatchAPI):
     the batch, its responses file downloaded when it succeeded (see the module's description)."""
 
     name = "gemini"
+    # litellm's provider, whose transformations build each request and read each reply
+    provider: Literal["gemini", "vertex_ai"] = "gemini"
     title = "the Gemini API's Batch Mode"
     price = 0.5  # "50% of the standard cost"
     max_requests = 50_000  # no count limit is documented; framejudge's own, as for OpenAI
@@ -505,17 +553,17 @@ class GeminiBatches(BatchAPI):
         sent: Any = messages
         params = {k: kwargs[k] for k in ("temperature", "max_tokens", "seed", "service_tier") if k in kwargs}
         try:
-            optional = get_optional_params(model=model, custom_llm_provider="gemini", messages=sent,
-                                           response_format=response_format(mode, "gemini"), **params)
+            optional = get_optional_params(model=model, custom_llm_provider=self.provider, messages=sent,
+                                           response_format=response_format(mode, self.provider), **params)
             log = Logging(model=model, messages=sent, stream=False, call_type="acompletion",
                           litellm_call_id="batch", start_time=datetime.now(), function_id="batch")
             body = sync_transform_request_body(
                 gemini_api_key=judge.api_key or "unused", messages=copy.deepcopy(sent), api_base=None, model=model,
                 client=None, timeout=None, extra_headers=None, optional_params=optional, logging_obj=log,
-                custom_llm_provider="gemini", litellm_params={}, vertex_project=None, vertex_location=None,
+                custom_llm_provider=self.provider, litellm_params={}, vertex_project=None, vertex_location=None,
                 vertex_auth_header=None)
         except Exception as exc:
-            raise BatchError(f"litellm could not build the Gemini request for {model!r}: {exc}"[:800]) from None
+            raise BatchError(f"litellm could not build the {self.title} request for {model!r}: {exc}"[:800]) from None
         return Pending(json.loads(json.dumps(body)))
 
     def line_size(self, key: str, pending: Pending) -> int:
@@ -526,8 +574,6 @@ class GeminiBatches(BatchAPI):
         import httpx
         import litellm
         from litellm.litellm_core_utils.litellm_logging import Logging
-        from litellm.llms.gemini.chat.transformation import GoogleAIStudioGeminiConfig
-
         model = str(answer.get("model") or "")
         sent: Any = messages
         raw = httpx.Response(200, json=answer["body"],
@@ -537,11 +583,17 @@ class GeminiBatches(BatchAPI):
                       function_id="batch")
         # what litellm's completion sets on the call's log before the reply is read (the call asks for no tools)
         log.update_environment_variables(litellm_params={}, optional_params={}, model=model)
-        response = GoogleAIStudioGeminiConfig().transform_response(
+        response = self._config().transform_response(
             model=model, raw_response=raw, model_response=litellm.ModelResponse(), logging_obj=log,
             request_data=pending.body, messages=sent, optional_params={}, litellm_params={}, encoding=None)
-        response._hidden_params["custom_llm_provider"] = "gemini"
+        response._hidden_params["custom_llm_provider"] = self.provider
         return response
+
+    def _config(self) -> Any:
+        """litellm's response transformation of this route (Google AI Studio's)."""
+        from litellm.llms.gemini.chat.transformation import GoogleAIStudioGeminiConfig
+
+        return GoogleAIStudioGeminiConfig()
 
     async def _upload(self, judge: LiteLLMJudge, data: bytes, display_name: str) -> str:
         """The Files API's resumable upload: a start request with the file's metadata, answered with
@@ -618,6 +670,255 @@ class GeminiBatches(BatchAPI):
         return rows
 
 
+GCS_ROOT = "https://storage.googleapis.com"
+VERTEX_ENDED = {"SUCCEEDED", "PARTIALLY_SUCCEEDED"}  # JOB_STATE_*: its predictions can be read
+VERTEX_CLOSED = {"FAILED", "CANCELLED", "EXPIRED"}  # ended; read where it says it wrote predictions, else given back
+KEY_LABEL = "framejudge_key"  # the request label that carries a line's key (its sha256 in base32: 52 characters)
+
+
+def key_label(key: str) -> str:
+    """A request key (64 hex digits) as a label value Vertex takes: lowercase letters and digits,
+    at most 63 characters (base32 of the 32 bytes, without padding: 52)."""
+    return base64.b32encode(bytes.fromhex(key)).decode("ascii").rstrip("=").lower()
+
+
+def label_key(value: Any) -> str | None:
+    """The request key a `key_label` value stands for (None for any other value)."""
+    if not isinstance(value, str) or len(value) != 52:
+        return None
+    try:
+        return base64.b32decode(value.upper() + "====").hex()
+    except (ValueError, TypeError):
+        return None
+
+
+def gcs_root() -> str:
+    """The Cloud Storage JSON API's root: STORAGE_EMULATOR_HOST where it is set (as Google's client
+    libraries read it: a host:port, or a URL), else Google's."""
+    host = os.environ.get("STORAGE_EMULATOR_HOST", "").strip().rstrip("/")
+    if not host:
+        return GCS_ROOT
+    return host if re.match(r"^https?://", host) else f"http://{host}"
+
+
+def split_gs(uri: str) -> tuple[str, str]:
+    """gs://BUCKET/PATH as (BUCKET, PATH)."""
+    bucket, _, path = uri.removeprefix("gs://").partition("/")
+    return bucket, path
+
+
+class VertexBatches(GeminiBatches):
+    """Vertex AI's batch prediction for Gemini (`vertex_ai/` judges): the requests written to Cloud
+    Storage as a JSONL file of `{"request": GenerateContentRequest}` lines (each the body litellm
+    sends online for that call, its key in the request's labels), a batchPredictionJob made of it
+    with a Cloud Storage destination, asked after, and its predictions read from where it says it
+    wrote them (see the module's description)."""
+
+    name = "vertex_ai"
+    provider: Literal["gemini", "vertex_ai"] = "vertex_ai"
+    title = "Vertex AI's batch prediction"
+    price = 0.5  # "discounted 50% from standard requests"
+    max_requests = 200_000  # Vertex: up to 200,000 requests a job
+    max_bytes = 500 * 1024 * 1024  # Vertex: 1 GB an input file; less, as the file is built in memory
+
+    def _model(self, judge: LiteLLMJudge) -> str:
+        return judge.model.split("/", 1)[1] if judge.model.startswith("vertex_ai/") else judge.model
+
+    def _config(self) -> Any:
+        from litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini import VertexGeminiConfig
+
+        return VertexGeminiConfig()
+
+    def check(self, judge: LiteLLMJudge) -> None:
+        model = self._model(judge)
+        if not model.startswith("gemini-"):
+            raise BatchUnsupported(f"--batch speaks {self.title} for Gemini models (litellm:vertex_ai/gemini-...); "
+                                   f"{model!r} is not one: grade it online (without --batch)")
+        if not getattr(judge, "batch_bucket", None):
+            raise BatchError(f"{self.title} reads a batch's requests from Cloud Storage and writes its results "
+                             "there: give the bucket with --batch-bucket gs://BUCKET[/PREFIX] (or "
+                             "FRAMEJUDGE_BATCH_BUCKET, or batch_bucket in the judge's judges-file entry)")
+        self._root(judge)
+
+    def _root(self, judge: LiteLLMJudge) -> str:
+        """The Vertex AI API's root: the judge's api_base, as litellm reads one for online calls whose
+        path is empty or an API version (the version left out), else Google's regional endpoint."""
+        from urllib.parse import urlsplit
+
+        if judge.api_base:
+            path = urlsplit(judge.api_base).path.rstrip("/")
+            if path not in ("", "/v1", "/v1beta1"):
+                raise BatchError(f"{self.title}: api_base {judge.api_base!r} names a path online calls are posted "
+                                 "to as it is; a batch run needs the Vertex AI API's root (https://HOST, or "
+                                 "https://HOST/v1)")
+            return judge.api_base.rstrip("/").removesuffix(path)
+        from litellm.llms.vertex_ai.common_utils import get_vertex_base_url
+
+        return str(get_vertex_base_url(self._location(judge))).rstrip("/")
+
+    def _location(self, judge: LiteLLMJudge) -> str:
+        """The region, as litellm picks it online: the judge's vertex_location, else VERTEXAI_LOCATION
+        (VERTEX_LOCATION), else the model's default (us-central1, or the region it is served in)."""
+        from litellm.llms.vertex_ai.vertex_llm_base import VertexBase
+
+        asked = getattr(judge, "vertex_location", None) or VertexBase.safe_get_vertex_ai_location({})
+        return str(VertexBase.get_vertex_region(asked, self._model(judge)))
+
+    async def _auth(self, judge: LiteLLMJudge) -> tuple[dict[str, str], str]:
+        """An OAuth2 access token and the project, as litellm gets them for online calls: the
+        credentials of VERTEXAI_CREDENTIALS, else Application Default Credentials (google-auth:
+        GOOGLE_APPLICATION_CREDENTIALS, gcloud's, the metadata server); the project of the judge's
+        vertex_project, else VERTEXAI_PROJECT, else the credentials' (GOOGLE_CLOUD_PROJECT, the key
+        file's project_id)."""
+        try:
+            import google.auth  # noqa: F401 (litellm's vertex route needs it; say so before it does)
+            from google.auth import exceptions
+        except ImportError:
+            raise BatchError(f"{self.title} needs google-auth: pip install 'framejudge[api]'") from None
+        from litellm.llms.vertex_ai.vertex_llm_base import VertexBase
+
+        vertex = VertexBase()  # a fresh one: litellm's caches its credentials per process
+        credentials = VertexBase.safe_get_vertex_ai_credentials({})
+        project = getattr(judge, "vertex_project", None) or VertexBase.safe_get_vertex_ai_project({})
+        quiet = logging.getLogger("LiteLLM")  # it logs a failure's traceback before raising it: said below instead
+        was, quiet.disabled = quiet.disabled, True
+        try:
+            token, project = await vertex.get_access_token_async(credentials=credentials, project_id=project)
+        except exceptions.DefaultCredentialsError:
+            raise BatchError(f"{self.title}: no Google Cloud credentials (set GOOGLE_APPLICATION_CREDENTIALS to a "
+                             "service account key file, or VERTEXAI_CREDENTIALS, or run `gcloud auth "
+                             "application-default login`)") from None
+        except exceptions.GoogleAuthError as exc:
+            raise BatchError(f"{self.title}: the credentials were refused: {exc}"[:800]) from None
+        except ValueError as exc:
+            if "project" in str(exc).lower():
+                raise BatchError(f"{self.title}: no Google Cloud project (set vertex_project in the judge's "
+                                 "judges-file entry, or VERTEXAI_PROJECT or GOOGLE_CLOUD_PROJECT)") from None
+            raise BatchError(f"{self.title}: the credentials could not be used: {exc}"[:800]) from None
+        finally:
+            quiet.disabled = was
+        return {"Authorization": f"Bearer {token}"}, project
+
+    def line_size(self, key: str, pending: Pending) -> int:
+        return len(json.dumps({"request": pending.body})) + 96
+
+    async def submit(self, judge: LiteLLMJudge, requests: dict[str, Pending]) -> SubmittedBatch:
+        from urllib.parse import quote
+
+        self.check(judge)
+        auth, project = await self._auth(judge)
+        bucket, prefix = split_gs(str(judge.batch_bucket))
+        name = f"framejudge-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+        folder = f"{prefix}/{name}" if prefix else name
+        lines = "".join(json.dumps({"request": {**p.body, "labels": {KEY_LABEL: key_label(key)}}}) + "\n"
+                        for key, p in requests.items()).encode("utf-8")
+        # the Cloud Storage JSON API's simple (media) upload, of up to 5 GB
+        await _send("POST", f"{gcs_root()}/upload/storage/v1/b/{quote(bucket, safe='')}/o?uploadType=media&name="
+                            f"{quote(folder + '/requests.jsonl', safe='')}",
+                    {**auth, "Content-Type": "application/octet-stream"},  # Cloud Storage's type for any file
+                    f"the batch's requests file ({len(lines)} bytes) was not written to gs://{bucket}/{folder}/",
+                    content=lines)
+        source = f"gs://{bucket}/{folder}/requests.jsonl"
+        location = self._location(judge)
+        response = await _send(
+            "POST", f"{self._root(judge)}/v1/projects/{project}/locations/{location}/batchPredictionJobs",
+            {**auth, "Content-Type": "application/json"}, f"the batch of {len(requests)} request(s) was not accepted",
+            payload={"displayName": name, "model": f"publishers/google/models/{self._model(judge)}",
+                     "inputConfig": {"instancesFormat": "jsonl", "gcsSource": {"uris": [source]}},
+                     "outputConfig": {"predictionsFormat": "jsonl",
+                                      "gcsDestination": {"outputUriPrefix": f"gs://{bucket}/{folder}/output"}}})
+        try:
+            job = response.json()
+            return SubmittedBatch(id=str(job["name"]), input_file_id=source, keys=list(requests),
+                                  submitted_at=_now(), provider_status=str(job.get("state") or "") or None)
+        except (ValueError, KeyError, TypeError):
+            raise BatchError(f"the batch was sent, but the answer names no job: {response.text[:300]}") from None
+
+    async def poll(self, judge: LiteLLMJudge, batch: SubmittedBatch) -> Poll:
+        auth, _ = await self._auth(judge)
+        response = await _send("GET", f"{self._root(judge)}/v1/{batch.id}", auth,
+                               f"batch {batch.id}: the provider could not say where it stands")
+        try:
+            job = response.json()
+            state = str(job.get("state") or "")
+        except (ValueError, AttributeError):
+            raise BatchError(f"batch {batch.id}: not a batch prediction job: {response.text[:300]}") from None
+        word = state.removeprefix("JOB_STATE_")
+        output = (job.get("outputInfo") or {}).get("gcsOutputDirectory")
+        files = (str(output),) if output and (word in VERTEX_ENDED or word in VERTEX_CLOSED) else ()
+        return Poll(state or "unknown", ended=word in VERTEX_ENDED or (word in VERTEX_CLOSED and bool(files)),
+                    closed=word in VERTEX_CLOSED and not files, sources=files)
+
+    async def results(self, judge: LiteLLMJudge, batch: SubmittedBatch, poll: Poll) -> list[dict[str, Any]]:
+        from urllib.parse import quote
+
+        auth, _ = await self._auth(judge)
+        model = self._model(judge)
+        known = set(batch.keys)
+        rows = []
+        for directory in poll.sources:
+            bucket, path = split_gs(directory.rstrip("/"))
+            what = f"batch {batch.id}: its predictions in {directory} could not be read"
+            names: list[str] = []
+            page = ""
+            while True:  # the objects under the output directory, page by page
+                listing = await _send("GET", f"{gcs_root()}/storage/v1/b/{quote(bucket, safe='')}/o?prefix="
+                                             f"{quote(path + '/', safe='')}" + (f"&pageToken={quote(page)}" if page
+                                                                                 else ""), auth, what)
+                found = listing.json()
+                names += [str(i["name"]) for i in found.get("items") or [] if isinstance(i, dict) and "name" in i]
+                page = str(found.get("nextPageToken") or "")
+                if not page:
+                    break
+            for name in sorted(n for n in names if re.fullmatch(r"predictions[^/]*\.jsonl", n.rpartition("/")[2])):
+                data = await _send("GET", f"{gcs_root()}/storage/v1/b/{quote(bucket, safe='')}/o/"
+                                          f"{quote(name, safe='')}?alt=media", auth, what)
+                for line in data.text.splitlines():
+                    try:
+                        row = json.loads(line)
+                        request = dict(row["request"])
+                    except (ValueError, KeyError, TypeError):
+                        continue
+                    key = label_key((request.pop("labels", None) or {}).get(KEY_LABEL))
+                    if key is None:  # no label: the request as it was sent, if it came back as it was
+                        key = request_key(request)
+                    if key not in known:
+                        continue
+                    status, response = row.get("status"), row.get("response")
+                    if not status and isinstance(response, dict) and response.get("candidates") is not None:
+                        answer = answer_row(key, 200, response)
+                        answer["model"] = model
+                        rows.append(answer)
+                    else:
+                        error = status or {"message": "no response"}
+                        rows.append(answer_row(key, _vertex_status(error), error=error))
+        return rows
+
+
+def _vertex_status(status: Any) -> int:
+    """The HTTP status a failed prediction's `status` reads as: a google.rpc.Status (or the JSON of
+    an error inside its text), else a status name or an HTTP reason in its text; 500 otherwise."""
+    if isinstance(status, dict):
+        return _http_status(status.get("error", status))
+    text = str(status)
+    start = text.find("{")
+    if start >= 0:
+        try:
+            found = json.loads(text[start:])
+            if isinstance(found, dict):
+                return _http_status(found.get("error", found))
+        except ValueError:
+            pass
+    for name, code in STATUS_HTTP.items():
+        if name in text:
+            return code
+    for reason, code in (("Bad Request", 400), ("Unauthorized", 401), ("Forbidden", 403), ("Not Found", 404),
+                         ("Too Many Requests", 429), ("Service Unavailable", 503), ("Gateway Timeout", 504)):
+        if reason.lower() in text.lower():
+            return code
+    return 500
+
+
 # a result line's error is a google.rpc.Status: its code a gRPC code (an HTTP status where one is given),
 # read as the HTTP status the same error has online (a refused schema is INVALID_ARGUMENT: 400)
 GRPC_HTTP = {1: 499, 2: 500, 3: 400, 4: 504, 5: 404, 6: 409, 7: 403, 8: 429, 9: 400, 10: 409, 11: 400, 12: 501,
@@ -644,13 +945,13 @@ def _gemini_state(operation: Any) -> str:
     return str((operation.get("metadata") or {}).get("state") or operation.get("state") or "")
 
 
-BATCH_APIS: dict[str, BatchAPI] = {api.name: api for api in (OpenAIBatches(), AnthropicBatches(), GeminiBatches())}
+BATCH_APIS: dict[str, BatchAPI] = {api.name: api for api in (OpenAIBatches(), AnthropicBatches(), GeminiBatches(),
+                                                                 VertexBatches())}
 PROVIDERS = tuple(BATCH_APIS)  # litellm providers whose batch API framejudge speaks
 # why the batch APIs of other providers are not spoken (yet)
-NOT_SPOKEN = {
-    "vertex_ai": "Vertex AI's batch prediction reads its requests from a Cloud Storage bucket and writes its "
-                 "results there, which framejudge does not manage; the same Gemini models through the Gemini "
-                 "API (litellm:gemini/<model>, with a Gemini API key) can be graded with --batch",
+NOT_SPOKEN: dict[str, str] = {
+    "vertex_ai_beta": "litellm's vertex_ai_beta route; the same models as litellm:vertex_ai/<model> can be graded "
+                      "with --batch",
 }
 
 
@@ -696,8 +997,10 @@ def batch_api(judge: Any, spec: str) -> BatchAPI:
         why = f" ({NOT_SPOKEN[provider]})" if provider in NOT_SPOKEN else ""
         raise BatchUnsupported(f"--batch speaks the batch APIs of {', '.join(repr(p) for p in PROVIDERS)} "
                                f"(OpenAI's files and batches, also for servers that implement it; Anthropic's "
-                               f"Message Batches; the Gemini API's Batch Mode); {spec!r} goes to {provider!r}, "
-                               f"which it does not speak{why}: grade it online (without --batch)")
+                               f"Message Batches; the Gemini API's Batch Mode; Vertex AI's batch prediction for "
+                               f"Gemini); {spec!r} goes to {provider!r}, which it does not speak{why}: grade it online "
+                               "(without --batch)")
+    api.check(judge)
     return api
 
 

@@ -114,10 +114,12 @@ class Judges:
             raise JudgeSpecError(where + plain_problem(exc)) from None
 
     def override(self, spec: str, concurrency: int | None, max_concurrency: int | None,
-                 service_tier: ServiceTier | None = None) -> None:
-        """One run's --concurrency / --max-concurrency (and --service-tier) over the file's (or the
-        default) values; one given alone moves the other as far as needed to stay consistent."""
+                 service_tier: ServiceTier | None = None, batch_bucket: str | None = None) -> None:
+        """One run's --concurrency / --max-concurrency (and --service-tier, --batch-bucket) over the
+        file's (or the default) values; one given alone moves the other as far as needed to stay
+        consistent."""
         config = self.config(spec)
+        update: dict[str, object] = {} if batch_bucket is None else {"batch_bucket": batch_bucket}
         if service_tier is not None:
             if not calls_server(spec):
                 raise JudgeSpecError(f"--service-tier {service_tier.value}: the {spec} judge calls no model server")
@@ -130,10 +132,11 @@ class Judges:
             start = min(start, top)
         try:
             self.configs[spec] = JudgeConfig.model_validate({**config.model_dump(), "concurrency": start,
-                                                             "max_concurrency": top})
+                                                             "max_concurrency": top, **update})
         except ValidationError as exc:
-            raise JudgeSpecError(first_problem(exc, "concurrency", names={
-                "concurrency": "--concurrency", "max_concurrency": "--max-concurrency"})) from None
+            raise JudgeSpecError(first_problem(exc, "concurrency" if batch_bucket is None else "--batch-bucket", names={
+                "concurrency": "--concurrency", "max_concurrency": "--max-concurrency",
+                "batch_bucket": "--batch-bucket"})) from None
 
     def described(self) -> dict[str, object]:
         """What decides where this process's judges send their calls (no keys, no limits): the

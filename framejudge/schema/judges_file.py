@@ -44,6 +44,23 @@ def http_base(value: str | None) -> str | None:
     return value
 
 
+def gcs_prefix(value: str | None) -> str | None:
+    """A Cloud Storage bucket and an optional folder in it, as gs://BUCKET[/PREFIX] (a judges file's
+    `batch_bucket`, --batch-bucket, FRAMEJUDGE_BATCH_BUCKET): a bucket name as Cloud Storage names
+    them (3 to 222 characters, lowercase letters, digits, dashes, underscores and dots, starting and
+    ending with a letter or digit)."""
+    if value is None:
+        return value
+    import re
+
+    found = re.fullmatch(r"gs://([a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(/[^\s]*)?", value)
+    if found is None or ".." in found.group(1):
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        raise ValueError(f"{shown!r} is not a Cloud Storage location: give gs://BUCKET or gs://BUCKET/PREFIX "
+                         "(a bucket name is lowercase letters, digits, dashes, underscores and dots)")
+    return value.rstrip("/")
+
+
 class TokenPrice(BaseModel):
     """What a model costs, in place of litellm's price list (0 and 0 for a self-hosted model)."""
 
@@ -89,6 +106,18 @@ class JudgeConfig(BaseModel):
                                                                    "take video: Gemini, vLLM)")
     service_tier: ServiceTier | None = Field(None, description="the provider's service tier its calls ask for "
                                                                "(default, flex, priority); null: none asked")
+    vertex_project: str | None = Field(None, pattern=r"^[a-z][a-z0-9:.-]{4,62}[a-z0-9]$",
+                                       description="vertex_ai/ judges: the Google Cloud project their calls go to "
+                                                   "(litellm's vertex_project); null: VERTEXAI_PROJECT, else the "
+                                                   "credentials' project (GOOGLE_CLOUD_PROJECT, the key file's)")
+    vertex_location: str | None = Field(None, pattern=r"^[a-z0-9-]{2,40}$",
+                                        description="vertex_ai/ judges: the Vertex AI region their calls go to "
+                                                    "(litellm's vertex_location); null: VERTEXAI_LOCATION, else "
+                                                    "litellm's default for the model (us-central1)")
+    batch_bucket: Annotated[str | None, AfterValidator(gcs_prefix)] = Field(
+        None, max_length=1024, description="vertex_ai/ judges with --batch: the Cloud Storage location "
+                                           "(gs://BUCKET[/PREFIX]) batch prediction reads its requests from and "
+                                           "writes its results to")
 
     def call_timeout_s(self) -> float:
         """Each call's time limit: timeout_s, else longer on the flex tier (its calls wait for capacity)."""
@@ -103,6 +132,9 @@ class JudgeConfig(BaseModel):
             why = clip_refusal(self.spec)
             if why:
                 raise ValueError(f"video_input clip: {why}")
+        google = [k for k in ("vertex_project", "vertex_location", "batch_bucket") if getattr(self, k) is not None]
+        if google and not self.spec.startswith("litellm:vertex_ai"):
+            raise ValueError(f"{google[0]}: for Vertex AI judges (litellm:vertex_ai/<model>), not {self.spec!r}")
         if self.concurrency > self.max_concurrency:
             raise ValueError(f"concurrency ({self.concurrency}) is above max_concurrency ({self.max_concurrency})")
         return self

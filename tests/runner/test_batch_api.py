@@ -297,10 +297,10 @@ def test_a_schema_the_batch_api_refuses_is_asked_again_in_json_mode(tmp_path):
 
 @pytest.mark.parametrize("spec, words", [
     ("reference", "calls no provider"),
-    ("litellm:vertex_ai/gemini-2.5-flash", "goes to 'vertex_ai', which it does not speak (Vertex AI's batch "
-                                           "prediction reads its requests from a Cloud Storage bucket"),
-    ("litellm:vertex_ai/gemini-2.5-flash", "through the Gemini API (litellm:gemini/<model>, with a Gemini API key) "
-                                           "can be graded with --batch"),
+    ("litellm:vertex_ai_beta/gemini-2.5-flash", "goes to 'vertex_ai_beta', which it does not speak (litellm's "
+                                                "vertex_ai_beta route; the same models as litellm:vertex_ai/<model>"),
+    ("litellm:vertex_ai/claude-sonnet-4", "speaks Vertex AI's batch prediction for Gemini models "
+                                          "(litellm:vertex_ai/gemini-...); 'claude-sonnet-4' is not one"),
     ("litellm:mistral/mistral-large-latest", "goes to 'mistral', which it does not speak: grade it online"),
 ])
 def test_judges_without_a_batch_api_framejudge_speaks_are_refused(tmp_path, spec, words):
