@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..files import first_problem, jsonl_objects, read_text
+from ..frame_sampler.objects import StorageUnavailable, UnsupportedURL, check_url, is_url, object_cache_bytes
 from ..records import ItemsError, Record, latest, swap_consistency
 from ..records import read_records as read_records  # read here by framejudge.judge's users
 from ..schema import Item, Preference, Verdict
@@ -21,17 +22,15 @@ def load_items(path: str | os.PathLike[str]) -> list[Item]:
     p = Path(path)
     rows = [(f"{p}:{n}", row) for n, row in jsonl_objects(p, read_text(p, "items", ItemsError), ItemsError)]
     items = checked_items(rows, ItemsError)
-    for (where, _), item in zip(rows, items):
-        if item.video and "://" in item.video:
-            raise ItemsError(f"{where}: video URLs are not fetched; give a local path ({item.video})")
     if not items:
         raise ItemsError(f"{p}: no items")
     return items
 
 
 def checked_items(rows: Iterable[tuple[str, Any]], error: type[ValueError]) -> list[Item]:
-    """Items from (where, row) pairs, each validated and every id once; a problem is
-    'where: reason'. The CLI and the API both read items through here."""
+    """Items from (where, row) pairs, each validated and every id once, each video URL one that is
+    read (s3://, gs:// or file://, with pyarrow installed for object storage: StorageUnavailable
+    otherwise); a problem is 'where: reason'. The CLI and the API both read items through here."""
     items: list[Item] = []
     seen: set[str] = set()
     for where, row in rows:
@@ -39,6 +38,16 @@ def checked_items(rows: Iterable[tuple[str, Any]], error: type[ValueError]) -> l
             item = Item.model_validate(row)
         except ValidationError as exc:
             raise error(f"{where}: {first_problem(exc, 'item')}") from None
+        if item.video and is_url(item.video):
+            try:
+                check_url(item.video)  # nothing contacted: the object itself is looked at when its turns are graded
+                object_cache_bytes()
+            except UnsupportedURL as exc:
+                raise error(f"{where}: video {exc}") from None
+            except ValueError as exc:  # the object cache's size, set wrong
+                raise error(str(exc)) from None
+            except StorageUnavailable as exc:
+                raise StorageUnavailable(f"{where}: {exc}") from None
         if item.id in seen:
             raise error(f"{where}: duplicate item id {item.id!r}")
         seen.add(item.id)

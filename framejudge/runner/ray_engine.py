@@ -320,10 +320,10 @@ class RemoteDecodes:
             raise result
         return result
 
-    def sample(self, path: Path, params: SamplerParams) -> Any:
+    def sample(self, path: str | Path, params: SamplerParams) -> Any:
         return self._get(self._next().sample.remote(os.fspath(path), params))
 
-    def cut(self, path: Path, params: SamplerParams, fps: float) -> Any:
+    def cut(self, path: str | Path, params: SamplerParams, fps: float) -> Any:
         return self._get(self._next().cut.remote(os.fspath(path), params, fps))
 
 
