@@ -22,15 +22,15 @@ def load_items(path: str | os.PathLike[str]) -> list[Item]:
     p = Path(path)
     rows = [(f"{p}:{n}", row) for n, row in jsonl_objects(p, read_text(p, "items", ItemsError), ItemsError)]
     items = checked_items(rows, ItemsError)
+    check_video_urls(zip((where for where, _ in rows), items), ItemsError)
     if not items:
         raise ItemsError(f"{p}: no items")
     return items
 
 
 def checked_items(rows: Iterable[tuple[str, Any]], error: type[ValueError]) -> list[Item]:
-    """Items from (where, row) pairs, each validated and every id once, each video URL one that is
-    read (s3://, gs:// or file://, with pyarrow installed for object storage: StorageUnavailable
-    otherwise); a problem is 'where: reason'. The CLI and the API both read items through here."""
+    """Items from (where, row) pairs, each validated and every id once; a problem is
+    'where: reason'. The CLI and the API both read items through here."""
     items: list[Item] = []
     seen: set[str] = set()
     for where, row in rows:
@@ -38,21 +38,30 @@ def checked_items(rows: Iterable[tuple[str, Any]], error: type[ValueError]) -> l
             item = Item.model_validate(row)
         except ValidationError as exc:
             raise error(f"{where}: {first_problem(exc, 'item')}") from None
-        if item.video and is_url(item.video):
-            try:
-                check_url(item.video)  # nothing contacted: the object itself is looked at when its turns are graded
-                object_cache_bytes()
-            except UnsupportedURL as exc:
-                raise error(f"{where}: video {exc}") from None
-            except ValueError as exc:  # the object cache's size, set wrong
-                raise error(str(exc)) from None
-            except StorageUnavailable as exc:
-                raise StorageUnavailable(f"{where}: {exc}") from None
         if item.id in seen:
             raise error(f"{where}: duplicate item id {item.id!r}")
         seen.add(item.id)
         items.append(item)
     return items
+
+
+def check_video_urls(named: Iterable[tuple[str, Item]], error: type[ValueError]) -> None:
+    """That every video named by a URL is one `grade` reads (s3://, gs:// or file://, no credentials in
+    it), with pyarrow installed for object storage (StorageUnavailable otherwise); a problem is
+    'where: video URL: reason'. Nothing is contacted: an object is looked at when its turns are graded.
+    (The service's items follow its own rules: uploads, media-root paths, allowed http(s) URLs.)"""
+    for where, item in named:
+        if not (item.video and is_url(item.video)):
+            continue
+        try:
+            check_url(item.video)
+            object_cache_bytes()
+        except UnsupportedURL as exc:
+            raise error(f"{where}: video {exc}") from None
+        except StorageUnavailable as exc:
+            raise StorageUnavailable(f"{where}: {exc}") from None
+        except ValueError as exc:  # the object cache's size, set wrong
+            raise error(str(exc)) from None
 
 
 class Interval(BaseModel):
