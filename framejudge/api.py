@@ -31,7 +31,7 @@ from .calibration.reliability import reliability
 from .errors import FramejudgeError
 from .files import first_problem
 from .judge import Grader, load_items
-from .judge.batch import checked_items
+from .judge.batch import check_video_urls, checked_items
 from .judge.base import unused_options
 from .records import ItemsError, Record, latest, read_records
 from .rubrics import get_rubric
@@ -54,7 +54,9 @@ def _items(items: PathLike | Sequence[Item | Mapping[str, Any]]) -> tuple[list[I
     if isinstance(items, (str, os.PathLike)):
         return load_items(items), Path(items)
     rows = [(f"items[{k}]", it.model_dump() if isinstance(it, Item) else it) for k, it in enumerate(items)]
-    return checked_items(rows, ItemsError), None
+    checked = checked_items(rows, ItemsError)
+    check_video_urls(zip((where for where, _ in rows), checked), ItemsError)
+    return checked, None
 
 
 def _options(options: GradeOptions | Mapping[str, Any] | None) -> GradeOptions:

@@ -39,9 +39,12 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("FRAMEJUDGE_RUBRICS", "folders, separated by the path separator", "none",
              "extra folders of rubric files", ("library",)),
     Variable("FRAMEJUDGE_CACHE_DIR", "a path", "the user cache folder",
-             "where the frame, screen-read and verdict caches live", ("library",)),
+             "where the frame, screen-read and verdict caches and the copies of objects (s3://, gs://) live", ("library",)),
     Variable("FRAMEJUDGE_NO_CACHE", "a switch (1/0, true/false, yes/no, on/off)", "off",
-             "turns the on-disk frame and screen-read caches off", ("library",)),
+             "turns the on-disk frame and screen-read caches off, and keeps a copy of an object only while it is decoded", ("library",)),
+    Variable("FRAMEJUDGE_OBJECT_CACHE_MB", "a number of MiB", "10240",
+             "the most the node-local copies of videos read from s3:// and gs:// URLs may take (in the cache "
+             "folder's `objects`; least recently used removed first)", ("library",)),
     Variable("FRAMEJUDGE_SHARED", "a path", "../shared beside the checkout",
              "the folder of the guideline examples and reference data (`bench/`, `--shared`)", ("bench",)),
     # the service

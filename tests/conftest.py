@@ -75,6 +75,13 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["FRAMEJUDGE_CACHE_DIR"] = str(tmp_path_factory.mktemp("frame-cache"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _object_storage_credentials(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Credentials for the object storage servers on loopback, set before any decoding process or Ray
+    cluster starts (tests/object_storage.py)."""
+    set_credentials(tmp_path_factory.mktemp("storage-credentials"))
+
+
 @pytest.fixture(scope="session")
 def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("clips")
@@ -127,6 +134,9 @@ def shared_dir() -> Path:
 # A real PostgreSQL server (started only by tests that ask for it) and a database URL fixture that
 # runs a test on SQLite and on PostgreSQL.
 from tests.postgres import database_url, postgres  # noqa: E402,F401
+
+# S3 (moto) and Google Cloud Storage (gcp-storage-emulator) on loopback, started by the tests that ask
+from tests.object_storage import gcs, s3, set_credentials  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session")

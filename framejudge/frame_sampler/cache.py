@@ -52,6 +52,12 @@ class FrameCache:
             self._cache.set(memo, digest)
         return str(digest)
 
+    def remember_hash(self, path: Path, digest: str) -> None:
+        """Record the SHA-256 of a file already hashed while it was written (a copy of an object), so
+        that `file_hash` does not read it again."""
+        st = os.stat(path)
+        self._cache.set(("sha256", str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino), digest)
+
     @staticmethod
     def key(sha256: str, params: SamplerParams, limits: Any) -> str:
         return f"frames:{CACHE_FORMAT}:{sha256}:{params.model_dump_json()}:{limits!r}"

@@ -36,6 +36,7 @@ from ..schema import MAX_CLIP_FPS, ClipInfo, SamplerParams
 from .decode import Converter, DecodeReport, decode_picks
 from .errors import DecodeFailed, FrameSamplerError, InvalidRequest, NoFrames
 from .index import FrameIndex, build_index, scan
+from .objects import is_url, local_copy, local_path_of, named
 from .plan import Window, resolve_window
 from .probe import Limits, candidate_streams, check_path, check_stream, open_container
 
@@ -102,7 +103,17 @@ def cut_clip(path: str | Path, params: SamplerParams, fps: float = 1.0, max_byte
     FrameSamplerError for bad input, ClipTooLarge above `max_bytes`."""
     if not 0 < fps <= MAX_CLIP_FPS:
         raise InvalidRequest(f"clip fps must be in (0, {MAX_CLIP_FPS:g}], got {fps:g}")
-    p = check_path(path, limits)
+    if is_url(path):
+        url = str(path)
+        local = local_path_of(url)
+        if local is None:
+            with named(url), local_copy(url, limits.max_file_bytes) as (copy, _):
+                return _cut_file(copy, params, fps, limits, max_bytes)
+        path = local
+    return _cut_file(check_path(path, limits), params, fps, limits, max_bytes)
+
+
+def _cut_file(p: Path, params: SamplerParams, fps: float, limits: Limits, max_bytes: int) -> Clip:
     container = open_container(p)
     try:
         candidates = candidate_streams(container, p, params.stream)

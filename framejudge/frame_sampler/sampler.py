@@ -20,6 +20,7 @@ from .cache import FrameCache, default_cache_dir
 from .decode import Converter, DecodeReport, Picked, decode_picks, scene_pass
 from .errors import DecodeFailed, InvalidRequest, NoFrames
 from .index import build_index, scan
+from .objects import is_url, local_copy, local_path_of, named
 from .orient import display_size
 from .plan import Plan, plan
 from .probe import Limits, candidate_streams, check_path, check_stream, open_container
@@ -98,29 +99,49 @@ def sample_frames(
 
     `params` (or keyword overrides such as ``strategy="uniform", n=8, end_at=42.5``)
     decide which frames; `cache` is a FrameCache, "default" (the user cache
-    directory, or FRAMEJUDGE_CACHE_DIR) or None. Raises a FrameSamplerError
+    directory, or FRAMEJUDGE_CACHE_DIR) or None. `path` may also be an
+    s3:// or gs:// URL (read into a node-local copy first: `objects`) or a
+    file:// URL. Raises a FrameSamplerError
     subclass with a plain message for any bad input; recoverable damage comes
     back as `warnings` on the result (and as SamplingWarning).
     """
     params = make_params(params, **overrides)
-    p = check_path(path, limits)
     store = _resolve_cache(cache)
+    if is_url(path):
+        url = str(path)
+        local = local_path_of(url)
+        if local is None:
+            with named(url), local_copy(url, limits.max_file_bytes) as (copy, sha):
+                if store is not None:
+                    store.remember_hash(copy, sha)
+                result = _sample_file(copy, params, store, limits)
+            result.video.path = url
+            return _warned(result, url)
+        path = local
+    p = check_path(path, limits)
+    return _warned(_sample_file(p, params, store, limits), str(p))
+
+
+def _warned(result: SampleResult, name: str) -> SampleResult:
+    for w in result.warnings:
+        pywarnings.warn(f"{name}: {w}", SamplingWarning, stacklevel=3)
+    return result
+
+
+def _sample_file(p: Path, params: SamplerParams, store: FrameCache | None, limits: Limits) -> SampleResult:
+    """Sample the checked file `p`, through the frame cache `store` (None: none)."""
     sha = store.file_hash(p) if store is not None else None
     key = FrameCache.key(sha, params, limits) if store is not None and sha else None
-    result: SampleResult | None = None
     if store is not None and key:
         hit = store.get(key)
         if hit is not None:
             hit.video.path = str(p)
             hit.from_cache = True
             hit.packets_decoded = hit.seeks = 0
-            result = hit
-    if result is None:
-        result = _sample(p, params, limits, sha)
-        if store is not None and key:
-            store.put(key, result)
-    for w in result.warnings:
-        pywarnings.warn(f"{p}: {w}", SamplingWarning, stacklevel=2)
+            return hit
+    result = _sample(p, params, limits, sha)
+    if store is not None and key:
+        store.put(key, result)
     return result
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..files import first_problem, jsonl_objects, read_text
+from ..frame_sampler.objects import StorageUnavailable, UnsupportedURL, check_url, is_url, object_cache_bytes
 from ..records import ItemsError, Record, latest, swap_consistency
 from ..records import read_records as read_records  # read here by framejudge.judge's users
 from ..schema import Item, Preference, Verdict
@@ -21,9 +22,7 @@ def load_items(path: str | os.PathLike[str]) -> list[Item]:
     p = Path(path)
     rows = [(f"{p}:{n}", row) for n, row in jsonl_objects(p, read_text(p, "items", ItemsError), ItemsError)]
     items = checked_items(rows, ItemsError)
-    for (where, _), item in zip(rows, items):
-        if item.video and "://" in item.video:
-            raise ItemsError(f"{where}: video URLs are not fetched; give a local path ({item.video})")
+    check_video_urls(zip((where for where, _ in rows), items), ItemsError)
     if not items:
         raise ItemsError(f"{p}: no items")
     return items
@@ -44,6 +43,25 @@ def checked_items(rows: Iterable[tuple[str, Any]], error: type[ValueError]) -> l
         seen.add(item.id)
         items.append(item)
     return items
+
+
+def check_video_urls(named: Iterable[tuple[str, Item]], error: type[ValueError]) -> None:
+    """That every video named by a URL is one `grade` reads (s3://, gs:// or file://, no credentials in
+    it), with pyarrow installed for object storage (StorageUnavailable otherwise); a problem is
+    'where: video URL: reason'. Nothing is contacted: an object is looked at when its turns are graded.
+    (The service's items follow its own rules: uploads, media-root paths, allowed http(s) URLs.)"""
+    for where, item in named:
+        if not (item.video and is_url(item.video)):
+            continue
+        try:
+            check_url(item.video)
+            object_cache_bytes()
+        except UnsupportedURL as exc:
+            raise error(f"{where}: video {exc}") from None
+        except StorageUnavailable as exc:
+            raise StorageUnavailable(f"{where}: {exc}") from None
+        except ValueError as exc:  # the object cache's size, set wrong
+            raise error(str(exc)) from None
 
 
 class Interval(BaseModel):

@@ -16,6 +16,7 @@ import diskcache
 from ..frame_sampler import MAX_CLIP_BYTES, Clip, FrameSamplerError, SampleResult, check_file, cut_clip, sample_frames, to_data_url
 from ..frame_sampler.cache import default_cache_dir
 from ..frame_sampler.clip import clip_bytes
+from ..frame_sampler.objects import check_object, is_url, local_path_of
 from ..records import Record, turn_hash
 from ..rubrics.loader import require_kind
 from ..rubrics.model import Rubric
@@ -45,8 +46,9 @@ from .confidence import (LabelProbs, blind_confidence, combine, logprob_confiden
                          sample_confidence, swap_confidence)
 from .reference import rank_pair
 
-SampleFn = Callable[[Path, SamplerParams], SampleResult]
-CutFn = Callable[[Path, SamplerParams, float, int], Clip]  # (path, params, fps, max_bytes)
+# a video is a Path, or an s3:// or gs:// URL as a str (decoded where the frames are made: objects.py)
+SampleFn = Callable[[str | Path, SamplerParams], SampleResult]
+CutFn = Callable[[str | Path, SamplerParams, float, int], Clip]  # (video, params, fps, max_bytes)
 
 
 def _swapped(item: Item) -> Item:
@@ -175,9 +177,13 @@ class Grader:
             self._cache = diskcache.Cache(str(folder), size_limit=1024**3)
 
     # ---------------------------------------------------------------- frames
-    def _video_path(self, item: Item) -> Path | None:
+    def _video_path(self, item: Item) -> str | Path | None:
+        """The item's video: a path (a relative one under the media root), or an object's URL as given
+        (never joined to the media root; a file:// URL is its path)."""
         if not item.video:
             return None
+        if is_url(item.video):
+            return local_path_of(item.video) or item.video
         p = Path(item.video)
         if not p.is_absolute() and self.media_root is not None:
             p = self.media_root / p
@@ -269,15 +275,18 @@ class Grader:
     async def _grade_turn(self, item: Item, turn: int) -> Record:
         t = item.turns[turn]
         started = datetime.now(timezone.utc)
-        path = self._video_path(item)
-        if path is not None:
-            # A named video must exist and be readable for every judge, including those that
-            # never decode it and turns the error-string rules decide: a stat, nothing opened.
-            try:
+        # A named video must exist and be readable for every judge, including those that never
+        # decode it and turns the error-string rules decide: a stat, nothing opened; for an object
+        # in storage its metadata, nothing read (the decoding process reads it).
+        try:
+            path = self._video_path(item)
+            if isinstance(path, str):
+                await asyncio.to_thread(check_object, path)
+            elif path is not None:
                 await asyncio.to_thread(check_file, path)
-            except FrameSamplerError as exc:
-                return JudgeError(item_id=item.id, turn=turn, kind=JudgeErrorKind.bad_input, message=str(exc),
-                                  provenance=self._provenance(started, None, [], None, None, []))
+        except FrameSamplerError as exc:
+            return JudgeError(item_id=item.id, turn=turn, kind=JudgeErrorKind.bad_input, message=str(exc),
+                              provenance=self._provenance(started, None, [], None, None, []))
         ruled = self._by_rules(item, turn)
         if ruled is not None:
             return Verdict(**ruled.model_dump(), item_id=item.id, turn=turn, decided_by="rules",

@@ -23,7 +23,7 @@ class SharedDecodes:
         self._running: dict[tuple[str, SamplerParams], Future[SampleResult]] = {}
         self.decodes = 0  # calls that reached `sample`
 
-    def __call__(self, path: str | os.PathLike[str] | Path, params: SamplerParams) -> SampleResult:
+    def __call__(self, path: str | Path, params: SamplerParams) -> SampleResult:
         key = (os.fspath(path), params)
         with self._lock:
             running = self._running.get(key)
@@ -34,7 +34,7 @@ class SharedDecodes:
         if running is not None:
             return running.result()
         try:
-            result = self.sample(Path(path), params)
+            result = self.sample(path, params)  # a str is an object's URL, kept as given
             mine.set_result(result)
             return result
         except BaseException as exc:

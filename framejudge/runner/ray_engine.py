@@ -319,10 +319,10 @@ class RemoteDecodes:
             raise result
         return result
 
-    def sample(self, path: Path, params: SamplerParams) -> Any:
+    def sample(self, path: str | Path, params: SamplerParams) -> Any:
         return self._get(self._next().sample.remote(os.fspath(path), params))
 
-    def cut(self, path: Path, params: SamplerParams, fps: float, max_bytes: int) -> Any:
+    def cut(self, path: str | Path, params: SamplerParams, fps: float, max_bytes: int) -> Any:
         return self._get(self._next().cut.remote(os.fspath(path), params, fps, max_bytes))
 
 

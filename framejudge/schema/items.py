@@ -63,7 +63,14 @@ class Item(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1, max_length=200)
-    video: str | None = Field(None, max_length=4096, description="path (or URL where allowed)")
+    video: str | None = Field(None, max_length=4096, description=(
+        "the video: a path (relative ones under the media root), or an object in storage as s3://bucket/key or "
+        "gs://bucket/key (framejudge grade and grade(); needs the storage extra); the HTTP service takes "
+        "upload:<id>, a path inside its media root, or an http(s) URL on its allowed hosts"))
+    """The video: a file path (a relative one under the items file's folder or the media root; file:///path
+    is a path), or an object in storage, s3://bucket/key or gs://bucket/key, read by the decoding process
+    into a node-local copy (never joined to the media root; the `storage` extra). The HTTP service takes
+    `upload:<id>`, a path inside its media root, or an http(s) URL on its allowed hosts instead."""
     task_type: TaskType = TaskType.single_turn
     turns: list[Turn] = Field(min_length=1, max_length=MAX_TURNS)
     domain: str | None = Field(None, max_length=200)

@@ -208,6 +208,9 @@ class MediaResolver:
             raise ProblemError(400, "Bad video reference", "a video reference cannot contain a NUL character")
         if ref.startswith(UPLOAD_PREFIX):
             return self.store.path_of(ref, key_id)
+        if ref.split("://", 1)[0].lower() in ("s3", "gs", "gcs"):
+            raise ProblemError(400, "Bad video URL", "the service reads no object storage (s3://, gs://): upload "
+                                                     "the video, or name it by an http(s) URL on an allowed host")
         if "://" in ref:
             upload = await fetch_url(ref, self.settings, self.store, key_id, deadline, shared)
             if fetched is not None:

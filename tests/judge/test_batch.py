@@ -162,7 +162,7 @@ def test_items_file_errors_name_the_line(tmp_path):
     with pytest.raises(ItemsError, match=r"bad.jsonl:2: turns: List should have at least 1 item"):
         load_items(bad)
     bad.write_text('{"id": "a", "video": "https://x/y.mp4", "turns": [{"question": "q", "response_a": "x"}]}\n')
-    with pytest.raises(ItemsError, match="video URLs are not fetched"):
+    with pytest.raises(ItemsError, match=r"bad.jsonl:1: video https://x/y.mp4: https:// URLs are not read"):
         load_items(bad)
     bad.write_text('{"id": "a", "turns": [{"question": "q", "response_a": "x"}]}\n'
                    '{"id": "b", "video": "", "turns": [{"question": "q", "response_a": "x"}]}\n')

@@ -48,7 +48,7 @@ def cluster():
     ray.shutdown()
 
 
-def _items(path: Path, clips: dict[str, Path], n: int) -> list:
+def _items(path: Path, clips: dict[str, Path | str], n: int) -> list:
     """`n` items: most with a video (two clips in turn), a pair of responses each; one two-turn
     item; one whose video does not exist (its turn is an error record)."""
     with path.open("w") as f:
@@ -295,3 +295,41 @@ def test_clips_are_cut_on_the_decoding_actors_as_locally(cluster, clips, tmp_pat
     clipped = [r["provenance"]["clip"] for r in ray_records.values() if r["record"] == "verdict"]
     assert len(clipped) == 4 and all(c["sha256"] and c["bytes"] > 0 for c in clipped)
     assert ray_records[("i2", 0)]["kind"] == "bad_input"  # the missing video
+
+
+def test_an_object_in_s3_is_read_by_the_decoding_actors_never_by_the_driver(cluster, clips, s3, tmp_path):
+    """Items naming an s3:// object: the records are those of the same video as a path (graded by the
+    local engine), and the object's bytes are read only by the decoding actors' decoding processes (the
+    server notes each request's process): the driver sends no request at all, the grading actors only
+    ask for the object's metadata."""
+    key = f"ray-{os.getpid()}-{time.monotonic_ns()}/h264.mp4"
+    url = s3.put(key, clips["h264"].read_bytes())
+    by_url = _items(tmp_path / "urls.jsonl", {"h264": url, "vfr": url}, 6)
+    by_path = _items(tmp_path / "paths.jsonl", {"h264": clips["h264"], "vfr": clips["h264"]}, 6)
+    pids: dict[str, list[int]] = {}
+
+    def actors(found: dict) -> None:
+        pids["decoders"] = ray.get([d.pid.remote() for d in found["decoders"]])
+        pids["graders"] = ray.get([g.pid.remote() for g in found["graders"]])
+
+    with ModelServer(latency=0.02) as server:
+        summary = _on_ray(server, by_url, tmp_path / "ray.jsonl", on_actors=actors)
+        grader, _ = _grader(server)
+        asyncio.run(run_batch(grader, by_path, tmp_path / "local.jsonl"))
+    assert summary.turns_graded == 6 and summary.errors == {"bad_input": 1}  # i2: a missing file, as before
+
+    def comparable(r) -> dict:
+        data = _comparable(r)
+        for name in ("video", "turn_hash"):
+            (data.get("provenance") or {}).pop(name, None)
+        return data
+
+    ray_records = {(r.item_id, r.turn): comparable(r) for r in read_records(tmp_path / "ray.jsonl")}
+    local_records = {(r.item_id, r.turn): comparable(r) for r in read_records(tmp_path / "local.jsonl")}
+    assert ray_records == local_records and len(ray_records[("i3", 0)]["provenance"]["frame_timestamps"]) == 4
+    reads = s3.reads(key)
+    assert reads and all(r.parent in pids["decoders"] for r in reads), (reads, pids)
+    mine = [r for r in s3.requests if key in r.path and r.method != "PUT"]  # the test's own upload left out
+    assert all(r.pid != os.getpid() for r in mine), (mine, os.getpid(), pids)
+    # metadata: the grading actors check that the object is there, a decoding process before it reads its copy
+    assert all(r.pid in pids["graders"] or r.parent in pids["decoders"] for r in mine if r.method == "HEAD")

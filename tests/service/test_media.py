@@ -288,6 +288,19 @@ def test_urls_are_off_by_default(tmp_path, server):
     assert server.hosts == []
 
 
+@pytest.mark.parametrize("url_hosts", [[], ["127.0.0.1"]], ids=["urls off", "urls on"])
+def test_object_storage_urls_are_400_with_the_reason(tmp_path, url_hosts):
+    """Items sent to the service refer to uploads (or allowed http(s) URLs); s3:// and gs:// are for
+    `framejudge grade`, and here a client error, for one item and for a job."""
+    app, _, key, _ = make(tmp_path, url_hosts=url_hosts)
+    with TestClient(app) as client:
+        for url in ("s3://bucket/clip.mp4", "gs://bucket/clip.mp4"):
+            for r in (grade_url(client, key, url),
+                      client.post("/v1/jobs", json=[{"id": "w", "video": url, "turns": [TURN]}], headers=auth(key))):
+                assert r.status_code == 400 and r.json()["title"] == "Bad video URL", r.text
+                assert "reads no object storage" in r.json()["detail"]
+
+
 def test_private_addresses_are_refused_even_for_listed_hosts(tmp_path, server):
     app, _, key, _ = make(tmp_path, url_hosts=["127.0.0.1", "localhost"])
     with TestClient(app) as client:
