@@ -15,6 +15,11 @@ endpoint.slot(tokens) as slot`). It keeps
   doubles each second (one per success) until the next 429, is cut by 15 % at each 429 burst,
   and otherwise grows by one call per second each second (AIMD on the rate, as Phoenix evals'
   adaptive token bucket does). A 429 moves the pace; a 503 or a timeout moves the concurrency;
+- recovery after an outage: where calls were refused for `outage_s` or more with none succeeding
+  (a provider refusing everything for a while), the cuts during it say nothing of the capacity or
+  the rate the endpoint takes once it answers again, so the first success after it starts a slow
+  start again (as TCP does after a retransmission timeout): the concurrency and the pace double
+  each round trip back to one cut below what succeeded before the outage, then grow as before;
 - optional requests-per-minute and tokens-per-minute limits (aiolimiter's leaky buckets).
 
 One Endpoint serves one event loop (a process's CLI run, API server or worker). Judges know
@@ -57,6 +62,7 @@ RECENT_S = 2.0  # the window over which the succeeding rate is measured
 PACE_START = 0.9  # the first pace: this share of the rate that was succeeding
 PACE_CUT = 0.85  # each later 429 burst
 MIN_PACE = 0.05  # calls per second
+OUTAGE_S = 10.0  # refused this long with no success: an outage, recovered from by a slow start
 
 
 class EndpointBusy(TimeoutError):
@@ -106,7 +112,8 @@ class Slot:
 
 class Endpoint:
     def __init__(self, name: str, initial: int = 4, maximum: int = 32, requests_per_minute: float | None = None,
-                 tokens_per_minute: float | None = None, decrease: float = 0.5, cooldown_s: float = 1.0) -> None:
+                 tokens_per_minute: float | None = None, decrease: float = 0.5, cooldown_s: float = 1.0,
+                 outage_s: float = OUTAGE_S) -> None:
         if not 1 <= initial <= maximum:
             raise ValueError(f"concurrency must satisfy 1 <= initial ({initial}) <= maximum ({maximum})")
         if not 0 < decrease < 1:
@@ -115,8 +122,14 @@ class Endpoint:
         self.maximum = maximum
         self.decrease = decrease
         self.cooldown_s = cooldown_s
+        self.outage_s = outage_s
         self._limit = float(initial)
         self._slow_start = True
+        self._limit_ceiling: float | None = None  # where a slow start after an outage ends
+        self._pace_ceiling: float | None = None
+        # the first overload since the last success, and the limit and pace (each with its slow start) before it
+        self._refused_since: float | None = None
+        self._before_refusals: tuple[float, bool, float | None, bool] = (self._limit, True, None, True)
         self._in_flight = 0
         self._paused_until = 0.0
         self._last_decrease = float("-inf")
@@ -218,15 +231,25 @@ class Endpoint:
         now = time.monotonic()
         if slot.outcome == "success":
             self.successes += 1
+            if self._refused_since is not None and now - self._refused_since >= self.outage_s:
+                self._recover(now - self._refused_since)
+            self._refused_since = None
             step = 1.0 if self._slow_start else 1.0 / max(1.0, self._limit)
             self._limit = min(float(self.maximum), self._limit + step)
+            if self._limit_ceiling is not None and self._limit >= self._limit_ceiling:
+                self._slow_start, self._limit_ceiling = False, None
             self._recent.append(now)
             while self._recent and self._recent[0] < now - RECENT_S:
                 self._recent.popleft()
             if self._pace is not None:
                 self._pace += 1.0 if self._pace_slow_start else 1.0 / self._pace
+                if self._pace_ceiling is not None and self._pace >= self._pace_ceiling:
+                    self._pace_slow_start, self._pace_ceiling = False, None
         elif slot.outcome == "overload":
             self.overloads += 1
+            if self._refused_since is None:
+                self._refused_since = now
+                self._before_refusals = (self._limit, self._slow_start, self._pace, self._pace_slow_start)
             if slot.rate_limited:  # the request rate is too high: the pace moves, the concurrency stays
                 if self._pace is None:
                     span = now - self._recent[0] if len(self._recent) >= 2 else 0.0
@@ -255,6 +278,27 @@ class Endpoint:
             self._pause(now, slot.retry_after)
         else:
             self.failures += 1
+
+    def _recover(self, refused_for: float) -> None:
+        """The endpoint answers again after an outage: a slow start of the concurrency and the pace
+        back to one cut below what they were before it (never below where they are now), or, where
+        one was still in its first slow start (nothing known of the endpoint yet), that slow start
+        again; a pace first asked for during the outage is dropped (a later 429 sets one from the
+        rate then succeeding)."""
+        limit, slow_start, pace, pace_slow_start = self._before_refusals
+        if slow_start:
+            self._slow_start, self._limit_ceiling = True, None
+        elif self._limit < limit * self.decrease:
+            self._slow_start, self._limit_ceiling = True, limit * self.decrease
+        if pace is None:
+            self._pace, self._pace_slow_start, self._pace_ceiling = None, True, None
+        elif pace_slow_start:
+            self._pace_slow_start, self._pace_ceiling = True, None
+        elif self._pace is not None and self._pace < pace * PACE_CUT:
+            self._pace_slow_start, self._pace_ceiling = True, pace * PACE_CUT
+        log.warning("endpoint %s: answering again after %.0f s of refusals; the concurrency%s doubles each round trip "
+                    "back to where it was", self.name, refused_for, " and the pace" if self._pace is not None else "",
+                    extra={"endpoint": self.name, "event": "recovering", "refused_s": refused_for})
 
     def _pause(self, now: float, retry_after: float | None) -> None:
         """Hold new calls for a Retry-After (logged when a pause begins, not when a burst extends it)."""

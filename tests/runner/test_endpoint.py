@@ -54,6 +54,68 @@ def test_additive_increase_then_multiplicative_decrease_once_per_burst():
     assert asyncio.run(scenario()) == [4, 8, 10, 5, 5, 6]
 
 
+def _limits_after_refusals(outage_s: float, refused_for: float) -> list[int]:
+    """The limit over successes after an endpoint at 10 calls refused every call for `refused_for` s."""
+    async def scenario() -> list[int]:
+        e = Endpoint("e", initial=10, maximum=10, cooldown_s=0, outage_s=outage_s)
+        await _use(e, "overload")  # the end of the first slow start: cut to 5
+        for _ in range(40):
+            await _use(e)  # back to 10, by one a round trip's worth of successes
+        started = time.monotonic()
+        while time.monotonic() - started < refused_for or e.limit > 1:
+            await _use(e, "overload")
+            await asyncio.sleep(0.01)
+        seen = [e.limit]
+        for _ in range(8):
+            await _use(e)
+            seen.append(e.limit)
+        return seen
+
+    return asyncio.run(scenario())
+
+
+def test_after_an_outage_the_limit_doubles_back_to_one_cut_below_where_it_was():
+    # refused for longer than outage_s: +1 a success (doubling each round trip) up to 10 x 0.5, then +1/limit
+    assert _limits_after_refusals(outage_s=0.2, refused_for=0.3) == [1, 2, 3, 4, 5, 5, 5, 5, 5]
+    # a shorter burst of refusals: +1/limit a success, as after any overload
+    assert _limits_after_refusals(outage_s=60, refused_for=0.05) == [1, 2, 2, 2, 3, 3, 3, 4, 4]
+
+
+def test_after_an_outage_a_pace_the_outage_asked_for_is_dropped_and_an_earlier_one_doubles_back():
+    async def scenario(before: bool) -> tuple[float | None, float | None, list[float]]:
+        e = Endpoint("e", initial=8, maximum=8, cooldown_s=0, outage_s=0.2)
+        for _ in range(4):
+            await _use(e)
+        if before:  # a rate limit found before the outage: paced, then past its slow start
+            async with e.slot() as slot:
+                slot.overloaded(rate_limited=True)
+            for _ in range(3):
+                await _use(e)
+            async with e.slot() as slot:
+                slot.overloaded(rate_limited=True)
+            for _ in range(2):
+                await _use(e)
+        paced = e.pace
+        started = time.monotonic()
+        while time.monotonic() - started < 0.3:  # every call refused with a 429
+            async with e.slot() as slot:
+                slot.overloaded(rate_limited=True)
+            await asyncio.sleep(0.02)
+        low = e.pace
+        paces = []
+        for _ in range(3):
+            await _use(e)
+            paces.append(e.pace)
+        return paced, low, paces
+
+    paced, low, paces = asyncio.run(scenario(before=False))
+    assert paced is None and low is not None and paces == [None, None, None]  # the outage's pace is dropped
+    paced, low, paces = asyncio.run(scenario(before=True))
+    assert paced is not None and low is not None and low < paced * 0.85 / 2
+    # +1 a success (doubling each second) while below 85 % of the pace before the outage
+    assert paces[0] == pytest.approx(low + 1) and paces[1] == pytest.approx(min(low + 2, max(paces)))
+
+
 def test_the_limit_bounds_calls_in_flight():
     async def scenario() -> int:
         e = Endpoint("e", initial=3, maximum=3)
