@@ -185,6 +185,15 @@ def clip_request_bytes(model: str) -> int | None:
     return CLIP_REQUEST_BYTES.get(provider) if slash else None
 
 
+def on_vertex_ai(spec: str) -> bool:
+    """Whether a spec names a litellm judge on Vertex AI (vertex_ai/<model>, vertex_ai_beta/<model>)."""
+    try:
+        backend, target = parse(spec)
+    except JudgeSpecError:
+        return False
+    return backend.name == "litellm" and target.partition("/")[0] in LITELLM_GEMINI_HOSTS
+
+
 def litellm_takes_video(model: str) -> bool:
     """Whether a litellm model name's provider takes a video clip, from its provider prefix (a bare
     `gemini-...` name is litellm's Vertex AI Gemini)."""

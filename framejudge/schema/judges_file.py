@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from ..backends import check_spec, clip_refusal
+from ..backends import check_spec, clip_refusal, on_vertex_ai
 from .numbers import Flag, Number, Whole
 from .sampling import VideoInput
 
@@ -133,7 +133,7 @@ class JudgeConfig(BaseModel):
             if why:
                 raise ValueError(f"video_input clip: {why}")
         google = [k for k in ("vertex_project", "vertex_location", "batch_bucket") if getattr(self, k) is not None]
-        if google and not self.spec.startswith("litellm:vertex_ai"):
+        if google and not on_vertex_ai(self.spec):
             raise ValueError(f"{google[0]}: for Vertex AI judges (litellm:vertex_ai/<model>), not {self.spec!r}")
         if self.concurrency > self.max_concurrency:
             raise ValueError(f"concurrency ({self.concurrency}) is above max_concurrency ({self.max_concurrency})")
