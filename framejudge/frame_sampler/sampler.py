@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import os
 import warnings as pywarnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +20,7 @@ from ..env import cache_off
 from ..schema import FrameInfo, SamplerParams, Strategy, VideoInfo
 from .cache import FrameCache, default_cache_dir
 from .decode import Converter, DecodeReport, Picked, decode_picks, scene_pass
+from .encode import to_data_url, to_jpeg
 from .errors import DecodeFailed, InvalidRequest, NoFrames
 from .index import build_index, scan
 from .objects import is_url, local_copy, local_path_of, named
@@ -42,10 +45,43 @@ class SampledFrame:
     def to_pil(self) -> Image.Image:
         return Image.fromarray(self.image)
 
+    def data_url(self, quality: int) -> str:
+        """The frame as a JPEG data URL, as a model call sends it."""
+        return to_data_url(self.image, quality)
+
+
+@dataclass
+class EncodedFrame:
+    """A sampled frame as the JPEG a model call sends (`quality`), made where it was decoded: a
+    tenth of the pixels' size or less to carry between processes or machines (the Ray engine's
+    decoding and grading actors). `data_url` at the same quality is the data URL `SampledFrame`
+    gives, byte for byte; `image` decodes the JPEG (not the pixels it was made of)."""
+
+    info: FrameInfo
+    jpeg: bytes
+    quality: int
+
+    @property
+    def timestamp(self) -> float:
+        return self.info.timestamp
+
+    @property
+    def image(self) -> np.ndarray:
+        with Image.open(io.BytesIO(self.jpeg)) as im:
+            return np.asarray(im.convert("RGB"))
+
+    def to_pil(self) -> Image.Image:
+        return Image.fromarray(self.image)
+
+    def data_url(self, quality: int) -> str:
+        if quality != self.quality:
+            return to_data_url(self.image, quality)
+        return "data:image/jpeg;base64," + base64.b64encode(self.jpeg).decode("ascii")
+
 
 @dataclass
 class SampleResult:
-    frames: list[SampledFrame]
+    frames: list[SampledFrame | EncodedFrame]  # EncodedFrame: carried elsewhere as JPEG (encoded)
     video: VideoInfo
     params: SamplerParams
     window: tuple[float, float]
@@ -57,6 +93,12 @@ class SampleResult:
     @property
     def timestamps(self) -> list[float]:
         return [f.info.timestamp for f in self.frames]
+
+    def encoded(self, quality: int) -> SampleResult:
+        """The same result with its frames as JPEG (EncodedFrame), to carry elsewhere."""
+        frames: list[SampledFrame | EncodedFrame] = [EncodedFrame(f.info, to_jpeg(f.image, quality), quality) if isinstance(f, SampledFrame)
+                             else f for f in self.frames]
+        return replace(self, frames=frames)
 
 
 _DEFAULT_CACHE: dict[str, FrameCache] = {}
@@ -201,7 +243,7 @@ def _sample(p: Path, params: SamplerParams, limits: Limits, sha: str | None) -> 
         time_base=str(index.time_base),
     )
     return SampleResult(
-        frames=frames,
+        frames=[*frames],
         video=video,
         params=params,
         window=(the_plan.window.start, the_plan.window.end),

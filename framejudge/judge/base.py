@@ -144,6 +144,9 @@ class JudgeBase:
     sees_images: bool = False
     deterministic: bool = False
     spends: bool = False  # its calls cost money: the CLI asks before a run (--yes)
+    # it reads the request's decoded pixels (`sampled`), not only the frames' JPEG data URLs: frames
+    # carried between machines (the Ray engine) then travel as pixels, not as JPEG
+    reads_pixels: bool = False
 
     @classmethod
     def from_spec(cls, target: str, config: JudgeConfig | None = None, api_base: str | None = None) -> Judge:

@@ -13,7 +13,7 @@ from typing import Any
 
 import diskcache
 
-from ..frame_sampler import MAX_CLIP_BYTES, Clip, FrameSamplerError, SampleResult, check_file, cut_clip, sample_frames, to_data_url
+from ..frame_sampler import MAX_CLIP_BYTES, Clip, FrameSamplerError, SampleResult, check_file, cut_clip, sample_frames
 from ..frame_sampler.cache import default_cache_dir
 from ..frame_sampler.clip import clip_bytes
 from ..frame_sampler.objects import check_object, is_url, local_path_of
@@ -126,7 +126,7 @@ class _Frames:
         return bool(self.sampled) or self.clip is not None
 
     def _encode(self) -> list[PromptFrame]:
-        return [PromptFrame(f.info.timestamp, to_data_url(f.image, self.quality) if self.images else None)
+        return [PromptFrame(f.info.timestamp, f.data_url(self.quality) if self.images else None)
                 for f in self.sampled]
 
     async def prompt_frames(self) -> list[PromptFrame]:

@@ -741,6 +741,7 @@ class ReferenceJudge(JudgeBase):
     model_id = VERSION
     needs_frames = False  # only the turns it asks for (wants_frames) are decoded
     sees_images = False
+    reads_pixels = True  # its OCR reads the decoded pixels, not a JPEG of them
     deterministic = True
 
     def __init__(self, read_text: bool = True) -> None:

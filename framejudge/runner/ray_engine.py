@@ -280,13 +280,15 @@ class DecodeWorker:
 
         self.sampler = IsolatedSampler(workers=1, timeout_s=limits.timeout_s, max_memory_mb=limits.memory_mb)
 
-    def sample(self, path: str, params: SamplerParams) -> Any:
+    def sample(self, path: str, params: SamplerParams, jpeg_quality: int | None = None) -> Any:
+        """The turn's frames; as JPEG at `jpeg_quality` (what the model call sends) where given."""
         from ..frame_sampler import FrameSamplerError
 
         try:
-            return self.sampler.sample(path, params)
+            result = self.sampler.sample(path, params)
         except FrameSamplerError as exc:
             return exc
+        return result.encoded(jpeg_quality) if jpeg_quality is not None else result
 
     def cut(self, path: str, params: SamplerParams, fps: float, max_bytes: int) -> Any:
         from ..frame_sampler import FrameSamplerError
@@ -301,11 +303,14 @@ class DecodeWorker:
 
 
 class RemoteDecodes:
-    """A grader's sample and cut functions that decode on the decoding actors, in turn."""
+    """A grader's sample and cut functions that decode on the decoding actors, in turn. With a
+    `jpeg_quality` the frames come back as the JPEG a model call sends (EncodedFrame, a tenth of
+    the pixels' size or less to carry between machines), else as pixels."""
 
-    def __init__(self, decoders: list[Any]) -> None:
+    def __init__(self, decoders: list[Any], jpeg_quality: int | None = None) -> None:
         self._turns = itertools.cycle(decoders)
         self._lock = threading.Lock()
+        self.jpeg_quality = jpeg_quality
 
     def _next(self) -> Any:
         with self._lock:
@@ -320,7 +325,7 @@ class RemoteDecodes:
         return result
 
     def sample(self, path: str | Path, params: SamplerParams) -> Any:
-        return self._get(self._next().sample.remote(os.fspath(path), params))
+        return self._get(self._next().sample.remote(os.fspath(path), params, self.jpeg_quality))
 
     def cut(self, path: str | Path, params: SamplerParams, fps: float, max_bytes: int) -> Any:
         return self._get(self._next().cut.remote(os.fspath(path), params, fps, max_bytes))
@@ -341,9 +346,12 @@ class GradeWorker:
         judge = judges.make(setup.spec)
         if controller is not None and isinstance(getattr(judge, "gate", None), Endpoint):
             setattr(judge, "gate", EndpointProxy(controller, setup.spec, owner, share))  # noqa: B010
-        decodes = RemoteDecodes(decoders)
+        # frames as JPEG, unless the judge reads their pixels (the reference judge's OCR): a model
+        # call sends exactly the JPEG a local run makes, so verdicts are the same
+        self.decodes = RemoteDecodes(decoders, None if getattr(judge, "reads_pixels", False)
+                                     else setup.options.jpeg_quality)
         self.grader = Grader(judge, setup.rubric, setup.options, media_root=setup.media_root,
-                             sample=SharedDecodes(decodes.sample), cut=decodes.cut)
+                             sample=SharedDecodes(self.decodes.sample), cut=self.decodes.cut)
         self.prefetch = prefetch
 
     def pid(self) -> int:

@@ -113,6 +113,28 @@ def test_jpeg_and_data_url(clips):
         to_jpeg(r.frames[0].image, 0)
 
 
+def test_frames_encoded_where_decoded_give_the_same_data_urls_at_a_fraction_of_the_size(clips):
+    import pickle
+
+    from framejudge.frame_sampler import EncodedFrame
+
+    r = sample_frames(clips["h264"], n=4, cache=None)
+    carried = r.encoded(85)
+    assert all(isinstance(f, EncodedFrame) for f in carried.frames)
+    assert carried.timestamps == r.timestamps and carried.video == r.video and r.frames[0].image is not None
+    # what a model call sends is the same, byte for byte
+    assert [f.data_url(85) for f in carried.frames] == [f.data_url(85) for f in r.frames]
+    # at another quality the frame is encoded again, from its JPEG's pixels
+    assert carried.frames[0].data_url(60).startswith("data:image/jpeg;base64,")
+    assert carried.frames[0].data_url(60) != carried.frames[0].data_url(85)
+    # the pixels, read back from the JPEG, show the same frame
+    assert carried.frames[1].image.shape == r.frames[1].image.shape
+    assert read_barcode(carried.frames[1].image) == r.frames[1].info.index
+    # and what crosses a process or a machine is a tenth of the pixels or less
+    assert len(pickle.dumps(carried)) * 10 < len(pickle.dumps(r))
+    assert carried.encoded(85).frames == carried.frames  # encoding twice changes nothing
+
+
 def test_contact_sheet_grid_with_timestamps(clips):
     r = sample_frames(clips["h264"], n=5, cache=None)
     sheet = contact_sheet([f.image for f in r.frames], r.timestamps, cell=160)

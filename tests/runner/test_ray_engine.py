@@ -333,3 +333,28 @@ def test_an_object_in_s3_is_read_by_the_decoding_actors_never_by_the_driver(clus
     assert all(r.pid != os.getpid() for r in mine), (mine, os.getpid(), pids)
     # metadata: the grading actors check that the object is there, a decoding process before it reads its copy
     assert all(r.pid in pids["graders"] or r.parent in pids["decoders"] for r in mine if r.method == "HEAD")
+
+
+def test_frames_cross_from_decoding_to_grading_actors_as_the_jpeg_a_model_call_sends(cluster, clips):
+    from framejudge.frame_sampler import EncodedFrame, SampledFrame, sample_frames
+    from framejudge.runner.ray_engine import DecodeWorker, GradeWorker
+    from framejudge.schema import SamplerParams
+
+    decoder = ray.remote(DecodeWorker).remote(DecodeLimits())
+    params = SamplerParams(n=4)
+    try:
+        carried = ray.get(decoder.sample.remote(str(clips["h264"]), params, 85))
+        local = sample_frames(clips["h264"], params, cache=None)
+        assert all(isinstance(f, EncodedFrame) for f in carried.frames)
+        assert [f.data_url(85) for f in carried.frames] == [f.data_url(85) for f in local.frames]
+        pixels = ray.get(decoder.sample.remote(str(clips["h264"]), params))
+        assert all(isinstance(f, SampledFrame) for f in pixels.frames)
+        # a grading actor asks for JPEG at the run's quality for a model judge, pixels for the
+        # reference judge (its OCR reads them)
+        for spec, options, quality in ((SPEC, GradeOptions(jpeg_quality=70), 70), ("reference", GradeOptions(), None)):
+            judges = Judges([JudgeConfig(spec=SPEC, api_base="http://127.0.0.1:9/v1")])
+            grader = Grader(judges.make(spec), RUBRIC, options)
+            worker = GradeWorker(setup_of(grader, judges, spec), [decoder], None, "test", 1, 2)
+            assert worker.decodes.jpeg_quality == quality
+    finally:
+        ray.kill(decoder)
