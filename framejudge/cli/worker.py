@@ -25,7 +25,17 @@ def worker(
     Ctrl-C: finishes the items in hand, hands back the rest, exits."""
     import asyncio
     import signal
+    import threading
 
+    # a stop asked for before the loop is up (the imports and set-up below take seconds) or while
+    # it shuts down is the same request: finish, hand back what is held, exit 0
+    stopping = threading.Event()
+
+    def stop_asked(*_: object) -> None:
+        stopping.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop_asked)
 
     from ..frame_sampler import IsolatedSampler
     from ..runner.decode import SharedDecodes
@@ -51,8 +61,15 @@ def worker(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        if stopping.is_set():
+            stop.set()
         err.print(f"worker {queue_worker.name} grading from {shown_url(settings.database_url)}", highlight=False)
-        await queue_worker.run(stop)
+        try:
+            await queue_worker.run(stop)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):  # before the loop closes (it would put back the defaults)
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, stop_asked)
 
     try:
         asyncio.run(main())

@@ -119,3 +119,33 @@ def test_workers_ride_out_a_database_restart(tmp_path, postgres):
     assert len(ids) == total and len(set(ids)) == total
     assert all(r["record"] == "verdict" for r in records)
     assert all(calls[f"i{k}"] >= 2 for k in range(total))
+
+
+def _catches(pid: int, sig: int) -> bool:
+    """Whether a process has a handler of its own for `sig` (Linux: /proc/PID/status, SigCgt)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads a process's signal handlers in /proc")
+def test_a_worker_told_to_stop_while_it_starts_exits_cleanly(tmp_path):
+    """SIGTERM as soon as the command has its handler, while it sets up (the decoding pool, the
+    judges, the database; seconds) and before its loop is up: the stop is kept for the loop, so
+    the worker starts, holds nothing, says it stopped and exits 0 (it was killed by the signal,
+    -15, when the handler was the loop's alone, and would never stop if the stop were dropped)."""
+    with ModelServer(latency=0.01) as model:
+        env = _env(tmp_path, f"sqlite:///{tmp_path / 'db.sqlite'}", model.base_url, 20.0)
+        log = tmp_path / "worker.log"
+        worker = _worker(env, log)
+        try:
+            deadline = time.monotonic() + 120
+            while not _catches(worker.pid, signal.SIGTERM) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=120) == 0, log.read_text()[-2000:]
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+    assert "stopped: 0 item(s) graded" in log.read_text()
