@@ -73,6 +73,9 @@ def _run(tmp_path, database_url: str, lease: float, total: int, restart_database
             body = {"items": _items(total), "options": {"swap": True, "cache": False}}
             job = json.loads(_request(f"{server.base}/v1/jobs?judge={JUDGE}", key, json.dumps(body).encode()))["id"]
             _wait(server, key, job, total // 5)
+            deadline = time.monotonic() + 120  # both up (on a loaded machine one starts late): each stopped at work
+            while not all("grading from" in log.read_text() for log in logs) and time.monotonic() < deadline:
+                time.sleep(0.1)
             workers[0].send_signal(signal.SIGKILL)  # dies holding items: they come back when its leases expire
             workers[0].wait(timeout=30)
             workers[1].send_signal(signal.SIGTERM)  # stops cleanly: finishes what it holds
