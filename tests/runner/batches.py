@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from framejudge.schema import Verdict
 from tests.conftest import barcode_frame, read_barcode
@@ -55,3 +56,15 @@ def judged(record: Verdict) -> dict:
             "swap": record.swap.model_dump() if record.swap else None,
             "frames": record.provenance.frame_timestamps, "prompt": record.provenance.prompt_hash,
             "tokens": (record.provenance.usage.prompt_tokens, record.provenance.usage.completion_tokens)}
+
+
+def assert_collected_as_online(records: list, online: list[Verdict], api: str) -> None:
+    """A batch run's records are the online run's verdicts, noted as graded through `api`, at half
+    the online cost (litellm's price for the model, halved)."""
+    assert len(records) == len(online) and all(isinstance(r, Verdict) for r in records)
+    assert [judged(r) for r in records] == [judged(r) for r in online]
+    for b, o in zip(records, online):
+        assert b.response_a.category.value == "Successful" and b.swap is not None and b.swap.consistent
+        assert any(api in n for n in b.provenance.notes)
+        assert o.provenance.usage.cost_usd and o.provenance.usage.cost_usd > 0
+        assert b.provenance.usage.cost_usd == pytest.approx(o.provenance.usage.cost_usd * 0.5)

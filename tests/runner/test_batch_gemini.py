@@ -25,7 +25,7 @@ from framejudge.records import latest, read_records
 from framejudge.rubrics import get_rubric
 from framejudge.rubrics.prompt import render_prompt
 from framejudge.schema import Item, JudgeError, Verdict
-from tests.runner.batches import FPS, frame_number, judged, judgement_for, write_items
+from tests.runner.batches import FPS, assert_collected_as_online, frame_number, judgement_for, write_items
 from tests.judge.providers import GeminiBatchServer, GeminiServer, Image
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,14 +134,8 @@ def test_a_batch_run_sends_the_online_requests_and_writes_the_online_records_at_
 
         server.finish(name)
         records = run(items, out, judges, batch=True)
-        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
-        assert [judged(r) for r in records] == [judged(r) for r in online]
-        for b, o in zip(records, online):
-            assert b.response_a.category.value == "Successful" and b.swap is not None and b.swap.consistent
-            assert any("the Gemini API's Batch Mode" in n for n in b.provenance.notes)
-            # litellm's price for the model, halved
-            assert o.provenance.usage.cost_usd and o.provenance.usage.cost_usd > 0
-            assert b.provenance.usage.cost_usd == pytest.approx(o.provenance.usage.cost_usd * 0.5)
+        assert len(records) == 3
+        assert_collected_as_online(records, online, "the Gemini API's Batch Mode")
         assert f"/download/v1beta/files/batch-{name.removeprefix('batches/')}:download?alt=media" in \
             [r.path for r in server.requests]
 

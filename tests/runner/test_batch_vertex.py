@@ -29,7 +29,7 @@ from framejudge.rubrics import get_rubric
 from framejudge.rubrics.prompt import render_prompt
 from framejudge.schema import Item, JudgeError, Verdict
 from tests.judge.providers import Image
-from tests.runner.batches import FPS, frame_number, judged, judgement_for, write_items
+from tests.runner.batches import FPS, assert_collected_as_online, frame_number, judgement_for, write_items
 from tests.runner.google_cloud import LOCATION, PROJECT, GoogleCloud, ServiceAccount
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,13 +163,8 @@ def test_a_batch_run_sends_the_online_requests_and_writes_the_online_records_at_
 
     vertex.finish(name)
     records = run(items, out, judges, batch=True)
-    assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
-    assert [judged(r) for r in records] == [judged(r) for r in online]
-    for b, o in zip(records, online):
-        assert b.response_a.category.value == "Successful" and b.swap is not None and b.swap.consistent
-        assert any("Vertex AI's batch prediction" in n for n in b.provenance.notes)
-        assert o.provenance.usage.cost_usd and o.provenance.usage.cost_usd > 0  # litellm's price, halved
-        assert b.provenance.usage.cost_usd == pytest.approx(o.provenance.usage.cost_usd * 0.5)
+    assert len(records) == 3
+    assert_collected_as_online(records, online, "Vertex AI's batch prediction")
 
     again = run(items, out, judges, batch=True)  # everything graded: nothing sent, nothing written twice
     assert len(again) == 3 and len(vertex.jobs) == 1
