@@ -24,15 +24,23 @@ def worker(
     (FRAMEJUDGE_SERVICE_DB, FRAMEJUDGE_JUDGES_FILE, FRAMEJUDGE_LEASE_SECONDS, ...). SIGTERM or
     Ctrl-C: finishes the items in hand, hands back the rest, exits."""
     import asyncio
+    import contextlib
     import signal
     import threading
+    from collections.abc import Callable
 
-    # a stop asked for before the loop is up (the imports and set-up below take seconds) or while
-    # it shuts down is the same request: finish, hand back what is held, exit 0
+    # A stop asked for before the loop is up (the imports and set-up below take seconds), while it
+    # runs or while it shuts down is the same request: finish, hand back what is held, exit 0. The
+    # handler is the process's own for the worker's whole life: handing over to the loop's and
+    # back would pass through the defaults, and a signal in that moment would kill the process.
     stopping = threading.Event()
+    wake: list[Callable[[], None]] = []  # while the loop runs: tell it
 
     def stop_asked(*_: object) -> None:
         stopping.set()
+        for tell in wake:
+            with contextlib.suppress(RuntimeError):  # the loop has just closed
+                tell()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, stop_asked)
@@ -59,17 +67,14 @@ def worker(
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        wake.append(lambda: loop.call_soon_threadsafe(stop.set))
         if stopping.is_set():
             stop.set()
         err.print(f"worker {queue_worker.name} grading from {shown_url(settings.database_url)}", highlight=False)
         try:
             await queue_worker.run(stop)
         finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):  # before the loop closes (it would put back the defaults)
-                loop.remove_signal_handler(sig)
-                signal.signal(sig, stop_asked)
+            wake.clear()
 
     try:
         asyncio.run(main())

@@ -197,28 +197,30 @@ async def interruptible(work: Coroutine[Any, Any, T], on_interrupt: Callable[[],
     the next run) and Interrupted is raised. A second SIGINT calls `on_second` and ends the
     process at once: every finished record was flushed when it was written, and a torn last line
     is dropped by the next run. Once interrupted, the second Ctrl-C is handled so until the process
-    ends: the loop's handler gives way to a process-wide one before the loop closes (which would put
-    back Python's own, whose KeyboardInterrupt would end the process with a traceback while it waits
-    for its threads, its decoders or its cluster to shut down). For commands: the process is ended.
+    ends, in the loop or after it closes (while the process waits for its threads, its decoders or
+    its cluster to shut down). The handler is the process's own (signal.signal), not the loop's:
+    handing over from the loop's to a process-wide one would pass through Python's default, and a
+    Ctrl-C in that moment would end the process with a KeyboardInterrupt. For commands: the
+    process is ended.
     """
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(work)
     hits = 0
 
-    def on_sigint() -> None:
+    def first() -> None:
+        task.cancel()  # no item in hand writes anything after this
+        on_interrupt()
+
+    def on_sigint(*_: object) -> None:  # runs in the main thread, between two bytecodes
         nonlocal hits
         hits += 1
         if hits > 1:
             on_second()
             os._exit(INTERRUPTED_EXIT)
-        task.cancel()  # first: no item in hand writes anything after this
-        on_interrupt()
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the run has ended already
+            loop.call_soon_threadsafe(first)
 
-    def exit_now(*_: object) -> None:
-        on_second()
-        os._exit(INTERRUPTED_EXIT)
-
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         return await task
     except (asyncio.CancelledError, JudgeStopped):
@@ -226,6 +228,5 @@ async def interruptible(work: Coroutine[Any, Any, T], on_interrupt: Callable[[],
             raise Interrupted from None
         raise
     finally:
-        if hits:  # from now on a Ctrl-C ends the process, in the loop or after it closes
-            loop.remove_signal_handler(signal.SIGINT)
-            signal.signal(signal.SIGINT, exit_now)
+        if not hits:  # never interrupted: Ctrl-C is what it was before
+            signal.signal(signal.SIGINT, previous)

@@ -132,6 +132,15 @@ INTERRUPTIBLE = """
 import asyncio, os, signal, sys, time
 from framejudge.runner.local import Interrupted, interruptible
 
+# every SIGINT handler the process is given, in order
+given = []
+_set = signal.signal
+def recording(sig, handler):
+    if sig == signal.SIGINT:
+        given.append(handler)
+    return _set(sig, handler)
+signal.signal = recording
+
 async def work():
     os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C, while the work runs
     await asyncio.sleep(60)
@@ -143,6 +152,8 @@ except Interrupted:
 # the loop has closed; the process still shuts down (threads, decoders, a cluster): a second
 # Ctrl-C now ends it at once with 130, as it did inside the loop
 print("handler", signal.getsignal(signal.SIGINT) is not signal.default_int_handler, flush=True)
+# never Python's default, not for a moment: a Ctrl-C then would end the process with a traceback
+print("defaults", [h for h in given if h in (signal.default_int_handler, signal.SIG_DFL)], flush=True)
 os.kill(os.getpid(), signal.SIGINT)
 time.sleep(30)
 print("not ended", flush=True)
@@ -152,7 +163,7 @@ print("not ended", flush=True)
 def test_after_an_interrupt_a_second_ctrl_c_ends_the_process_even_once_the_loop_has_closed(tmp_path):
     proc = subprocess.run([sys.executable, "-c", INTERRUPTIBLE], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 130, proc.stderr
-    assert proc.stdout.split("\n")[:3] == ["stopping", "handler True", "again"], proc.stdout
+    assert proc.stdout.split("\n")[:4] == ["stopping", "handler True", "defaults []", "again"], proc.stdout
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
 
 

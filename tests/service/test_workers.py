@@ -152,3 +152,47 @@ def test_a_worker_told_to_stop_while_it_starts_exits_cleanly(tmp_path):
             if worker.poll() is None:
                 worker.kill()
     assert "stopped: 0 item(s) graded" in log.read_text()
+
+
+RECORD_HANDLERS = """
+import os, signal
+_set = signal.signal
+def recording(sig, handler):
+    if sig in (signal.SIGINT, signal.SIGTERM):
+        name = {signal.SIG_DFL: "default", signal.SIG_IGN: "ignore",
+                signal.default_int_handler: "default"}.get(handler, "own")
+        with open(os.environ["SIGNAL_LOG"], "a") as f:
+            f.write(f"{signal.Signals(sig).name} {name}\\n")
+    return _set(sig, handler)
+signal.signal = recording
+"""
+
+
+def test_a_worker_never_hands_its_signals_back_to_the_defaults_while_it_lives(tmp_path):
+    """From the moment the worker takes SIGTERM and SIGINT until it exits, their handler is never
+    the default, not for a moment: a stop arriving then would kill the worker (-15) instead of
+    stopping it. Every handler the process is given is recorded (a sitecustomize wrapping
+    signal.signal) through a whole run: set-up, the loop, a SIGTERM, the shutdown."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(RECORD_HANDLERS)
+    given = tmp_path / "signals.txt"
+    with ModelServer(latency=0.01) as model:
+        env = _env(tmp_path, f"sqlite:///{tmp_path / 'db.sqlite'}", model.base_url, 20.0)
+        env.update(PYTHONPATH=os.pathsep.join([str(site), env.get("PYTHONPATH", "")]), SIGNAL_LOG=str(given))
+        log = tmp_path / "worker.log"
+        worker = _worker(env, log)
+        try:
+            deadline = time.monotonic() + 120
+            while "grading from" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=120) == 0, log.read_text()[-2000:]
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+    lines = given.read_text().splitlines()
+    for sig in ("SIGTERM", "SIGINT"):
+        mine = [line.split()[1] for line in lines if line.startswith(sig + " ")]
+        assert "own" in mine, lines
+        assert "default" not in mine[mine.index("own"):], lines
