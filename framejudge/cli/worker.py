@@ -34,7 +34,7 @@ def worker(
     # handler is the process's own for the worker's whole life: handing over to the loop's and
     # back would pass through the defaults, and a signal in that moment would kill the process.
     stopping = threading.Event()
-    wake: list[Callable[[], None]] = []  # while the loop runs: tell it
+    wake: list[Callable[[], object]] = []  # while the loop runs: tell it
 
     def stop_asked(*_: object) -> None:
         stopping.set()
