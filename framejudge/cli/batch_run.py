@@ -51,6 +51,7 @@ def start_decoders(grader: Grader, items: list[Item], todo: int, decoding: Decod
 
     decoder = IsolatedSampler(workers=decoding.processes(os.cpu_count()), timeout_s=decoding.timeout_s,
                               max_memory_mb=decoding.memory_mb)
+    decoder.start()  # here, in the main thread: born deaf to the terminal's Ctrl-C, which this process handles
     grader.sample = SharedDecodes(decoder.sample)
     grader.cut = decoder.cut
     return decoder

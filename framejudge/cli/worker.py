@@ -59,6 +59,7 @@ def worker(
     check_cache_folder()
     decoder = IsolatedSampler(workers=settings.decode_workers, timeout_s=settings.decode_timeout_s,
                               max_memory_mb=settings.decode_memory_mb)
+    decoder.start()  # in the main thread: born deaf to the terminal's Ctrl-C, which this process handles
     graders = GraderCache(SharedDecodes(decoder.sample), Judges(configs, api_base=settings.api_base),
                           cut=decoder.cut)
     queue_worker = QueueWorker(engine, graders, lease_s=settings.lease_s,

@@ -172,6 +172,22 @@ class IsolatedSampler:
                                                 context=multiprocessing.get_context("spawn"))
             return self._pool
 
+    def start(self) -> None:
+        """Start the decoding processes now rather than on first use. Called from the main thread,
+        they are born with Ctrl-C ignored: a terminal sends Ctrl-C to the whole process group, and a
+        process still importing (a second or two) would die of it, printing a traceback, before
+        its initializer could ignore it. The caller ignores Ctrl-C only while the processes are
+        launched (milliseconds each); they inherit that and keep it."""
+        pool = self._active_pool()
+        if threading.current_thread() is not threading.main_thread():
+            pool.schedule(os.getpid)  # starts the pool: its processes are launched in this call
+            return
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            pool.schedule(os.getpid)
+        finally:  # (None: a handler not set from Python, which cannot be put back; the default then)
+            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+
     def sample(self, path: str | os.PathLike[str], params: SamplerParams | None = None, *,
                limits: Limits = Limits(), cache: bool = True, **overrides: Any) -> SampleResult:
         """Like `sample_frames` (`cache=False` skips the frame cache); also raises DecodeTimedOut

@@ -239,3 +239,48 @@ def test_grade_command_bad_model_path(tmp_path):
                            str(tmp_path / "v.jsonl"), "--judge", f"transformers:{tmp_path / 'nope'}"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "cannot use model" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the decoding processes in /proc")
+def test_ctrl_c_while_the_decoding_processes_start_prints_no_traceback(tmp_path):
+    """A terminal's Ctrl-C reaches the whole process group. The decoding processes spend a second
+    or two importing before their initializer could ignore it: born ignoring it, none dies of it
+    with a KeyboardInterrupt traceback, and the command ends as any Ctrl-C does (exit 130)."""
+    from framejudge.examples.clips import countdown
+    from framejudge.examples.synth import cfr_times, write_video
+
+    clip = write_video(tmp_path / "c.mp4", countdown, cfr_times(4, 30), gop=30)
+    items = tmp_path / "items.jsonl"
+    items.write_text("".join(json.dumps({"id": f"i{k}", "video": str(clip), "turns": [{
+        "time": 2.0, "question": "What does the text on the screen say?", "golden": "It says 2.",
+        "response_a": "It says 2.", "response_b": "It says 7."}]}) + "\n" for k in range(4)))
+    proc = subprocess.Popen([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out",
+                             str(tmp_path / "v.jsonl"), "--no-cache", "-n", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not _children(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.2)  # the decoding processes are importing
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
