@@ -24,6 +24,8 @@ from framejudge import FramejudgeError
 INTERNAL = {
     "framejudge.frame_sampler.isolate._Recycled": "a decoding process that ran out of memory earlier exited "
                                                   "instead of taking the video; the sampler hands it to a new one",
+    "framejudge.frame_sampler.isolate.DecodingStopped": "the decoding processes were closed while a call waited on "
+                                                        "them (a run being stopped); nothing is wrong with the video",
     "framejudge.endpoint.EndpointBusy": "no room at a model endpoint in time; the judge records it on the "
                                                "turn as a judge error (rate limited or timed out)",
     "framejudge.runner.local.Interrupted": "Ctrl-C during a batch: the CLI says what was kept and exits 130",

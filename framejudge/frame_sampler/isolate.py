@@ -13,6 +13,7 @@ and locks) and reused, so an isolated call costs one round trip of pickled frame
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import resource
@@ -22,8 +23,9 @@ import tempfile
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import InvalidStateError, TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
@@ -116,6 +118,11 @@ def _cut_in_worker(path: str, params: SamplerParams, fps: float, max_bytes: int,
     return _guarded(lambda: cut_clip(path, params, fps, max_bytes, limits=limits))
 
 
+class DecodingStopped(RuntimeError):
+    """The sampler was closed while a call waited on its decoding processes: nothing is wrong with
+    the video; the call's work was given up (a run being stopped)."""
+
+
 class _Recycled(Exception):
     """The worker had run out of memory on an earlier video and exited instead of taking this one."""
 
@@ -161,16 +168,28 @@ class IsolatedSampler:
         self.cache_dir = None if cache_dir is None else str(cache_dir)
         self.workers = workers
         self._pool: pebble.ProcessPool | None = None
+        self._pending: set[Any] = set()  # futures handed out and not yet done
+        self._abandoned: weakref.WeakSet[Any] = weakref.WeakSet()  # those a close() gave up
         self._lock = threading.Lock()
+        self._closing = threading.Lock()
 
     def _active_pool(self) -> pebble.ProcessPool:
-        """The worker pool, started on first use (and again after close)."""
+        """The worker pool, started on first use (and again after close). Under self._lock."""
+        if self._pool is None or not self._pool.active:
+            cap = self.max_memory_mb * 1024**2 if self.max_memory_mb else None
+            self._pool = pebble.ProcessPool(max_workers=self.workers, initializer=_start_worker, initargs=(cap,),
+                                            context=multiprocessing.get_context("spawn"))
+        return self._pool
+
+    def _schedule(self, task: Any, args: tuple = (), timeout: float | None = None) -> Any:
+        """Hand `task` to a decoding process. Scheduling and close() exclude each other, and close()
+        ends every future it leaves behind, so that no caller waits for ever on a pool that was
+        stopped under it (a stopped pool resolves nothing it had queued)."""
         with self._lock:
-            if self._pool is None or not self._pool.active:
-                cap = self.max_memory_mb * 1024**2 if self.max_memory_mb else None
-                self._pool = pebble.ProcessPool(max_workers=self.workers, initializer=_start_worker, initargs=(cap,),
-                                                context=multiprocessing.get_context("spawn"))
-            return self._pool
+            future = self._active_pool().schedule(task, args=args, timeout=timeout)
+            self._pending.add(future)
+        future.add_done_callback(lambda done: self._pending.discard(done))  # the set of now, not of then
+        return future
 
     def start(self) -> None:
         """Start the decoding processes now rather than on first use. Called from the main thread,
@@ -178,13 +197,12 @@ class IsolatedSampler:
         process still importing (a second or two) would die of it, printing a traceback, before
         its initializer could ignore it. The caller ignores Ctrl-C only while the processes are
         launched (milliseconds each); they inherit that and keep it."""
-        pool = self._active_pool()
         if threading.current_thread() is not threading.main_thread():
-            pool.schedule(os.getpid)  # starts the pool: its processes are launched in this call
+            self._schedule(os.getpid)  # starts the pool: its processes are launched in this call
             return
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            pool.schedule(os.getpid)
+            self._schedule(os.getpid)
         finally:  # (None: a handler not set from Python, which cannot be put back; the default then)
             signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
 
@@ -207,7 +225,7 @@ class IsolatedSampler:
 
     def _run(self, task: Any, args: tuple, path: str | os.PathLike[str]) -> Any:
         for attempt in range(2):
-            future = self._active_pool().schedule(task, args=args, timeout=self.timeout_s)
+            future = self._schedule(task, args, self.timeout_s)
             try:
                 return self._result(future, path)
             except _Recycled:
@@ -216,6 +234,15 @@ class IsolatedSampler:
         raise AssertionError("unreachable")
 
     def _result(self, future: Any, path: str | os.PathLike[str]) -> Any:
+        try:
+            return self._outcome(future, path)
+        except Exception:
+            if future in self._abandoned:  # whatever the stopped pool made of it: given up, nothing wrong with the video
+                raise DecodingStopped(f"{path}: the decoding processes were stopped (closed) before it was "
+                                      "decoded") from None
+            raise
+
+    def _outcome(self, future: Any, path: str | os.PathLike[str]) -> Any:
         try:
             return future.result()
         except FutureTimeout:
@@ -245,12 +272,20 @@ class IsolatedSampler:
         return f"; each decoding process is capped at {self.max_memory_mb} MB" if self.max_memory_mb else ""
 
     def close(self) -> None:
-        """Stop the workers (a later call starts new ones)."""
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.stop()
-            pool.join()
+        """Stop the workers (a later call starts new ones). A call waiting on them raises
+        DecodingStopped. A close while another is under way (a run stopping them from a thread,
+        then its shutdown) waits for it: once close returns, they are stopped."""
+        with self._closing:
+            with self._lock:
+                pool, self._pool = self._pool, None
+                pending, self._pending = self._pending, set()
+                self._abandoned.update(pending)
+            if pool is not None:
+                pool.stop()
+                pool.join()
+            for future in list(pending):
+                with contextlib.suppress(InvalidStateError):  # it ended meanwhile
+                    future.set_exception(DecodingStopped("the decoding processes were stopped"))
 
     def __enter__(self) -> IsolatedSampler:
         return self

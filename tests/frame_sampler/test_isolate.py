@@ -89,6 +89,42 @@ def test_closed_samplers_start_again(clips):
     sampler.close()
 
 
+def test_calls_waiting_when_the_sampler_is_closed_end_instead_of_waiting_for_ever(tmp_path):
+    """A run being stopped closes its sampler from another thread while calls wait on it (one
+    decoding, others queued behind it). A stopped pool resolves nothing it had queued: each call
+    now raises DecodingStopped (or returns, if its decode finished first) instead of hanging the
+    process's shutdown, which waits for those threads."""
+    import threading
+    import time
+
+    from framejudge.frame_sampler.isolate import DecodingStopped
+
+    clip = write_video(tmp_path / "hd.mp4", countdown, cfr_times(4, 30), size=(1920, 1080), gop=60)
+    sampler = IsolatedSampler(workers=1, timeout_s=120, cache_dir=None)
+    sampler.start()
+    ended: list[str] = []
+
+    def call() -> None:
+        try:
+            sampler.sample(clip, n=16)
+            ended.append("decoded")
+        except DecodingStopped as exc:
+            assert "stopped" in str(exc) and "hd.mp4" in str(exc)
+            ended.append("stopped")
+
+    threads = [threading.Thread(target=call, daemon=True) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)  # one decoding, two queued behind it
+    sampler.close()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a call still waits on the closed sampler"
+    assert len(ended) == 3 and "stopped" in ended, ended
+    assert len(sampler.sample(clip, n=2).frames) == 2  # and it starts again
+    sampler.close()
+
+
 def _readme_example() -> str:
     """The IsolatedSampler example of docs/frame-sampling.md, as written there."""
     import re

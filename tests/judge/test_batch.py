@@ -259,7 +259,9 @@ def _children(pid: int) -> list[int]:
 def test_ctrl_c_while_the_decoding_processes_start_prints_no_traceback(tmp_path):
     """A terminal's Ctrl-C reaches the whole process group. The decoding processes spend a second
     or two importing before their initializer could ignore it: born ignoring it, none dies of it
-    with a KeyboardInterrupt traceback, and the command ends as any Ctrl-C does (exit 130)."""
+    with a KeyboardInterrupt traceback. The run's threads waiting on them end when the stop
+    closes them (a stopped pool resolved nothing it had queued, and the process hung at exit),
+    and the command ends as any Ctrl-C does (exit 130)."""
     from framejudge.examples.clips import countdown
     from framejudge.examples.synth import cfr_times, write_video
 
@@ -276,11 +278,11 @@ def test_ctrl_c_while_the_decoding_processes_start_prints_no_traceback(tmp_path)
         while not _children(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        time.sleep(0.2)  # the decoding processes are importing
+        time.sleep(0.2)  # the decoding processes are importing; the run's threads wait on them
         os.killpg(proc.pid, signal.SIGINT)
         _, stderr = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, stderr
-    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert not [sign for sign in ("Traceback", "KeyboardInterrupt", "Exception in thread") if sign in stderr], stderr
