@@ -339,19 +339,7 @@ class OpenAIBatches(BatchAPI):
             except Exception as exc:
                 raise BatchError(f"file {file_id}: could not be read: {exc}"[:800]) from None
             data = content.content if hasattr(content, "content") else bytes(content)
-            for line in data.decode("utf-8", errors="replace").splitlines():
-                try:
-                    row = json.loads(line)
-                    key = row["custom_id"]
-                except (ValueError, KeyError, TypeError):
-                    continue
-                response = row.get("response") or {}
-                status = response.get("status_code")
-                if row.get("error") is None and status == 200 and isinstance(response.get("body"), dict):
-                    rows.append(answer_row(key, 200, response["body"]))
-                else:
-                    rows.append(answer_row(key, status, error=row.get("error") or response.get("body")
-                                           or {"status_code": status}))
+            rows += reply_rows(data.decode("utf-8", errors="replace"), _openai_line)
         return rows
 
 
@@ -477,24 +465,23 @@ class AnthropicBatches(BatchAPI):
         url, headers = self._endpoint(judge)
         response = await _send("GET", f"{url.rstrip('/')}/{batch.id}/results", headers,
                                f"batch {batch.id}: its results could not be read")
-        rows = []
-        for line in response.text.splitlines():
-            try:
-                row = json.loads(line)
-                key, result = row["custom_id"], row["result"]
-                kind = result["type"]
-            except (ValueError, KeyError, TypeError):
-                continue
+
+        def read(row: dict[str, Any]) -> dict[str, Any] | None:
+            result = row.get("result")
+            if "custom_id" not in row or not isinstance(result, dict) or "type" not in result:
+                return None
+            key, kind = row["custom_id"], result["type"]
             if kind == "succeeded" and isinstance(result.get("message"), dict):
-                rows.append(answer_row(key, 200, result["message"]))
-            elif kind == "errored":
+                return answer_row(key, 200, result["message"])
+            if kind == "errored":
                 error = result.get("error") or {}
                 inner = error.get("error", error) if isinstance(error, dict) else {}
                 status = ANTHROPIC_ERROR_STATUS_CODE_MAP.get(str(inner.get("type")), 500) if isinstance(inner, dict) else 500
-                rows.append(answer_row(key, status, error=error or {"type": "errored"}))
-            else:  # canceled, expired: the batch ended before the request was processed
-                rows.append(answer_row(key, None, error={"type": kind}, counts=False))
-        return rows
+                return answer_row(key, status, error=error or {"type": "errored"})
+            # canceled, expired: the batch ended before the request was processed
+            return answer_row(key, None, error={"type": kind}, counts=False)
+
+        return reply_rows(response.text, read)
 
 
 GEMINI_ROOT = "https://generativelanguage.googleapis.com"
@@ -654,19 +641,7 @@ class GeminiBatches(BatchAPI):
             response = await _send("GET", f"{self._root(judge)}/download/v1beta/{file_name}:download?alt=media",
                                         self._key(judge), f"batch {batch.id}: its responses file {file_name} could "
                                                           "not be read")
-            for line in response.text.splitlines():
-                try:
-                    row = json.loads(line)
-                    key = str(row["key"])
-                except (ValueError, KeyError, TypeError):
-                    continue
-                if isinstance(row.get("response"), dict):
-                    answer = answer_row(key, 200, row["response"])
-                    answer["model"] = model
-                    rows.append(answer)
-                    continue
-                error = row.get("error") or row.get("status") or {"message": "no response"}
-                rows.append(answer_row(key, _http_status(error), error=error))
+            rows += reply_rows(response.text, _gemini_line, model)
         return rows
 
 
@@ -873,27 +848,65 @@ class VertexBatches(GeminiBatches):
             for name in sorted(n for n in names if re.fullmatch(r"predictions[^/]*\.jsonl", n.rpartition("/")[2])):
                 data = await _send("GET", f"{gcs_root()}/storage/v1/b/{quote(bucket, safe='')}/o/"
                                           f"{quote(name, safe='')}?alt=media", auth, what)
-                for line in data.text.splitlines():
-                    try:
-                        row = json.loads(line)
-                        request = dict(row["request"])
-                    except (ValueError, KeyError, TypeError):
-                        continue
-                    key = label_key((request.pop("labels", None) or {}).get(KEY_LABEL))
-                    if key is None:  # no label: the request as it was sent, if it came back as it was
-                        key = request_key(request)
-                    if key not in known:
-                        continue
-                    status, response = row.get("status"), row.get("response")
-                    if not status and isinstance(response, dict) and response.get("candidates") is not None:
-                        answer = answer_row(key, 200, response)
-                        answer["model"] = model
-                        rows.append(answer)
-                    else:
-                        error = status or {"message": "no response"}
-                        rows.append(answer_row(key, _vertex_status(error), error=error))
+                rows += [row for row in reply_rows(data.text, _vertex_line, model) if row["key"] in known]
         return rows
 
+
+def reply_rows(text: str, read: Callable[[dict[str, Any]], dict[str, Any] | None],
+               model: str | None = None) -> list[dict[str, Any]]:
+    """The answer rows (answer_row) of a JSON-lines replies file, as the provider's `read` makes out
+    each line; lines that are not JSON objects, or no reply, are left out (asked again, as any
+    missing reply is). `model`: stamped on each reply, where the provider's reply does not say it."""
+    rows = []
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        answer = read(row) if isinstance(row, dict) else None
+        if answer is None:
+            continue
+        if model is not None and "body" in answer:
+            answer["model"] = model
+        rows.append(answer)
+    return rows
+
+
+def _openai_line(row: dict[str, Any]) -> dict[str, Any] | None:
+    """An OpenAI batch output line: `custom_id`, then `response` (status and body) or `error`."""
+    if "custom_id" not in row:
+        return None
+    key, response = row["custom_id"], row.get("response") or {}
+    status = response.get("status_code") if isinstance(response, dict) else None
+    if row.get("error") is None and status == 200 and isinstance(response.get("body"), dict):
+        return answer_row(key, 200, response["body"])
+    body = response.get("body") if isinstance(response, dict) else None
+    return answer_row(key, status, error=row.get("error") or body or {"status_code": status})
+
+
+def _gemini_line(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A Gemini batch's replies line: `key`, then `response` (a GenerateContentResponse) or `error`/`status`."""
+    if "key" not in row:
+        return None
+    if isinstance(row.get("response"), dict):
+        return answer_row(str(row["key"]), 200, row["response"])
+    error = row.get("error") or row.get("status") or {"message": "no response"}
+    return answer_row(str(row["key"]), _http_status(error), error=error)
+
+
+def _vertex_line(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A Vertex AI prediction line: the `request` it answers (its key in a label, else the sha256 of the
+    request as it was sent, if it came back as it was), then `response` or a `status`."""
+    if not isinstance(row.get("request"), dict):
+        return None
+    request = dict(row["request"])
+    labels = request.pop("labels", None)
+    key = label_key(labels.get(KEY_LABEL) if isinstance(labels, dict) else None) or request_key(request)
+    status, response = row.get("status"), row.get("response")
+    if not status and isinstance(response, dict) and response.get("candidates") is not None:
+        return answer_row(key, 200, response)
+    error = status or {"message": "no response"}
+    return answer_row(key, _vertex_status(error), error=error)
 
 def _vertex_status(status: Any) -> int:
     """The HTTP status a failed prediction's `status` reads as: a google.rpc.Status (or the JSON of
