@@ -138,20 +138,27 @@ def test_a_worker_told_to_stop_while_it_starts_exits_cleanly(tmp_path):
     judges, the database; seconds) and before its loop is up: the stop is kept for the loop, so
     the worker starts, holds nothing, says it stopped and exits 0 (it was killed by the signal,
     -15, when the handler was the loop's alone, and would never stop if the stop were dropped)."""
+    log = _stop_a_worker(tmp_path, {}, lambda worker, log: _catches(worker.pid, signal.SIGTERM))
+    assert "stopped: 0 item(s) graded" in log.read_text()
+
+
+def _stop_a_worker(tmp_path, more_env: dict[str, str], ready) -> Path:
+    """Start a worker on an empty SQLite queue, SIGTERM it once `ready(worker, log)`, and check it
+    exits 0; its log."""
     with ModelServer(latency=0.01) as model:
-        env = _env(tmp_path, f"sqlite:///{tmp_path / 'db.sqlite'}", model.base_url, 20.0)
+        env = {**_env(tmp_path, f"sqlite:///{tmp_path / 'db.sqlite'}", model.base_url, 20.0), **more_env}
         log = tmp_path / "worker.log"
         worker = _worker(env, log)
         try:
             deadline = time.monotonic() + 120
-            while not _catches(worker.pid, signal.SIGTERM) and time.monotonic() < deadline:
+            while not ready(worker, log) and time.monotonic() < deadline:
                 time.sleep(0.01)
             worker.send_signal(signal.SIGTERM)
             assert worker.wait(timeout=120) == 0, log.read_text()[-2000:]
         finally:
             if worker.poll() is None:
                 worker.kill()
-    assert "stopped: 0 item(s) graded" in log.read_text()
+    return log
 
 
 RECORD_HANDLERS = """
@@ -177,20 +184,8 @@ def test_a_worker_never_hands_its_signals_back_to_the_defaults_while_it_lives(tm
     site.mkdir()
     (site / "sitecustomize.py").write_text(RECORD_HANDLERS)
     given = tmp_path / "signals.txt"
-    with ModelServer(latency=0.01) as model:
-        env = _env(tmp_path, f"sqlite:///{tmp_path / 'db.sqlite'}", model.base_url, 20.0)
-        env.update(PYTHONPATH=os.pathsep.join([str(site), env.get("PYTHONPATH", "")]), SIGNAL_LOG=str(given))
-        log = tmp_path / "worker.log"
-        worker = _worker(env, log)
-        try:
-            deadline = time.monotonic() + 120
-            while "grading from" not in log.read_text() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            worker.send_signal(signal.SIGTERM)
-            assert worker.wait(timeout=120) == 0, log.read_text()[-2000:]
-        finally:
-            if worker.poll() is None:
-                worker.kill()
+    _stop_a_worker(tmp_path, {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+                              "SIGNAL_LOG": str(given)}, lambda worker, log: "grading from" in log.read_text())
     lines = given.read_text().splitlines()
     for sig in ("SIGTERM", "SIGINT"):
         mine = [line.split()[1] for line in lines if line.startswith(sig + " ")]
