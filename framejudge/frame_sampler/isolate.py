@@ -197,14 +197,13 @@ class IsolatedSampler:
         process still importing (a second or two) would die of it, printing a traceback, before
         its initializer could ignore it. The caller ignores Ctrl-C only while the processes are
         launched (milliseconds each); they inherit that and keep it."""
-        if threading.current_thread() is not threading.main_thread():
-            self._schedule(os.getpid)  # starts the pool: its processes are launched in this call
-            return
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        on_main = threading.current_thread() is threading.main_thread()  # (only it can set a handler)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if on_main else None
         try:
-            self._schedule(os.getpid)
+            self._schedule(os.getpid)  # starts the pool: its processes are launched in this call
         finally:  # (None: a handler not set from Python, which cannot be put back; the default then)
-            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+            if on_main:
+                signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
 
     def sample(self, path: str | os.PathLike[str], params: SamplerParams | None = None, *,
                limits: Limits = Limits(), cache: bool = True, **overrides: Any) -> SampleResult:

@@ -908,6 +908,7 @@ def _vertex_line(row: dict[str, Any]) -> dict[str, Any] | None:
     error = status or {"message": "no response"}
     return answer_row(key, _vertex_status(error), error=error)
 
+
 def _vertex_status(status: Any) -> int:
     """The HTTP status a failed prediction's `status` reads as: a google.rpc.Status (or the JSON of
     an error inside its text), else a status name or an HTTP reason in its text; 500 otherwise."""
