@@ -24,8 +24,11 @@ def _identity(a: np.ndarray) -> np.ndarray:
 
 
 def display_matrix(frame: av.VideoFrame) -> np.ndarray | None:
-    # PyAV's stubs type side_data as a TypedDict; it is a SideDataContainer of SideData buffers
-    for sd in cast(SideDataContainer, frame.side_data):
+    # PyAV's stubs type side_data as a TypedDict; it is a SideDataContainer of SideData buffers, which
+    # PyAV 18.1.0 iterates as its buffers and 18.1.1 as a mapping's keys (their types)
+    side = cast(SideDataContainer, frame.side_data)
+    for entry in side:
+        sd = entry if hasattr(entry, "type") else side[entry]
         if str(sd.type).endswith("DISPLAYMATRIX"):
             raw = bytes(sd)
             if len(raw) >= 36:

@@ -206,6 +206,11 @@ def _sample(p: Path, params: SamplerParams, limits: Limits, sha: str | None) -> 
         convert = Converter(Fraction(sar) if sar else None, params.max_side)
         report = DecodeReport()
         frames, rotation = _decode(container, main, index, the_plan, params, convert, report)
+        # what the stream says of itself, read while the container is open (PyAV refuses it after close)
+        ctx = main.codec_context
+        width, height, codec = ctx.width, ctx.height, ctx.name
+        rate = main.average_rate or main.guessed_rate
+        container_name = container.format.name
     finally:
         container.close()
 
@@ -219,19 +224,15 @@ def _sample(p: Path, params: SamplerParams, limits: Limits, sha: str | None) -> 
             "depending on them were skipped"
         )
 
-    ctx = main.codec_context
-    disp_w, disp_h = display_size(
-        ctx.width, ctx.height, convert.sar, swap=rotation in (90, 270)
-    )
-    rate = main.average_rate or main.guessed_rate
+    disp_w, disp_h = display_size(width, height, convert.sar, swap=rotation in (90, 270))
     video = VideoInfo(
         path=str(p),
         sha256=sha,
-        container=container.format.name,
-        codec=ctx.name,
+        container=container_name,
+        codec=codec,
         stream_index=index.stream_index,
-        width=ctx.width,
-        height=ctx.height,
+        width=width,
+        height=height,
         display_width=disp_w,
         display_height=disp_h,
         rotation=rotation,
