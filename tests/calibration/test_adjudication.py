@@ -312,6 +312,8 @@ def graded(tmp_path_factory, bundled_examples) -> dict[str, Path]:
     return {"verdicts": verdicts, "labels": labels, "gold": gold, "dir": d, "changed": len(decisions)}
 
 
+# one worker grades the examples for both tests, where each worker would grade them
+@pytest.mark.xdist_group("adjudication-graded")
 def test_calibrate_shows_before_and_after(graded):
     d = graded["dir"]
     proc = cli("calibrate", "--human", graded["labels"], "--judge", graded["verdicts"], "--gold", graded["gold"],
@@ -337,6 +339,7 @@ def refused(proc: subprocess.CompletedProcess[str], words: str) -> None:
     assert f"error: {words}" in proc.stderr, proc.stderr
 
 
+@pytest.mark.xdist_group("adjudication-graded")
 def test_calibrate_refuses_bad_gold(graded, tmp_path):
     base = ["calibrate", "--human", graded["labels"], "--judge", graded["verdicts"], "--replicates", 10]
     lines = graded["gold"].read_text().splitlines()

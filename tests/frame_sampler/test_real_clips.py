@@ -118,6 +118,8 @@ def hostile(shared_dir, tmp_path_factory) -> tuple[Path, list[dict]]:
     return out, json.loads((out / "manifest.json").read_text())
 
 
+# one worker builds the corpus (minutes) for both tests, where each worker would build its own
+@pytest.mark.xdist_group("hostile-corpus")
 def test_hostile_corpus(hostile):
     """Every REJECT case raises a FrameSamplerError; every HANDLE case returns frames."""
     out, manifest = hostile
@@ -140,6 +142,7 @@ def test_hostile_corpus(hostile):
     assert {"vfr_freeze.mp4", "pts_reset_concat.ts", "start_offset_10h.ts", "rot90.mp4"} <= set(handled)
 
 
+@pytest.mark.xdist_group("hostile-corpus")
 def test_hostile_specifics(hostile):
     out, _ = hostile
     r = sample(out / "start_offset_10h.ts", n=4)

@@ -31,10 +31,8 @@ pytest.importorskip("litellm")
 loopback_only()  # before ray is imported: the session's cluster listens on 127.0.0.1 only
 ray = pytest.importorskip("ray", reason="the ray engine's tests need the framejudge[ray] extra")
 
-# meant to keep every test here in one worker of a parallel run (./run test: --dist loadgroup), so
-# that the session starts one cluster (about 1.5 GB and 10 s each), not one per worker. pytest-xdist
-# 3.8 does not group under pytest 9.2 (it renames item._nodeid, which pytest 9.2 no longer reads):
-# each worker that reaches a test here starts its own cluster.
+# every test here in one worker of a parallel run (./run test: --dist loadgroup), so that the
+# session starts one cluster (about 1.5 GB and 10 s each), not one per worker
 pytestmark = pytest.mark.xdist_group("ray")
 RUBRIC = get_rubric("video-qa")
 SPEC = "litellm:openai/bench"
