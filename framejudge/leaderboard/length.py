@@ -43,8 +43,14 @@ def _fit(score: np.ndarray, x: np.ndarray, groups: np.ndarray) -> tuple[np.ndarr
         return f"{word} every graded battle: the regression has no finite estimate"
     if x.std() == 0:
         return "its answers' length difference to the baseline's never varies"
+    if (x > 0).all() or (x < 0).all():
+        side = "longer" if (x > 0).all() else "shorter"
+        return (f"its answers are always {side} than the baseline's: zero length difference lies outside the data, "
+                "and the rate there would be an extrapolation")
     if len(score) < 4:
         return "too few graded battles for the regression"
+    if _separated(score, x):
+        return "the outcome is separated by the length difference: the regression has no finite estimate"
     design = np.column_stack([np.ones_like(x), x])
     glm = sm.GLM(score, design, family=sm.families.Binomial())
     with warnings.catch_warnings():
@@ -57,6 +63,16 @@ def _fit(score: np.ndarray, x: np.ndarray, groups: np.ndarray) -> tuple[np.ndarr
     if not (np.isfinite(params).all() and np.isfinite(se).all()) or np.abs(params).max() > 30:
         return "the regression did not converge (the outcome is separated by the length difference)"
     return params, se
+
+
+def _separated(score: np.ndarray, x: np.ndarray) -> bool:
+    """Whether a logistic fit of `score` (1, 0.5 or 0) on `x` has no finite maximum (complete or quasi-complete
+    separation): some threshold has every battle with a share of a win on one side of it and every battle with
+    a share of a loss on the other (a tie, which is both, on the threshold itself)."""
+    wins, losses = x[score > 0], x[score < 1]
+    if not len(wins) or not len(losses):
+        return True
+    return bool(losses.max() <= wins.min() or wins.max() <= losses.min())
 
 
 def length_controlled(model: np.ndarray, score: np.ndarray, diff: np.ndarray, cluster: np.ndarray,

@@ -173,3 +173,41 @@ def test_bad_input_is_refused_with_a_reason():
         build_board([battle("a", "b", "A", metadata={"source": "x"})], by=["lang"])
     with pytest.raises(ValueError, match="by: 'domain' is given twice"):
         build_board([battle("a", "b", "A")], by=["domain", "domain"])
+
+
+def _lc(board, model):
+    return _row(board, model).vs_baseline.length_controlled
+
+
+def test_no_length_controlled_rate_where_zero_length_difference_lies_outside_the_data():
+    # never better than the baseline (3 ties, 3 losses) and every answer longer: the rate at zero difference
+    # would be read off a curve where there are no battles, and the fit put it at 1.000 [0.985, 1.000]
+    out = [battle("long", "base", "Both" if k < 3 else "B", f"i{k}", length_a=300 + 40 * k, length_b=100)
+           for k in range(6)]
+    out += [battle("other", "base", "A" if k % 2 else "B", f"j{k}", length_a=100 + 30 * (k - 3), length_b=100)
+            for k in range(8)]
+    board = build_board(out, baseline="base", replicates=100)
+    lc = _lc(board, "long")
+    assert lc.estimate is None and lc.low is None
+    assert "always longer than the baseline's" in lc.reason and "extrapolation" in lc.reason
+    assert _row(board, "long").vs_baseline.win_rate.estimate <= 0.25  # the raw rate stays what it is
+    # always shorter, the same
+    short = [battle("short", "base", "A", f"k{k}", length_a=50 + k, length_b=100) for k in range(3)]
+    short += [battle("short", "base", "B", f"k{k + 3}", length_a=60 + k, length_b=100) for k in range(3)]
+    assert "always shorter" in _lc(build_board(short + out, baseline="base", replicates=50), "short").reason
+
+
+def test_no_length_controlled_rate_where_the_length_difference_separates_the_outcome():
+    # every longer answer won, every shorter one lost: the slope runs off to infinity
+    out = [battle("m", "base", "A" if k >= 4 else "B", f"i{k}", length_a=100 + 20 * (k - 4) + (5 if k >= 4 else -5),
+                  length_b=100) for k in range(8)]
+    out += [battle("other", "base", "A" if k % 2 else "B", f"j{k}", length_a=100 + 30 * (k - 3), length_b=100)
+            for k in range(8)]
+    board = build_board(out, baseline="base", replicates=100)
+    lc = _lc(board, "m")
+    assert lc.estimate is None and "separated by the length difference" in lc.reason
+    # one win among the shorter answers and one loss among the longer: overlap, a finite fit
+    out[0] = battle("m", "base", "A", "i0", length_a=20, length_b=100)
+    out[7] = battle("m", "base", "B", "i7", length_a=165, length_b=100)
+    lc = _lc(build_board(out, baseline="base", replicates=100), "m")
+    assert lc.estimate is not None and 0 < lc.low <= lc.estimate <= lc.high < 1
