@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from .calibration.audit import AuditResult, audit
 from .calibration.inputs import (LabelsError, human_rows, judge_rows, load_human_labels, swap_consistency,
-                                 unjudged_turns, video_qa_fields)
+                                 unique_labels, unjudged_turns, video_qa_fields)
 from .calibration.reliability import reliability
 from .errors import FramejudgeError
 from .files import first_problem
@@ -39,7 +39,7 @@ from .rubrics.model import Rubric
 from .runner.judges import Judges
 from .runner.local import run_batch
 from .runner.resume import plan_resume
-from .schema import GradeOptions, HumanLabel, Item
+from .schema import GradeOptions, HumanLabel, Item, JudgeError, Verdict
 
 PathLike = str | os.PathLike[str]
 
@@ -174,14 +174,49 @@ def grade(
     default: a local one on loopback for this call), with the same records and resume rules; it
     needs the `framejudge[ray]` extra (RayUnavailable without it).
     Raises a FramejudgeError for bad input before grading anything."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass  # no loop running in this thread: grade runs its own
+    else:
+        raise InvalidOptions("grade() runs an event loop of its own and was called inside a running one (a "
+                             "notebook, an async function): use `await framejudge.agrade(...)` there")
     return asyncio.run(agrade(items, judge=judge, rubric=rubric, options=options, out=out, media_root=media_root,
                               judges_file=judges_file, api_base=api_base, concurrency=concurrency, regrade=regrade,
                               batch=batch, engine=engine, address=address))
 
 
+def _labels(labels: Sequence[HumanLabel | Mapping[str, Any]]) -> list[HumanLabel]:
+    """Labels given as HumanLabels or dicts, checked as a labels file's rows are (each named labels[k])."""
+    checked: list[tuple[str, HumanLabel]] = []
+    for k, label in enumerate(labels):
+        try:
+            checked.append((f"labels[{k}]", label if isinstance(label, HumanLabel) else HumanLabel.model_validate(label)))
+        except ValidationError as exc:
+            raise LabelsError(f"labels[{k}]: {first_problem(exc)}") from None
+    return unique_labels(checked, LabelsError)
+
+
+def _records(verdicts: Sequence[Record | Mapping[str, Any]]) -> list[Record]:
+    """Records given as Verdicts and JudgeErrors (what `grade` returns) or as the dicts of a verdicts file's lines."""
+    out: list[Record] = []
+    for k, record in enumerate(verdicts):
+        if isinstance(record, (Verdict, JudgeError)):
+            out.append(record)
+            continue
+        try:
+            if not isinstance(record, Mapping):
+                raise ItemsError(f"verdicts[{k}]: a Verdict, a JudgeError or a dict, not {type(record).__name__}")
+            model = JudgeError if record.get("record") == "judge_error" else Verdict
+            out.append(model.model_validate(record))
+        except ValidationError as exc:
+            raise ItemsError(f"verdicts[{k}]: not a verdict or judge error record ({first_problem(exc)})") from None
+    return out
+
+
 def calibrate(
-    labels: PathLike | Sequence[HumanLabel],
-    verdicts: PathLike | Sequence[Record],
+    labels: PathLike | Sequence[HumanLabel | Mapping[str, Any]],
+    verdicts: PathLike | Sequence[Record | Mapping[str, Any]],
     *,
     replicates: int = 1000,
     seed: int = 0,
@@ -189,10 +224,11 @@ def calibrate(
     """The judge's agreement with people, beside the people's agreement with each other, per label
     field (`result.fields`: percent agreement, Cohen's kappa and Krippendorff's alpha with bootstrap
     intervals, the confusion matrix, ...), as `framejudge calibrate` computes it. `labels`: a human
-    labels file (JSONL or CSV) or HumanLabels; `verdicts`: a verdicts file or the records `grade`
-    returned. Raises LabelsError when no labelled turn has a verdict."""
-    human = load_human_labels(Path(labels)) if isinstance(labels, (str, os.PathLike)) else list(labels)
-    records = read_records(Path(verdicts)) if isinstance(verdicts, (str, os.PathLike)) else list(verdicts)
+    labels file (JSONL or CSV), or HumanLabels or dicts of its rows; `verdicts`: a verdicts file, the records
+    `grade` returned, or dicts of a verdicts file's lines. Raises LabelsError for a label the labels model
+    refuses, a second label by one annotator for one turn, or when no labelled turn has a verdict."""
+    human = load_human_labels(Path(labels)) if isinstance(labels, (str, os.PathLike)) else _labels(labels)
+    records = read_records(Path(verdicts)) if isinstance(verdicts, (str, os.PathLike)) else _records(verdicts)
     if replicates < 1:
         raise InvalidOptions("replicates must be at least 1")
     rows_h = human_rows(human)

@@ -61,6 +61,9 @@ def test_grade_then_calibrate(tmp_path):
     fields = {f.field: f for f in result.fields}
     assert fields["category_a"].units == 3 and fields["preference"].judge_percent.value == 1.0
     assert calibrate(tmp_path / "labels.jsonl", records, replicates=50).fields[0].units == 3  # records as given
+    # labels and records as the dicts of their files' lines, as they are given to the calls: the same result
+    as_dicts = calibrate(_labels(), [json.loads(line) for line in out.read_text().splitlines()], replicates=50)
+    assert as_dicts.model_dump() == result.model_dump()
 
 
 def test_grade_takes_items_and_dicts_without_a_file(tmp_path):
@@ -87,6 +90,11 @@ def test_a_missing_video_is_a_judge_error_record_not_an_exception(tmp_path):
      "runs on the local engine"),
     (lambda p: grade(ITEMS, engine="spark"), "InvalidOptions", "invalid_options", "engine 'spark'"),
     (lambda p: calibrate(p / "labels.jsonl", []), "LabelsError", "invalid_labels", "none of the"),
+    (lambda p: calibrate([{"item_id": "cars", "turn": 0}], []), "LabelsError", "invalid_labels", "labels[0]: "),
+    (lambda p: calibrate(_labels() + _labels()[:1], []), "LabelsError", "invalid_labels",
+     "labels[6]: ann1 labelled item cars turn 0 twice"),
+    (lambda p: calibrate(_labels(), [{"item_id": "cars"}]), "ItemsError", "invalid_items", "verdicts[0]: not a verdict"),
+    (lambda p: calibrate(_labels(), ["cars"]), "ItemsError", "invalid_items", "verdicts[0]: a Verdict, a JudgeError"),
     (lambda p: grade(ITEMS, judge="litellm:openai/b", judges_file=p / "judges.yaml"), "JudgeSpecError",
      "judge_unavailable", "'litellm:openai/b' is not in the judges file (it has: litellm:openai/a)"),
 ])
@@ -95,6 +103,19 @@ def test_bad_input_is_a_framejudge_error_with_its_code(tmp_path, call, kind, cod
     with pytest.raises(FramejudgeError) as caught:
         call(tmp_path)
     assert type(caught.value).__name__ == kind and caught.value.code == code and words in str(caught.value)
+
+
+def test_grade_inside_a_running_event_loop_names_agrade(tmp_path):
+    async def in_a_loop() -> list:
+        with pytest.raises(FramejudgeError) as caught:
+            grade(ITEMS[:1], options={"cache": False})
+        assert caught.value.code == "invalid_options" and "await framejudge.agrade(...)" in str(caught.value)
+        return await framejudge.agrade(ITEMS[:1], options={"cache": False})  # what the message says works
+
+    import asyncio
+
+    [record] = asyncio.run(in_a_loop())
+    assert isinstance(record, Verdict) and record.item_id == "cars"
 
 
 def test_importing_the_package_loads_nothing_heavy():
