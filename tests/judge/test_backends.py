@@ -55,9 +55,22 @@ BACKEND = Backend("constant", "<category>", "constant_judge:ConstantJudge",
 def plugin(tmp_path, monkeypatch):
     """An installed distribution (a .dist-info folder on the path) that registers the backend
     `constant` through the entry point; the table is read again with it."""
+    yield from _installed(tmp_path, monkeypatch, PLUGIN)
+
+
+@pytest.fixture
+def paid_plugin(tmp_path, monkeypatch):
+    """The same backend, its table entry saying its calls cost money (as docs/extending.md tells authors to
+    say it), its judge class saying nothing of it."""
+    yield from _installed(tmp_path, monkeypatch, PLUGIN.replace("Capabilities(deterministic=True)",
+                                                                "Capabilities(deterministic=True, spends=True)"))
+
+
+def _installed(tmp_path, monkeypatch, source):
+    monkeypatch.delitem(sys.modules, "constant_judge", raising=False)  # another test's plugin, imported before
     site = tmp_path / "site"
     site.mkdir()
-    (site / "constant_judge.py").write_text(PLUGIN)
+    (site / "constant_judge.py").write_text(source)
     info = site / "constant_judge-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: constant-judge\nVersion: 0.1\n")
@@ -134,6 +147,30 @@ def test_grade_uses_a_plugin_backend(plugin, tmp_path):
                               "--out", str(tmp_path / "x.jsonl")], capture_output=True, text=True, timeout=120, env=env)
     assert unknown.returncode == 2
     assert "error: unknown judge 'constant':" in unknown.stderr and "'constant:<category>'" in unknown.stderr
+
+
+def test_a_plugin_whose_table_entry_spends_asks_before_a_run(paid_plugin, tmp_path):
+    from typer.testing import CliRunner
+
+    from framejudge.cli import app
+    from framejudge.judge.base import spends
+
+    assert spends(make_judge("constant:Successful"))
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"id": "q1", "turns": [{"question": "What colour is the car?", "golden": "Red.",
+                                                        "response_a": "Blue."}]}) + "\n")
+    out = tmp_path / "out.jsonl"
+    args = ["grade", str(items), "--judge", "constant:Successful", "--out", str(out), "--no-swap"]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 2 and "this judge spends tokens: pass --yes" in refused.output
+    assert not out.exists()  # nothing was called
+    assert CliRunner().invoke(app, [*args, "--yes"]).exit_code == 0 and out.exists()
+
+
+def test_a_free_plugin_runs_without_asking(plugin):
+    from framejudge.judge.base import spends
+
+    assert not spends(make_judge("constant:Successful")) and not spends(make_judge("reference"))
 
 
 def test_the_service_uses_a_plugin_backend(plugin, tmp_path):
