@@ -39,6 +39,8 @@ class DecisionRequest(BaseModel):
             raise ValueError(f"labels: only a manual decision sets labels (this one is {self.action})")
         if self.source is not None and self.action != "adopt_annotator":
             raise ValueError(f"source: only adopt_annotator names an annotator (this decision is {self.action})")
+        if self.source is None and self.action == "adopt_annotator":
+            raise ValueError("source: name the annotator whose labels adopt_annotator adopts")
         return self
 
 
