@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame
-from ..backends import clip_refusal
+from ..backends import backends, clip_refusal
 from ..schema import Confidence, Item, JudgeConfig, Judgement, JudgeErrorKind, ReadText, Usage, VideoInput
 
 
@@ -161,8 +161,12 @@ class JudgeBase:
 
 
 def spends(judge: Judge) -> bool:
-    """Whether a judge's calls cost money (a judge that does not say: no)."""
-    return bool(getattr(judge, "spends", False))
+    """Whether a judge's calls cost money: the judge says so, or its backend's capabilities in the table of
+    backends do (a plugin may say it in either place; a judge that says nothing anywhere: no)."""
+    if getattr(judge, "spends", False):
+        return True
+    backend = backends().get(getattr(judge, "backend", "") or "")
+    return bool(backend is not None and backend.capabilities.spends)
 
 
 def wants_frames(judge: Judge, item: Item, turn: int) -> bool:
