@@ -97,7 +97,8 @@ def judge_rows(records: list[Verdict | JudgeError]) -> tuple[list[LabelRow], int
     the same (item, turn) replaces an earlier one (a resumed run)."""
     standing, errors = latest(records)
     rows = [LabelRow(item_id=v.item_id, turn=v.turn, annotator=JUDGE,
-                     metadata={**({"task_type": v.task_type.value} if v.task_type else {}), **v.metadata},
+                     metadata={**({"task_type": v.task_type.value} if v.task_type else {}),
+                               **({"domain": v.domain} if v.domain else {}), **v.metadata},
                      video=v.provenance.video,
                      turn_time=v.provenance.sampler.end_at if v.provenance.sampler else None,
                      frame_timestamps=v.provenance.frame_timestamps, values=verdict_values(v))

@@ -266,6 +266,7 @@ class Grader:
         record.metadata = dict(item.metadata)
         if isinstance(record, Verdict):
             record.task_type = item.task_type
+            record.domain = item.domain
         if record.provenance is not None:
             record.provenance.video = item.video
             record.provenance.options = self.effective_options

@@ -214,6 +214,7 @@ class Verdict(Judgement):
     item_id: str
     turn: Whole = Field(0, ge=0, description="index of the turn within the item")
     task_type: TaskType | None = None
+    domain: str | None = Field(None, max_length=200, description="the item's domain, where it names one")
     decided_by: Literal["rules", "judge"] = "judge"
     swap: SwapCheck | None = None
     sample_agreement: float | None = Field(
