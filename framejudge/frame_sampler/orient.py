@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
-from typing import cast
+from typing import Any
 
 import av
-from av.sidedata.sidedata import SideDataContainer
+from av.sidedata.sidedata import SideData
 import numpy as np
 
 Transform = Callable[[np.ndarray], np.ndarray]
@@ -24,11 +24,11 @@ def _identity(a: np.ndarray) -> np.ndarray:
 
 
 def display_matrix(frame: av.VideoFrame) -> np.ndarray | None:
-    # PyAV's stubs type side_data as a TypedDict; it is a SideDataContainer of SideData buffers, which
-    # PyAV 18.1.0 iterates as its buffers and 18.1.1 as a mapping's keys (their types)
-    side = cast(SideDataContainer, frame.side_data)
+    # a SideDataContainer of SideData buffers, which PyAV 18.1.0 iterates as its buffers and 18.1.1 as a
+    # mapping's keys (their types)
+    side: Any = frame.side_data
     for entry in side:
-        sd = entry if hasattr(entry, "type") else side[entry]
+        sd: SideData = entry if hasattr(entry, "type") else side[entry]
         if str(sd.type).endswith("DISPLAYMATRIX"):
             raw = bytes(sd)
             if len(raw) >= 36:
