@@ -18,7 +18,7 @@ from framejudge.examples.synth import cfr_times, write_video
 from framejudge.schema import JudgeError
 from framejudge.service.app import create_app
 from framejudge.runner.worker import show_video_ref
-from framejudge.service.media import public_address
+from framejudge.net import public_address
 from framejudge.service.settings import Settings
 from framejudge.service.store import create_key, engine_for
 from framejudge.service.uploads import sniff_container
