@@ -116,9 +116,10 @@ def local_path_of(url: str) -> Path | None:
 
 
 def check_url(url: str) -> None:
-    """That `url` is one framejudge reads (s3://, gs:// or file://, with a bucket, no credentials in it)
-    and, for object storage, that pyarrow is installed: UnsupportedURL or StorageUnavailable if not.
-    Nothing is contacted."""
+    """That `url` is one framejudge reads (s3://, gs:// or file://: a bucket and a key, no query,
+    fragment, port or credentials) and, for object storage, that pyarrow is installed and the
+    operator's endpoint is one framejudge uses: UnsupportedURL, StorageUnavailable or
+    StorageSettingsError if not. No request is sent (the operator's endpoint is resolved, once)."""
     scheme = url_scheme(url)
     if scheme == "file":
         local_path_of(url)
@@ -255,7 +256,7 @@ def _pyarrow_fs() -> Any:
     return pyarrow.fs
 
 
-_FILESYSTEMS: dict[str, Any] = {}
+_FILESYSTEMS: dict[tuple[str, ...], Any] = {}
 _FS_LOCK = threading.Lock()
 
 
