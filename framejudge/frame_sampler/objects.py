@@ -56,6 +56,8 @@ SCHEMES = {"s3": "S3", "gs": "Google Cloud Storage", "gcs": "Google Cloud Storag
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,221}$")
 GCS_RETRY_LIMIT_S = 30  # GCS's client otherwise retries a failing request for 15 minutes
+S3_CONNECT_TIMEOUT_S = 10.0  # S3's client: a connection, and a request's silence, are given up after these
+S3_REQUEST_TIMEOUT_S = 60.0
 ENDPOINT_VARIABLES = {"s3": "FRAMEJUDGE_S3_ENDPOINT", "gcs": "FRAMEJUDGE_GCS_ENDPOINT"}
 REGION_VARIABLE = "FRAMEJUDGE_S3_REGION"
 ALLOW_PRIVATE_VARIABLE = "FRAMEJUDGE_STORAGE_ALLOW_PRIVATE"
@@ -286,7 +288,8 @@ def _filesystem(url: str) -> tuple[Any, str, str]:
                     options["region"] = region
                 elif endpoint is None:  # as pyarrow's URIs do: the bucket's own region
                     options["region"] = pafs.resolve_s3_region(bucket)
-                fs = pafs.S3FileSystem(**options)
+                fs = pafs.S3FileSystem(connect_timeout=S3_CONNECT_TIMEOUT_S, request_timeout=S3_REQUEST_TIMEOUT_S,
+                                       **options)
             else:
                 fs = pafs.GcsFileSystem(retry_time_limit=timedelta(seconds=GCS_RETRY_LIMIT_S), **options)
         except ValueError as exc:  # ArrowInvalid: a malformed name
