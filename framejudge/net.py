@@ -7,13 +7,15 @@ that was checked (the service pins it; object storage's endpoint is the operator
 
 Allow-list entries are `host`, `*.example.com` (its subdomains), an IP address, each optionally with
 a port: `host:8080`, `[::1]:8080`. An entry without a port allows only the default port of the URL's
-scheme (80 for http, 443 for https), so allowing `localhost` does not allow every local service."""
+scheme (80 for http, 443 for https), so allowing `localhost` does not allow every local service.
+A redirect is followed only within its origin (`same_origin`)."""
 
 from __future__ import annotations
 
 import ipaddress
 import socket
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from .errors import FramejudgeError
 
@@ -90,6 +92,26 @@ def host_rules(entries: list[str]) -> list[HostRule]:
 def host_allowed(host: str, port: int, scheme: str, rules: list[HostRule]) -> bool:
     """Whether `host` at `port` (for a URL of `scheme`) is on the allow-list."""
     return any(rule.allows(host, port, scheme) for rule in rules)
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """A URL's origin: scheme, host (lower case, an address in its usual form) and port (the
+    scheme's default where none is given)."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").rstrip(".")
+    if _is_address(host):
+        host = str(ipaddress.ip_address(host))
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    scheme = parts.scheme.lower()
+    return scheme, host, port if port is not None else DEFAULT_PORTS.get(scheme)
+
+
+def same_origin(a: str, b: str) -> bool:
+    """Whether two URLs have one origin (a redirect between them stays with one server)."""
+    return origin(a) == origin(b)
 
 
 def _is_address(text: str) -> bool:

@@ -6,7 +6,8 @@ host on the allow-list, every address it resolves to public (no loopback, privat
 shared or reserved ranges, nor IPv6 forms carrying such an IPv4 address), and the connection
 pinned to the address that was checked (the checks are framejudge.net's, which object storage's
 endpoints go through too), so a DNS answer that changes between the check and the connect cannot reach
-an internal address. Redirects are followed only to allow-listed hosts, re-checked the same way.
+an internal address. Redirects are followed only within the URL's origin (scheme, host and port),
+each hop re-checked the same way.
 A host is allowed with its port: an
 entry without one allows only the scheme's default port. The body goes through the upload store: the same size limit, sniffing and probing as an upload.
 """
@@ -110,7 +111,13 @@ async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: st
                         if not location:
                             raise ProblemError(422, "Video URL failed", f"{target.host} answered HTTP "
                                                                         f"{response.status_code} without a Location")
-                        current = urljoin(current, location)
+                        following = urljoin(current, location)
+                        if not net.same_origin(current, following):
+                            raise ProblemError(403, "Redirect not allowed",
+                                               f"{target.host} redirects to another origin "
+                                               f"({net.origin(following)[1][:200]}); only redirects within one "
+                                               "origin (scheme, host and port) are followed")
+                        current = following
                         continue
                     if response.status_code != 200:
                         raise ProblemError(422, "Video URL failed", f"{target.host} answered HTTP {response.status_code}")

@@ -324,7 +324,8 @@ def test_allow_listed_fetch_redirects_and_refusals(tmp_path, server):
 
         before = len(server.hosts)
         r = grade_url(client, key, server.url("/other-host"))
-        assert r.status_code == 403 and "redirect to localhost" in r.json()["detail"]
+        assert r.status_code == 403 and r.json()["title"] == "Redirect not allowed", r.text
+        assert r.json()["detail"].startswith("127.0.0.1 redirects to another origin (localhost)")
         assert len(server.hosts) == before + 1  # the redirect was not followed
 
         r = grade_url(client, key, f"http://localhost:{server.port}/clip.mp4")
@@ -510,3 +511,13 @@ def test_allow_list_entries_name_a_port_or_mean_the_default_ones(entry, host, po
     from framejudge import net
 
     assert net.host_allowed(host, port, scheme, net.host_rules([entry])) is allowed
+
+
+def test_a_redirect_to_another_origin_is_not_followed_even_to_a_listed_host(tmp_path, server):
+    app, _, key, _ = make(tmp_path, url_hosts=[f"127.0.0.1:{server.port}", f"localhost:{server.port}"],
+                          url_allow_private=True)
+    with TestClient(app) as client:
+        r = grade_url(client, key, server.url("/other-host"))  # 127.0.0.1 -> localhost, both listed
+        assert r.status_code == 403 and r.json()["title"] == "Redirect not allowed", r.text
+        assert server.hosts == [f"127.0.0.1:{server.port}"]  # localhost was never asked
+        assert grade_url(client, key, server.url("/same-host")).status_code == 200  # within its origin: followed
