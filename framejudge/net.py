@@ -185,8 +185,14 @@ def checked_addresses(host: str, port: int, *, allow_private: bool = False, allo
     or any where `allow_private` (an internal server the operator named); AddressRefused naming the
     first that is not."""
     addresses = resolve(host, port)
+    check_addresses(host, addresses, allow_private=allow_private, allow_loopback=allow_loopback)
+    return addresses
+
+
+def check_addresses(host: str, addresses: list[str], *, allow_private: bool = False,
+                    allow_loopback: bool = False) -> None:
+    """`checked_addresses` for addresses already resolved."""
     if not allow_private:
         blocked = [a for a in addresses if not (public_address(a) or (allow_loopback and loopback_address(a)))]
         if blocked:
             raise AddressRefused(f"{host} resolves to a non-public address ({blocked[0]}); refused")
-    return addresses

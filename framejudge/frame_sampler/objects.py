@@ -156,7 +156,7 @@ def _kind(scheme: str) -> str:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """An operator's object storage endpoint, checked: `scheme://host:port` and the addresses it had."""
+    """An operator's object storage endpoint, checked: `scheme://host:port`."""
 
     scheme: str
     host: str
@@ -201,14 +201,17 @@ def storage_endpoint(kind: str) -> Endpoint | None:
                                    "this machine's loopback)")
     host, port = parts.hostname, port or net.DEFAULT_PORTS[parts.scheme]
     try:
-        addresses = net.checked_addresses(host, port, allow_private=allow_private, allow_loopback=True)
-    except (net.AddressRefused, net.ResolveFailed) as exc:
-        extra = f" (allow it with {config.name(ALLOW_PRIVATE_VARIABLE)}=1)" if isinstance(exc, net.AddressRefused) else ""
-        raise StorageSettingsError(f"{shown}: {exc}{extra}") from None
+        addresses = net.resolve(host, port)
+    except net.ResolveFailed as exc:
+        raise StorageSettingsError(f"{shown}: {exc}") from None
     if parts.scheme == "http" and not all(net.loopback_address(a) for a in addresses):
         plain = next(a for a in addresses if not net.loopback_address(a))
         raise StorageSettingsError(f"{shown}: credentials are never sent over plain http off this machine "
                                    f"({host} is {plain}); use https, or http only to a loopback address")
+    try:
+        net.check_addresses(host, addresses, allow_private=allow_private, allow_loopback=True)
+    except net.AddressRefused as exc:
+        raise StorageSettingsError(f"{shown}: {exc} (allow it with {config.name(ALLOW_PRIVATE_VARIABLE)}=1)") from None
     endpoint = Endpoint(parts.scheme, host, port)
     with _FS_LOCK:
         _ENDPOINTS[(raw, allow_private)] = endpoint

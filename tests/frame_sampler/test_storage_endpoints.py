@@ -175,7 +175,8 @@ def test_an_operator_endpoint_over_plain_http_off_loopback_is_refused_before_any
 @pytest.mark.parametrize("value, words", [
     ("https://169.254.169.254", "resolves to a non-public address (169.254.169.254)"),
     ("https://10.0.0.8:9000", "resolves to a non-public address (10.0.0.8)"),
-    ("http://169.254.169.254", "non-public address"),
+    ("http://169.254.169.254", "credentials are never sent over plain http off this machine (169.254.169.254 is "
+                               "169.254.169.254)"),
     ("127.0.0.1:9000", "give the endpoint as https://host[:port]"),
     ("https://user:pw@s3.example.com", "give the endpoint as https://host[:port]"),
     ("https://s3.example.com/bucket", "give the endpoint as https://host[:port]"),
