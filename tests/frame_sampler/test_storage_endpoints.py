@@ -219,3 +219,12 @@ def test_the_operator_endpoint_reads_objects_and_the_url_stays_bucket_and_key(s3
     [record] = [json.loads(line) for line in (tmp_path / "v.jsonl").read_text().splitlines()]
     assert record["record"] == "verdict" and record["provenance"]["video"] == url
     assert any(r.path == "/videos/operator/h264.mp4" and r.method == "HEAD" for r in s3.requests)
+
+
+def test_the_region_and_endpoint_are_the_operators(s3, monkeypatch):
+    """FRAMEJUDGE_S3_REGION and FRAMEJUDGE_S3_ENDPOINT make the file system an object is read with."""
+    from framejudge.frame_sampler.objects import _filesystem
+
+    monkeypatch.setenv("FRAMEJUDGE_S3_REGION", "eu-west-3")
+    fs, path, origin = _filesystem("s3://videos/some/key.mp4")
+    assert (fs.region, path, origin) == ("eu-west-3", "videos/some/key.mp4", s3.endpoint)
