@@ -45,6 +45,17 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("FRAMEJUDGE_OBJECT_CACHE_MB", "a number of MiB", "10240",
              "the most the node-local copies of videos read from s3:// and gs:// URLs may take (in the cache "
              "folder's `objects`; least recently used removed first)", ("library",)),
+    Variable("FRAMEJUDGE_S3_ENDPOINT", "a URL (https://host[:port]; http:// only to a loopback address)",
+             "AWS S3", "the S3-compatible endpoint s3:// videos are read from (an item's URL names only the bucket "
+             "and key); its host must resolve to public or loopback addresses", ("library",)),
+    Variable("FRAMEJUDGE_S3_REGION", "an S3 region", "the bucket's own (looked up), or AWS's configuration's",
+             "the region s3:// videos are read in", ("library",)),
+    Variable("FRAMEJUDGE_GCS_ENDPOINT", "a URL (https://host[:port]; http:// only to a loopback address)",
+             "Google Cloud Storage", "the Cloud Storage endpoint gs:// videos are read from; its host must "
+             "resolve to public or loopback addresses", ("library",)),
+    Variable("FRAMEJUDGE_STORAGE_ALLOW_PRIVATE", "a switch", "off",
+             "allow FRAMEJUDGE_S3_ENDPOINT and FRAMEJUDGE_GCS_ENDPOINT on private and link-local addresses "
+             "(an internal object store; plain http stays loopback only)", ("library",)),
     Variable("FRAMEJUDGE_SHARED", "a path", "../shared beside the checkout",
              "the folder of the guideline examples and reference data (`bench/`, `--shared`)", ("bench",)),
     # the service
@@ -66,8 +77,10 @@ VARIABLES: tuple[Variable, ...] = (
              "browser origins allowed to call the API", ("serve",), "cors_origins"),
     Variable("FRAMEJUDGE_RATE_LIMIT", "a whole number", "120", "requests per minute per API key", ("serve",),
              "requests_per_minute"),
-    Variable("FRAMEJUDGE_URL_HOSTS", "a comma-separated list of hosts ('*.example.com' for subdomains)",
-             "none (URL inputs are off)", "hosts video URLs may be fetched from", SERVICE, "url_hosts"),
+    Variable("FRAMEJUDGE_URL_HOSTS", "a comma-separated list of hosts ('*.example.com' for subdomains, "
+             "'host:port' for another port than 80/443)", "none (URL inputs are off)",
+             "hosts video URLs may be fetched from; a host without a port allows only ports 80 (http) and 443 "
+             "(https)", SERVICE, "url_hosts"),
     Variable("FRAMEJUDGE_URL_ALLOW_PRIVATE", "a switch", "off",
              "allow allow-listed hosts on private addresses (an internal media server)", SERVICE,
              "url_allow_private"),

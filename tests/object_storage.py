@@ -4,6 +4,9 @@ gcp-storage-emulator for Google Cloud Storage, reached through Google's applicat
 credentials (a credentials file whose token endpoint is a loopback server answering as Google's OAuth
 token endpoint does).
 
+Each server names itself as the operator's endpoint when it starts (FRAMEJUDGE_S3_ENDPOINT,
+FRAMEJUDGE_GCS_ENDPOINT: plain http on loopback): an item's URL is only s3://bucket/key.
+
 The credentials are set for the whole session (conftest.py's `_object_storage_credentials`), before any
 decoding process or Ray cluster starts, so that every process reading an object has them."""
 
@@ -69,6 +72,9 @@ class S3:
         self.client = boto3.client("s3", endpoint_url=f"http://{self.host}:{self.port}", region_name="us-east-1")
         self.client.create_bucket(Bucket=BUCKET)
         self.requests.clear()
+        # the operator's endpoint (an item's URL names only the bucket and key): plain http on loopback
+        self.endpoint = f"http://{self.host}:{self.port}"
+        os.environ["FRAMEJUDGE_S3_ENDPOINT"] = self.endpoint
 
     def _noting(self, app: Any) -> Any:
         def noted(environ: dict[str, Any], start_response: Any) -> Any:
@@ -79,7 +85,7 @@ class S3:
         return noted
 
     def url(self, key: str, bucket: str = BUCKET) -> str:
-        return f"s3://{bucket}/{key}?endpoint_override={self.host}:{self.port}&scheme=http"
+        return f"s3://{bucket}/{key}"
 
     def put(self, key: str, data: bytes) -> str:
         self.client.put_object(Bucket=BUCKET, Key=key, Body=data)
@@ -92,6 +98,7 @@ class S3:
 
     def stop(self) -> None:
         self.server.stop()
+        os.environ.pop("FRAMEJUDGE_S3_ENDPOINT", None)
 
 
 def _client_pid(client_port: int, server_port: int) -> tuple[int | None, int | None]:
@@ -140,20 +147,23 @@ class GCS:
             self.port = s.getsockname()[1]
         self.server = create_server("127.0.0.1", self.port, in_memory=True, default_bucket=BUCKET)
         self.server.start()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        os.environ["FRAMEJUDGE_GCS_ENDPOINT"] = self.endpoint
 
     def url(self, key: str, bucket: str = BUCKET) -> str:
-        return f"gs://{bucket}/{key}?endpoint_override=127.0.0.1:{self.port}&scheme=http"
+        return f"gs://{bucket}/{key}"
 
     def put(self, key: str, data: bytes) -> str:
         import pyarrow.fs
 
-        fs, path = pyarrow.fs.FileSystem.from_uri(self.url(key))
-        with fs.open_output_stream(path) as f:
+        fs = pyarrow.fs.GcsFileSystem(endpoint_override=f"127.0.0.1:{self.port}", scheme="http")
+        with fs.open_output_stream(f"{BUCKET}/{key}") as f:
             f.write(data)
         return self.url(key)
 
     def stop(self) -> None:
         self.server.stop()
+        os.environ.pop("FRAMEJUDGE_GCS_ENDPOINT", None)
         self.tokens.shutdown()
         self.tokens.server_close()
 

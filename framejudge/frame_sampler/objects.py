@@ -11,6 +11,18 @@ temporary name and renamed into place, and the processes of one node take a lock
 decoder of the same object waits for the first one's copy. With FRAMEJUDGE_NO_CACHE on, a copy lives
 only for the decode that made it.
 
+A URL names a bucket and an object and nothing else: the endpoint, scheme, region and credentials
+are the operator's, never an item's (an items file is data, often written by someone else, and the
+machine's credentials go wherever the endpoint is). A URL with a query (pyarrow's
+`?endpoint_override=...&scheme=http`), a fragment, a port or user information is refused, when the
+items are loaded and again when the object is read. The operator names a custom endpoint with
+FRAMEJUDGE_S3_ENDPOINT or FRAMEJUDGE_GCS_ENDPOINT (`https://host[:port]`) and a region with
+FRAMEJUDGE_S3_REGION. The endpoint's host is resolved once and must be public or this machine's
+loopback (private and link-local addresses, the cloud metadata address among them, only with
+FRAMEJUDGE_STORAGE_ALLOW_PRIVATE on: framejudge.net); plain `http://` is taken only for an endpoint
+on loopback (a local emulator or proxy), so credentials never cross a network in clear. The Ray engine
+hands the driver's settings to its actors (`storage_settings`, `use_storage_settings`).
+
 Credentials come from pyarrow's own chains: for S3 the AWS variables, the shared config and
 credentials files, and instance or container roles; for GCS Google's application default
 credentials. A URL carrying credentials is refused: a video's name is written into every verdict.
@@ -31,19 +43,26 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from datetime import timedelta
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
-from .. import config
-from ..env import cache_off
+from .. import config, net
+from ..env import cache_off, env_switch
 from ..errors import FramejudgeError
 from .errors import EmptyFile, FileTooLarge, FrameSamplerError, InvalidRequest, NotARegularFile, VideoNotFound
 
 INSTALL = "pip install 'framejudge[storage]'"
 SCHEMES = {"s3": "S3", "gs": "Google Cloud Storage", "gcs": "Google Cloud Storage"}
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-# query parameters of pyarrow's S3 URIs that hold secrets (a name in a URL is written into every record)
-SECRET_PARAMS = frozenset({"secret_key", "session_token", "access_key"})
-GCS_RETRY_LIMIT_S = "30"  # GCS's client otherwise retries a failing request for 15 minutes
+_BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,221}$")
+GCS_RETRY_LIMIT_S = 30  # GCS's client otherwise retries a failing request for 15 minutes
+S3_CONNECT_TIMEOUT_S = 10.0  # S3's client: a connection, and a request's silence, are given up after these
+S3_REQUEST_TIMEOUT_S = 60.0
+ENDPOINT_VARIABLES = {"s3": "FRAMEJUDGE_S3_ENDPOINT", "gcs": "FRAMEJUDGE_GCS_ENDPOINT"}
+REGION_VARIABLE = "FRAMEJUDGE_S3_REGION"
+ALLOW_PRIVATE_VARIABLE = "FRAMEJUDGE_STORAGE_ALLOW_PRIVATE"
+# the operator's object storage settings, as the Ray engine hands them to its actors
+STORAGE_VARIABLES = (*ENDPOINT_VARIABLES.values(), REGION_VARIABLE, ALLOW_PRIVATE_VARIABLE)
 DEFAULT_CACHE_MB = 10 * 1024
 IN_USE_S = 120.0  # a copy used this recently is never evicted: a decoder may be about to open it
 STALE_PART_S = 3600.0  # a partial download untouched this long belongs to a process that is gone
@@ -60,6 +79,13 @@ class UnsupportedURL(FrameSamplerError):
     """A video named by a URL framejudge does not read: another scheme, credentials in it, no bucket."""
 
     code = "unsupported_url"
+
+
+class StorageSettingsError(FramejudgeError, ValueError):
+    """The operator's object storage settings (FRAMEJUDGE_S3_ENDPOINT ...) are not ones framejudge uses:
+    not an http(s) endpoint, plain http off loopback, an address not allowed."""
+
+    code = "storage_settings"
 
 
 class ObjectReadFailed(FrameSamplerError):
@@ -92,9 +118,10 @@ def local_path_of(url: str) -> Path | None:
 
 
 def check_url(url: str) -> None:
-    """That `url` is one framejudge reads (s3://, gs:// or file://, with a bucket, no credentials in it)
-    and, for object storage, that pyarrow is installed: UnsupportedURL or StorageUnavailable if not.
-    Nothing is contacted."""
+    """That `url` is one framejudge reads (s3://, gs:// or file://: a bucket and a key, no query,
+    fragment, port or credentials) and, for object storage, that pyarrow is installed and the
+    operator's endpoint is one framejudge uses: UnsupportedURL, StorageUnavailable or
+    StorageSettingsError if not. No request is sent (the operator's endpoint is resolved, once)."""
     scheme = url_scheme(url)
     if scheme == "file":
         local_path_of(url)
@@ -107,14 +134,106 @@ def check_url(url: str) -> None:
         raise UnsupportedURL("credentials do not belong in a video URL, which is written into every verdict; "
                              "give them as the storage's own credentials (AWS variables or files, Google "
                              "application default credentials)", _shown(url))
+    if "?" in url or "#" in url:
+        names = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True)})
+        what = f"query options ({', '.join(n[:40] for n in names[:5])})" if names else "a query or fragment"
+        raise UnsupportedURL(f"a video URL names a bucket and an object, nothing else: {what} refused; the "
+                             "storage's endpoint, scheme, region and credentials are set by the operator "
+                             f"({config.name(ENDPOINT_VARIABLES['s3'])}, {config.name(ENDPOINT_VARIABLES['gcs'])}, "
+                             f"{config.name(REGION_VARIABLE)})", _shown(url))
     if not parts.netloc or not parts.path.strip("/"):
         raise UnsupportedURL(f"name the object: {scheme}://bucket/key", url)
-    secret = SECRET_PARAMS & {k for k, _ in parse_qsl(parts.query, keep_blank_values=True)}
-    if secret:
-        raise UnsupportedURL(f"{sorted(secret)[0]} does not belong in a video URL, which is written into every "
-                             "verdict; give credentials as the storage's own (AWS variables or files)",
-                             _shown(url))
+    if not _BUCKET.match(parts.netloc):
+        raise UnsupportedURL(f"{parts.netloc[:80]!r} is not a bucket name (a video URL names a bucket and an "
+                             "object; no host, port or endpoint)", _shown(url))
     _pyarrow_fs()
+    storage_endpoint(_kind(scheme))
+
+
+def _kind(scheme: str) -> str:
+    return "s3" if scheme == "s3" else "gcs"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An operator's object storage endpoint, checked: `scheme://host:port`."""
+
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def override(self) -> str:
+        """As pyarrow's endpoint_override takes it."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.override}"
+
+
+_ENDPOINTS: dict[tuple[str, bool], Endpoint] = {}
+
+
+def storage_endpoint(kind: str) -> Endpoint | None:
+    """The operator's endpoint for `kind` ('s3' or 'gcs'), checked (once per process and value); None
+    for the provider's own. StorageSettingsError naming the variable for one framejudge does not use."""
+    var = config.name(ENDPOINT_VARIABLES[kind])
+    raw = (config.get(var) or "").strip()
+    if not raw:
+        return None
+    try:
+        allow_private = env_switch(config.name(ALLOW_PRIVATE_VARIABLE))
+    except ValueError as exc:
+        raise StorageSettingsError(str(exc)) from None
+    with _FS_LOCK:
+        known = _ENDPOINTS.get((raw, allow_private))
+    if known is not None:
+        return known
+    shown = f"{var}={raw[:100]!r}"
+    parts = urlsplit(raw)
+    try:
+        port = parts.port
+    except ValueError:
+        raise StorageSettingsError(f"{shown}: the port must be a number from 1 to 65535") from None
+    if (parts.scheme not in net.DEFAULT_PORTS or not parts.hostname or "@" in parts.netloc
+            or parts.path.strip("/") or parts.query or parts.fragment):
+        raise StorageSettingsError(f"{shown}: give the endpoint as https://host[:port] (http://host:port only on "
+                                   "this machine's loopback)")
+    host, port = parts.hostname, port or net.DEFAULT_PORTS[parts.scheme]
+    try:
+        addresses = net.resolve(host, port)
+    except net.ResolveFailed as exc:
+        raise StorageSettingsError(f"{shown}: {exc}") from None
+    if parts.scheme == "http" and not all(net.loopback_address(a) for a in addresses):
+        plain = next(a for a in addresses if not net.loopback_address(a))
+        raise StorageSettingsError(f"{shown}: credentials are never sent over plain http off this machine "
+                                   f"({host} is {plain}); use https, or http only to a loopback address")
+    try:
+        net.check_addresses(host, addresses, allow_private=allow_private, allow_loopback=True)
+    except net.AddressRefused as exc:
+        raise StorageSettingsError(f"{shown}: {exc} (allow it with {config.name(ALLOW_PRIVATE_VARIABLE)}=1)") from None
+    endpoint = Endpoint(parts.scheme, host, port)
+    with _FS_LOCK:
+        _ENDPOINTS[(raw, allow_private)] = endpoint
+    return endpoint
+
+
+def storage_settings() -> dict[str, str]:
+    """The operator's object storage settings in this process (the variables that are set), for
+    processes elsewhere (Ray's actors) to read objects with."""
+    return {name: value for name in STORAGE_VARIABLES if (value := config.get(name)) is not None}
+
+
+def use_storage_settings(settings: dict[str, str]) -> None:
+    """Read objects with `settings` (from `storage_settings` in another process): they replace this
+    process's own, also for the decoding processes it starts."""
+    for name in STORAGE_VARIABLES:
+        if name in settings:
+            os.environ[config.name(name)] = settings[name]
+        else:
+            os.environ.pop(config.name(name), None)
+    with _FS_LOCK:
+        _FILESYSTEMS.clear()
 
 
 @contextlib.contextmanager
@@ -142,32 +261,47 @@ def _pyarrow_fs() -> Any:
     return pyarrow.fs
 
 
-_FILESYSTEMS: dict[str, Any] = {}
+_FILESYSTEMS: dict[tuple[str, ...], Any] = {}
 _FS_LOCK = threading.Lock()
 
 
-def _filesystem(url: str) -> tuple[Any, str]:
-    """pyarrow's file system for the URL's bucket and options (made once per process: an S3 bucket's
-    region is looked up when it is made), and the object's path in it."""
-    check_url(url)
+def _filesystem(url: str) -> tuple[Any, str, str]:
+    """pyarrow's file system for the URL's bucket on the operator's endpoint (made once per process: an
+    S3 bucket's region is looked up when it is made), the object's path in it, and where it is read
+    from (the endpoint, or '' for the provider's own)."""
+    try:
+        check_url(url)  # again where the object is read: a URL that reached here some other way is refused too
+    except StorageSettingsError as exc:
+        raise ObjectReadFailed(str(exc), url) from None
     parts = urlsplit(url)
-    query = parts.query
-    if parts.scheme.lower() in ("gs", "gcs") and "retry_limit_seconds" not in dict(parse_qsl(query)):
-        query = urlencode([*parse_qsl(query, keep_blank_values=True), ("retry_limit_seconds", GCS_RETRY_LIMIT_S)])
-    base = urlunsplit((parts.scheme.lower(), parts.netloc, "/", query, ""))
+    kind, bucket = _kind(parts.scheme.lower()), parts.netloc
+    endpoint = storage_endpoint(kind)
+    region = (config.get(REGION_VARIABLE) or "").strip() if kind == "s3" else ""
+    base = (kind, bucket, str(endpoint or ""), region)
     with _FS_LOCK:
         fs = _FILESYSTEMS.get(base)
     if fs is None:
         pafs = _pyarrow_fs()
+        options: dict[str, Any] = {}
+        if endpoint is not None:
+            options.update(endpoint_override=endpoint.override, scheme=endpoint.scheme)
         try:
-            fs, _ = pafs.FileSystem.from_uri(base)
-        except ValueError as exc:  # ArrowInvalid: an option pyarrow does not take, a malformed URL
+            if kind == "s3":
+                if region:
+                    options["region"] = region
+                elif endpoint is None:  # as pyarrow's URIs do: the bucket's own region
+                    options["region"] = pafs.resolve_s3_region(bucket)
+                fs = pafs.S3FileSystem(connect_timeout=S3_CONNECT_TIMEOUT_S, request_timeout=S3_REQUEST_TIMEOUT_S,
+                                       **options)
+            else:
+                fs = pafs.GcsFileSystem(retry_time_limit=timedelta(seconds=GCS_RETRY_LIMIT_S), **options)
+        except ValueError as exc:  # ArrowInvalid: a malformed name
             raise UnsupportedURL(_message(exc), url) from None
         except OSError as exc:
             raise ObjectReadFailed(f"object storage could not be reached: {_message(exc)}", url) from None
         with _FS_LOCK:
             fs = _FILESYSTEMS.setdefault(base, fs)
-    return fs, parts.netloc + unquote(parts.path)
+    return fs, bucket + unquote(parts.path), str(endpoint or "")
 
 
 def _message(exc: BaseException) -> str:
@@ -179,17 +313,18 @@ def _message(exc: BaseException) -> str:
 class ObjectInfo:
     size: int
     mtime_ns: int | None
+    origin: str = ""  # the operator's endpoint it was read from ('' for the provider's own)
 
     def version(self, url: str) -> str:
-        """The name of the object's copy: its URL and the version its metadata gives."""
-        return hashlib.sha256(f"{url}\0{self.size}\0{self.mtime_ns}".encode()).hexdigest()
+        """The name of the object's copy: its URL, where it was read from and the version its metadata gives."""
+        return hashlib.sha256(f"{url}\0{self.origin}\0{self.size}\0{self.mtime_ns}".encode()).hexdigest()
 
 
 def stat_object(url: str) -> ObjectInfo:
     """The object's size and modification time, from its metadata alone (nothing is read):
     VideoNotFound for a missing object or bucket and for denied access, NotARegularFile for a prefix
     (a folder), EmptyFile for an empty object."""
-    fs, path = _filesystem(url)
+    fs, path, origin = _filesystem(url)
     from pyarrow.fs import FileType
 
     try:
@@ -205,7 +340,7 @@ def stat_object(url: str) -> ObjectInfo:
         raise NotARegularFile("is a prefix (a folder of objects), not an object", url)
     if not info.size:
         raise EmptyFile("object is empty (0 bytes)", url)
-    return ObjectInfo(int(info.size), info.mtime_ns)
+    return ObjectInfo(int(info.size), info.mtime_ns, origin)
 
 
 def check_object(url: str) -> int:
@@ -261,7 +396,7 @@ def local_copy(url: str, max_bytes: int) -> Iterator[tuple[Path, str]]:
 def _download(url: str, info: ObjectInfo, target: Path) -> str:
     """Stream the object into `target` (written under a temporary name, renamed into place when whole);
     its SHA-256."""
-    fs, path = _filesystem(url)
+    fs, path, _ = _filesystem(url)
     part = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
     digest = hashlib.sha256()
     written = 0

@@ -22,6 +22,9 @@ How a run goes:
   its shard back: the turns it had not recorded are graded by a fresh actor. Judge errors are
   records, as locally, and a rerun grades only what has no standing verdict.
 
+Objects in storage (s3://, gs://) are read by the actors with the driver's object storage settings
+(FRAMEJUDGE_S3_ENDPOINT and the rest, handed to each actor), never with a node's own nor an item's.
+
 Ray is an optional extra (`pip install 'framejudge[ray]'`), imported only when a run asks for it.
 A local cluster started here listens on loopback only.
 """
@@ -45,6 +48,7 @@ from urllib.parse import urlsplit
 
 from ..endpoint import Endpoint, EndpointBusy, EndpointState, Slot
 from ..errors import FramejudgeError
+from ..frame_sampler.objects import storage_settings
 from ..judge.batch import GradeSummary
 from ..judge.pipeline import Grader
 from ..records import Record
@@ -275,9 +279,12 @@ class DecodeWorker:
     """One decoding actor: an IsolatedSampler (killable decoding processes, time limit, memory cap).
     A sampler error comes back as a value, so the grading actor raises it as itself."""
 
-    def __init__(self, limits: DecodeLimits) -> None:
+    def __init__(self, limits: DecodeLimits, storage: dict[str, str] | None = None) -> None:
         from ..frame_sampler import IsolatedSampler
+        from ..frame_sampler.objects import use_storage_settings
 
+        if storage is not None:  # the driver's object storage settings, before any decoding process starts
+            use_storage_settings(storage)
         self.sampler = IsolatedSampler(workers=1, timeout_s=limits.timeout_s, max_memory_mb=limits.memory_mb)
 
     def sample(self, path: str, params: SamplerParams, jpeg_quality: int | None = None) -> Any:
@@ -339,8 +346,12 @@ class GradeWorker:
     its decodes on the decoding actors; grades shards with the local engine (`run_batch`)."""
 
     def __init__(self, setup: GraderSetup, decoders: list[Any], controller: Any, owner: str, share: int,
-                 prefetch: int) -> None:
+                 prefetch: int, storage: dict[str, str] | None = None) -> None:
+        from ..frame_sampler.objects import use_storage_settings
         from .decode import SharedDecodes
+
+        if storage is not None:  # the driver's: an object's metadata is read here
+            use_storage_settings(storage)
 
         judges = Judges(setup.configs, api_base=setup.api_base, defaults=setup.defaults)
         judge = judges.make(setup.spec)
@@ -447,7 +458,9 @@ async def run_on_ray(grader: Grader, items: list[Item], out: Path, *, spec: str,
         wants = any(wants_frames(grader.judge, it, t) for it, skip in plan.work for t in range(len(it.turns))
                     if t not in skip)
         decoder_cls = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=2, max_concurrency=2)(DecodeWorker)
-        decoders = [decoder_cls.remote(decoding) for _ in range(n_decoders if wants else 0)]
+        # object storage is read on the nodes with the driver's settings (its endpoint, region), never the node's
+        storage = storage_settings()
+        decoders = [decoder_cls.remote(decoding, storage) for _ in range(n_decoders if wants else 0)]
         actors += decoders
         controller = None
         gate = getattr(grader.judge, "gate", None)
@@ -462,7 +475,7 @@ async def run_on_ray(grader: Grader, items: list[Item], out: Path, *, spec: str,
 
         def new_grader(k: int) -> tuple[Any, str]:
             owner = f"grader-{k}-{uuid.uuid4().hex[:8]}"
-            actor = grader_cls.remote(setup, decoders, controller, owner, max(1, settings.graders), prefetch)
+            actor = grader_cls.remote(setup, decoders, controller, owner, max(1, settings.graders), prefetch, storage)
             actors.append(actor)
             return actor, owner
 

@@ -4,23 +4,25 @@ enabled) a URL on an allow-listed host.
 URL fetching is off unless hosts are listed. When on, every hop is checked: http(s) only, the
 host on the allow-list, every address it resolves to public (no loopback, private, link-local,
 shared or reserved ranges, nor IPv6 forms carrying such an IPv4 address), and the connection
-pinned to the address that was checked, so a DNS answer that changes between the check and the connect cannot reach
-an internal address. Redirects are followed only to allow-listed hosts, re-checked the same way.
-The body goes through the upload store: the same size limit, sniffing and probing as an upload.
+pinned to the address that was checked (the checks are framejudge.net's, which object storage's
+endpoints go through too), so a DNS answer that changes between the check and the connect cannot reach
+an internal address. Redirects are followed only within the URL's origin (scheme, host and port),
+each hop re-checked the same way.
+A host is allowed with its port: an
+entry without one allows only the scheme's default port. The body goes through the upload store: the same size limit, sniffing and probing as an upload.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import ipaddress
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
 from urllib.parse import urljoin
 
 import httpx
 
+from .. import net
 from .problems import ProblemError
 from .settings import Settings
 from .uploads import UPLOAD_PREFIX, Upload, UploadStore
@@ -53,67 +55,16 @@ def inside_media_root(path: str, root: Path | None, uploads: Path | None = None)
     return resolved
 
 
-def host_allowed(host: str, allowed: list[str]) -> bool:
-    """Exact host names, or '*.example.com' for its subdomains."""
-    host = host.lower().rstrip(".")
-    for entry in allowed:
-        entry = entry.lower().rstrip(".")
-        if host == entry or (entry.startswith("*.") and host.endswith(entry[1:])):
-            return True
-    return False
-
-
-GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
-NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix: the last 32 bits are an IPv4 address
-TEREDO = ipaddress.ip_network("2001::/32")  # the client's IPv4 address is carried, obscured
-NOT_GLOBAL = [ipaddress.ip_network(n) for n in ("3fff::/20",)]  # documentation (newer than some Pythons know)
-
-
-def public_address(address: str) -> bool:
-    """Whether an address is plainly public. An IPv6 address that carries an IPv4 address
-    (IPv4-mapped, NAT64, 6to4, ISATAP) is public only if that IPv4 address is; other forms that
-    carry one (IPv4-compatible, IPv4-translated, Teredo, local-use NAT64) and anything outside
-    global unicast space are refused."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv4Address):
-        return _public_ipv4(ip)
-    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF)
-    if ip.ipv4_mapped is not None or ip in NAT64:  # the IPv4 address is where it goes
-        return _public_ipv4(low32)
-    if (ip not in GLOBAL_UNICAST or ip in TEREDO or any(ip in n for n in NOT_GLOBAL)
-            or not ip.is_global or ip.is_multicast or ip.is_site_local):
-        return False
-    embedded = ip.sixtofour or (low32 if _isatap(ip) else None)
-    return embedded is None or _public_ipv4(embedded)
-
-
-def _public_ipv4(ip: ipaddress.IPv4Address) -> bool:
-    return ip.is_global and not ip.is_multicast
-
-
-def _isatap(ip: ipaddress.IPv6Address) -> bool:
-    """An ISATAP interface identifier (RFC 5214): ...:0000:5efe:a.b.c.d or ...:0200:5efe:a.b.c.d."""
-    return (int(ip) >> 32) & 0xFDFF_FFFF == 0x0000_5EFE
-
-
 async def checked_address(host: str, port: int, allow_private: bool) -> str:
-    """One address of `host` to connect to; every address it resolves to must be public."""
+    """One address of `host` to connect to; every address it resolves to must be public (net.py)."""
     try:
-        infos = await asyncio.to_thread(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise ProblemError(422, "Video URL failed", f"cannot resolve {host}: {exc.strerror}") from None
-    except UnicodeError:  # a label empty or over 63 characters
-        raise ProblemError(400, "Bad video URL", f"{host[:200]} is not a valid host name") from None
-    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))  # each sockaddr's IP address, as text
-    if not allow_private:
-        blocked = [a for a in addresses if not public_address(a)]
-        if blocked:
-            raise ProblemError(403, "Address not allowed",
-                               f"{host} resolves to a non-public address ({blocked[0]}); refused")
-    return addresses[0]
+        return (await asyncio.to_thread(net.checked_addresses, host, port, allow_private=allow_private))[0]
+    except net.AddressRefused as exc:
+        raise ProblemError(403, "Address not allowed", str(exc)) from None
+    except net.ResolveFailed as exc:
+        invalid = "not a valid host name" in str(exc)
+        raise ProblemError(400 if invalid else 422, "Bad video URL" if invalid else "Video URL failed",
+                           str(exc)) from None
 
 
 async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: str, deadline: float | None = None,
@@ -125,6 +76,7 @@ async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: st
         raise ProblemError(400, "URL inputs disabled", "this server does not fetch video URLs; upload the video")
     if deadline is None:
         deadline = asyncio.get_running_loop().time() + settings.url_deadline_s
+    rules = net.host_rules(settings.url_hosts)
     current = url
     async with httpx.AsyncClient(timeout=httpx.Timeout(settings.url_timeout_s), follow_redirects=False,
                                  trust_env=False) as client:
@@ -136,12 +88,14 @@ async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: st
                 raise ProblemError(400, "Bad video URL", f"{current[:200]!r}: {exc}"[:300]) from None
             if target.scheme not in ("http", "https") or not target.host:
                 raise ProblemError(400, "Bad video URL", f"only http and https URLs are fetched, not {current[:200]!r}")
-            if not host_allowed(target.host, settings.url_hosts):
-                what = "redirect to" if hop else "host"
-                raise ProblemError(403, "Host not allowed", f"{what} {target.host} is not on this server's allow-list")
-            port = target.port if target.port is not None else (443 if target.scheme == "https" else 80)
+            port = target.port if target.port is not None else net.DEFAULT_PORTS[target.scheme]
             if not 0 < port <= 65535:  # httpx parses any number; connecting to it would fail unhandled
                 raise ProblemError(400, "Bad video URL", f"{current[:200]!r}: port {port} is not 1 to 65535")
+            if not net.host_allowed(target.host, port, target.scheme, rules):
+                what = "redirect to" if hop else "host"
+                shown = f"{target.host}:{port}" if ":" not in target.host else f"[{target.host}]:{port}"
+                raise ProblemError(403, "Host not allowed", f"{what} {shown} is not on this server's allow-list "
+                                                            "(an entry without a port allows only port 80 and 443)")
             try:
                 async with asyncio.timeout_at(deadline):
                     address = await checked_address(target.host, port, settings.url_allow_private)
@@ -157,7 +111,13 @@ async def fetch_url(url: str, settings: Settings, store: UploadStore, key_id: st
                         if not location:
                             raise ProblemError(422, "Video URL failed", f"{target.host} answered HTTP "
                                                                         f"{response.status_code} without a Location")
-                        current = urljoin(current, location)
+                        following = urljoin(current, location)
+                        if not net.same_origin(current, following):
+                            raise ProblemError(403, "Redirect not allowed",
+                                               f"{target.host} redirects to another origin "
+                                               f"({net.origin(following)[1][:200]}); only redirects within one "
+                                               "origin (scheme, host and port) are followed")
+                        current = following
                         continue
                     if response.status_code != 200:
                         raise ProblemError(422, "Video URL failed", f"{target.host} answered HTTP {response.status_code}")

@@ -40,8 +40,8 @@ class Settings(BaseModel):
     max_upload_bytes: int = Field(2 * 1024**3, ge=1, description="per video, uploaded or fetched")
     max_files_per_request: int = Field(64, ge=1)
     url_hosts: list[str] = Field(default_factory=list,
-                                 description="hosts video URLs may be fetched from ('*.example.com' for subdomains); "
-                                             "empty: URL inputs are off")
+                                 description="hosts video URLs may be fetched from ('*.example.com' for subdomains, "
+                                             "'host:port' for a port other than 80/443); empty: URL inputs are off")
     url_allow_private: bool = Field(False, description="allow allow-listed hosts on private addresses "
                                                        "(an internal media server); off by default")
     url_timeout_s: float = Field(30.0, gt=0, allow_inf_nan=False, description="per connect or read of a URL fetch")
@@ -132,16 +132,9 @@ class Settings(BaseModel):
     @field_validator("url_hosts")
     @classmethod
     def _host_names(cls, value: list[str]) -> list[str]:
-        import ipaddress
+        from ..net import host_rule
 
-        for host in value:
-            try:
-                is_address = bool(ipaddress.ip_address(host))
-            except ValueError:
-                is_address = False
-            if not is_address and (any(c in host for c in "/:@?# ") or not host.strip("*.")):
-                raise ValueError(f"{host!r} is not a host name (give names like media.example.com or *.example.com)")
-        return value
+        return [str(host_rule(host)) for host in value]
 
     @model_validator(mode="after")
     def _upload_dir(self) -> Settings:

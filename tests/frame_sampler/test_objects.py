@@ -203,7 +203,10 @@ def test_an_object_above_the_file_limit_is_refused_from_its_metadata(s3, clips):
     ("ftp://example.com/v.mp4", "ftp:// URLs are not read"),
     ("https://example.com/v.mp4", "https:// URLs are not read"),
     ("s3://AKIA:secret@bucket/v.mp4", "credentials do not belong in a video URL"),
-    ("s3://bucket/v.mp4?secret_key=abc", "secret_key does not belong in a video URL"),
+    ("s3://bucket/v.mp4?secret_key=abc", "query options (secret_key) refused"),
+    ("s3://bucket/v.mp4?endpoint_override=127.0.0.1:9&scheme=http", "query options (endpoint_override, scheme) refused"),
+    ("gs://bucket/v.mp4#x", "a query or fragment refused"),
+    ("s3://bucket:9000/v.mp4", "'bucket:9000' is not a bucket name"),
     ("gs://bucket", "name the object: gs://bucket/key"),
 ])
 def test_urls_that_are_not_read_are_refused_before_anything_is_graded(tmp_path, video, words):

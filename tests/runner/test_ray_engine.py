@@ -335,6 +335,25 @@ def test_an_object_in_s3_is_read_by_the_decoding_actors_never_by_the_driver(clus
     assert all(r.pid in pids["graders"] or r.parent in pids["decoders"] for r in mine if r.method == "HEAD")
 
 
+def test_the_actors_read_objects_with_the_drivers_storage_settings(cluster, clips, s3, tmp_path, monkeypatch):
+    """The object storage endpoint is the driver's, whatever the nodes' processes have: items loaded
+    with moto's endpoint, then the driver's FRAMEJUDGE_S3_ENDPOINT set to one on a private address
+    (not allowed): every turn of an object is an error record naming the variable, and no request
+    for the object reaches the storage."""
+    key = f"ray-settings-{os.getpid()}-{time.monotonic_ns()}/h264.mp4"
+    url = s3.put(key, clips["h264"].read_bytes())
+    items = _items(tmp_path / "urls.jsonl", {"h264": url, "vfr": url}, 4)
+    monkeypatch.setenv("FRAMEJUDGE_S3_ENDPOINT", "https://10.0.0.8:9000")
+    with ModelServer(latency=0.02) as server:
+        _on_ray(server, items, tmp_path / "ray.jsonl")
+    records = {(r.item_id, r.turn): r for r in read_records(tmp_path / "ray.jsonl")}
+    objects = [r for (item_id, _), r in records.items() if item_id != "i2"]  # i2: a missing file
+    assert len(objects) == 4 and all(r.record == "judge_error" and r.kind.value == "bad_input" for r in objects), records
+    assert all(r.message.startswith(f"{url}: FRAMEJUDGE_S3_ENDPOINT='https://10.0.0.8:9000': 10.0.0.8 resolves "
+                                    "to a non-public address") for r in objects), [r.message for r in objects]
+    assert [r for r in s3.requests if key in r.path and r.method != "PUT"] == []
+
+
 def test_frames_cross_from_decoding_to_grading_actors_as_the_jpeg_a_model_call_sends(cluster, clips):
     from framejudge.frame_sampler import EncodedFrame, SampledFrame, sample_frames
     from framejudge.runner.ray_engine import DecodeWorker, GradeWorker

@@ -119,7 +119,7 @@ def redirector():
 
 def test_video_urls_with_ports_out_of_range_or_redirects_without_a_location_are_4xx(tmp_path, redirector):
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'db.sqlite'}", upload_dir=tmp_path / "uploads",
-                        run_worker=False, url_hosts=["127.0.0.1"], url_allow_private=True)
+                        run_worker=False, url_hosts=[f"127.0.0.1:{redirector}"], url_allow_private=True)
     key = create_key(engine_for(settings.database_url), ["grade"])
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         client.headers["Authorization"] = f"Bearer {key}"

@@ -82,7 +82,7 @@ def server(media):
 
 
 def test_a_job_whose_url_videos_partly_fail_keeps_none_of_them(tmp_path, server):
-    app, settings, key, _ = make(tmp_path, run_worker=False, url_hosts=["127.0.0.1"], url_allow_private=True)
+    app, settings, key, _ = make(tmp_path, run_worker=False, url_hosts=[f"127.0.0.1:{server.port}"], url_allow_private=True)
     items = [{"id": "a", "video": server.url("/clip.mp4"), "turns": [TURN]},
              {"id": "b", "video": server.url("/page.mp4"), "turns": [TURN]}]
     with TestClient(app) as client:

@@ -18,7 +18,7 @@ from framejudge.examples.synth import cfr_times, write_video
 from framejudge.schema import JudgeError
 from framejudge.service.app import create_app
 from framejudge.runner.worker import show_video_ref
-from framejudge.service.media import public_address
+from framejudge.net import public_address
 from framejudge.service.settings import Settings
 from framejudge.service.store import create_key, engine_for
 from framejudge.service.uploads import sniff_container
@@ -302,7 +302,7 @@ def test_object_storage_urls_are_400_with_the_reason(tmp_path, url_hosts):
 
 
 def test_private_addresses_are_refused_even_for_listed_hosts(tmp_path, server):
-    app, _, key, _ = make(tmp_path, url_hosts=["127.0.0.1", "localhost"])
+    app, _, key, _ = make(tmp_path, url_hosts=[f"127.0.0.1:{server.port}", f"localhost:{server.port}"])
     with TestClient(app) as client:
         for host in ("127.0.0.1", "localhost"):
             r = grade_url(client, key, f"http://{host}:{server.port}/clip.mp4")
@@ -311,7 +311,7 @@ def test_private_addresses_are_refused_even_for_listed_hosts(tmp_path, server):
 
 
 def test_allow_listed_fetch_redirects_and_refusals(tmp_path, server):
-    app, settings, key, _ = make(tmp_path, url_hosts=["127.0.0.1"], url_allow_private=True)
+    app, settings, key, _ = make(tmp_path, url_hosts=[f"127.0.0.1:{server.port}"], url_allow_private=True)
     with TestClient(app) as client:
         r = grade_url(client, key, server.url("/clip.mp4"))
         assert r.status_code == 200, r.text
@@ -324,7 +324,8 @@ def test_allow_listed_fetch_redirects_and_refusals(tmp_path, server):
 
         before = len(server.hosts)
         r = grade_url(client, key, server.url("/other-host"))
-        assert r.status_code == 403 and "redirect to localhost" in r.json()["detail"]
+        assert r.status_code == 403 and r.json()["title"] == "Redirect not allowed", r.text
+        assert r.json()["detail"].startswith("127.0.0.1 redirects to another origin (localhost)")
         assert len(server.hosts) == before + 1  # the redirect was not followed
 
         r = grade_url(client, key, f"http://localhost:{server.port}/clip.mp4")
@@ -350,7 +351,7 @@ def test_malformed_host_names_are_400(tmp_path, url):
 
 
 def test_a_slow_url_fetch_stops_at_its_deadline(tmp_path, server, clip):
-    app, settings, key, _ = make(tmp_path, url_hosts=["127.0.0.1"], url_allow_private=True, url_deadline_s=1)
+    app, settings, key, _ = make(tmp_path, url_hosts=[f"127.0.0.1:{server.port}"], url_allow_private=True, url_deadline_s=1)
     with TestClient(app) as client:
         r = grade_url(client, key, server.url("/drip.mp4"))
         assert r.status_code == 422 and r.json()["title"] == "Video URL too slow", r.text
@@ -367,7 +368,7 @@ def test_a_slow_url_fetch_stops_at_its_deadline(tmp_path, server, clip):
 def test_the_urls_of_one_request_share_one_deadline(tmp_path, server, clip):
     """Four URLs that each arrive well within the deadline, but not all four together: the request
     is held for one FRAMEJUDGE_URL_DEADLINE, not one per URL."""
-    app, settings, key, _ = make(tmp_path, url_hosts=["127.0.0.1"], url_allow_private=True, url_deadline_s=1.5,
+    app, settings, key, _ = make(tmp_path, url_hosts=[f"127.0.0.1:{server.port}"], url_allow_private=True, url_deadline_s=1.5,
                                  run_worker=False)
     items = [{"id": f"u{k}", "video": server.url(f"/late.mp4?k={k}"), "turns": [TURN]} for k in range(4)]
     with TestClient(app) as client:
@@ -381,7 +382,7 @@ def test_the_urls_of_one_request_share_one_deadline(tmp_path, server, clip):
 
 
 def test_url_over_the_size_limit_is_413(tmp_path, server, clip):
-    app, settings, key, _ = make(tmp_path, url_hosts=["127.0.0.1"], url_allow_private=True,
+    app, settings, key, _ = make(tmp_path, url_hosts=[f"127.0.0.1:{server.port}"], url_allow_private=True,
                                  max_upload_bytes=clip.stat().st_size // 2)
     with TestClient(app) as client:
         r = grade_url(client, key, server.url("/clip.mp4"))
@@ -413,7 +414,7 @@ def test_public_address_rule(address, public):
 
 def test_ipv6_literals_carrying_loopback_are_refused_before_connecting(tmp_path, server):
     hosts = ["::127.0.0.1", "::ffff:0:7f00:1", "64:ff9b::7f00:1", "2002:7f00:1::1"]
-    app, _, key, _ = make(tmp_path, url_hosts=hosts)
+    app, _, key, _ = make(tmp_path, url_hosts=[f"[{host}]:{server.port}" for host in hosts])
     with TestClient(app) as client:
         for host in hosts:
             r = grade_url(client, key, f"http://[{host}]:{server.port}/clip.mp4")
@@ -472,3 +473,51 @@ def test_uploads_are_not_reachable_as_media_root_paths(tmp_path, clip):
             assert r.status_code == 403 and r.json()["title"] == "Not a media path", r.text
             r = client.post("/v1/jobs", json=[{"id": "s", "video": path, "turns": [TURN]}], headers=auth(other))
             assert r.status_code == 403 and "upload:" in r.json()["detail"]
+
+
+def test_a_host_without_a_port_allows_only_the_default_ports(tmp_path, server):
+    """Allowing `127.0.0.1` (or `localhost`) does not allow every service on it: a listed host without a
+    port is allowed on 80 and 443 only, `host:port` on that port only; refused before any connection."""
+    app, _, key, _ = make(tmp_path, url_hosts=["127.0.0.1", "localhost", f"127.0.0.1:{server.port + 1}"],
+                          url_allow_private=True)
+    with TestClient(app) as client:
+        for host in ("127.0.0.1", "localhost"):
+            r = grade_url(client, key, f"http://{host}:{server.port}/clip.mp4")
+            assert r.status_code == 403 and r.json()["title"] == "Host not allowed", r.text
+            assert r.json()["detail"].startswith(f"host {host}:{server.port} is not on this server's allow-list")
+    assert server.hosts == []
+    app, _, key, _ = make(tmp_path / "with-port", url_hosts=[f"localhost:{server.port}"], url_allow_private=True)
+    with TestClient(app) as client:
+        assert grade_url(client, key, f"http://localhost:{server.port}/clip.mp4").status_code == 200
+        r = grade_url(client, key, f"http://127.0.0.1:{server.port}/clip.mp4")  # another host, the same port
+        assert r.status_code == 403 and r.json()["title"] == "Host not allowed", r.text
+
+
+@pytest.mark.parametrize("entry, host, port, scheme, allowed", [
+    ("media.example.com", "media.example.com", 443, "https", True),
+    ("media.example.com", "media.example.com", 80, "http", True),
+    ("media.example.com", "media.example.com", 8080, "http", False),
+    ("media.example.com", "media.example.com", 80, "https", False),
+    ("media.example.com:8080", "media.example.com", 8080, "http", True),
+    ("media.example.com:8080", "media.example.com", 443, "https", False),
+    ("*.example.com", "cdn.example.com", 443, "https", True),
+    ("*.example.com", "example.com", 443, "https", False),
+    ("*.example.com:9000", "a.b.example.com", 9000, "https", True),
+    ("[::1]:8080", "::1", 8080, "http", True),
+    ("::1", "0:0::1", 80, "http", True),
+    ("::1", "::1", 8080, "http", False),
+])
+def test_allow_list_entries_name_a_port_or_mean_the_default_ones(entry, host, port, scheme, allowed):
+    from framejudge import net
+
+    assert net.host_allowed(host, port, scheme, net.host_rules([entry])) is allowed
+
+
+def test_a_redirect_to_another_origin_is_not_followed_even_to_a_listed_host(tmp_path, server):
+    app, _, key, _ = make(tmp_path, url_hosts=[f"127.0.0.1:{server.port}", f"localhost:{server.port}"],
+                          url_allow_private=True)
+    with TestClient(app) as client:
+        r = grade_url(client, key, server.url("/other-host"))  # 127.0.0.1 -> localhost, both listed
+        assert r.status_code == 403 and r.json()["title"] == "Redirect not allowed", r.text
+        assert server.hosts == [f"127.0.0.1:{server.port}"]  # localhost was never asked
+        assert grade_url(client, key, server.url("/same-host")).status_code == 200  # within its origin: followed

@@ -410,7 +410,7 @@ def video_server(tmp_path):
 
 def test_a_video_url_is_fetched_for_the_page_and_not_kept(tmp_path, video_server):
     site, base = video_server
-    with review_app(tmp_path, url_hosts=["127.0.0.1"], url_allow_private=True) as env:
+    with review_app(tmp_path, url_hosts=[base.removeprefix("http://")], url_allow_private=True) as env:
         made = calibration(env)
         (site / "c.mp4").write_bytes((env["media"] / "c.mp4").read_bytes())
         items = [{**item, "video": f"{base}/c.mp4"} for item in ITEMS]

@@ -90,7 +90,9 @@ def test_serve_on_an_address_in_use_or_unknown(tmp_path):
     ("FRAMEJUDGE_UPLOAD_DIR", "FILE", "is not a folder"),
     ("FRAMEJUDGE_SERVICE_JUDGES", "reference,oracle", "unknown judge 'oracle'"),
     ("FRAMEJUDGE_URL_HOSTS", "https://media.example.com/", "is not a host name"),
-    ("FRAMEJUDGE_URL_HOSTS", "media.example.com:8080", "is not a host name"),
+    ("FRAMEJUDGE_URL_HOSTS", "media.example.com:0", "the port must be a number from 1 to 65535"),
+    ("FRAMEJUDGE_URL_HOSTS", "media.example.com:http", "the port must be a number from 1 to 65535"),
+    ("FRAMEJUDGE_URL_HOSTS", "[::1", "is not a host name"),
     ("FRAMEJUDGE_DECODE_TIMEOUT", "inf", "finite number"),
     ("FRAMEJUDGE_LEASE_SECONDS", "nan", "finite number"),
     ("FRAMEJUDGE_MAX_UPLOAD_MB", "inf", "not a number of megabytes"),
@@ -103,8 +105,9 @@ def test_settings_that_would_fail_later_are_refused_up_front(monkeypatch, tmp_pa
 
 
 def test_good_hosts_and_judges_pass(monkeypatch, tmp_path):
-    monkeypatch.setenv("FRAMEJUDGE_URL_HOSTS", "media.example.com, *.cdn.example.com, 10.0.0.7, ::1")
+    monkeypatch.setenv("FRAMEJUDGE_URL_HOSTS", "media.example.com:8080, *.cdn.example.com, 10.0.0.7, [::1]:9000, ::1")
     monkeypatch.setenv("FRAMEJUDGE_SERVICE_JUDGES", "reference, litellm:openai/gpt-4o, transformers:smollm2")
     monkeypatch.setenv("FRAMEJUDGE_MEDIA_ROOT", str(tmp_path))
     s = Settings.from_env()
-    assert s.url_hosts[-1] == "::1" and s.judges[-1] == "transformers:smollm2" and s.media_root == tmp_path
+    assert s.url_hosts == ["media.example.com:8080", "*.cdn.example.com", "10.0.0.7", "[::1]:9000", "[::1]"]
+    assert s.url_hosts[-1] == "[::1]" and s.judges[-1] == "transformers:smollm2" and s.media_root == tmp_path
