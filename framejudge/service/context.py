@@ -30,7 +30,7 @@ from .metrics import Metrics
 from .problems import ProblemError
 from .review.figures import FigureKeeper
 from .settings import Settings
-from .store import ApiKey, check_key, engine_for, generated_id, holds
+from .store import ApiKey, KeyRefused, engine_for, generated_id, holds, verify_key
 from .uploads import Form, Upload, UploadStore, read_multipart
 
 MAX_BODY = 64 * 1024**2
@@ -100,9 +100,10 @@ class Service:
         if not authorization or not authorization.lower().startswith("bearer "):
             raise ProblemError(401, "Unauthorized", "send an API key as 'Authorization: Bearer <key>'",
                                {"WWW-Authenticate": "Bearer"})
-        key = check_key(self.engine, authorization.split(" ", 1)[1].strip())
-        if key is None:
-            raise ProblemError(401, "Unauthorized", "unknown or revoked API key", {"WWW-Authenticate": "Bearer"})
+        try:
+            key = verify_key(self.engine, authorization.split(" ", 1)[1].strip())
+        except KeyRefused as exc:
+            raise ProblemError(401, "Unauthorized", str(exc), {"WWW-Authenticate": "Bearer"}, code=exc.code) from None
         if not holds(key, scope):
             raise ProblemError(403, "Forbidden", f"this API key lacks the '{scope}' scope")
         wait = self.limiter.take(key.id)

@@ -27,7 +27,7 @@ from ..forwarded import client_address
 from ..headers import PAGE_HEADERS
 from ..jobs import JobStatus, job_items, job_records
 from ..problems import MEDIA, ProblemError, problems
-from ..store import ApiKey, CalibrationRun, check_key, holds, save_calibration
+from ..store import ApiKey, CalibrationRun, KeyRefused, holds, save_calibration, verify_key
 from .alignments import AlignRequest, Alignment, aligned_rubric_file, alignments, calibration_judge, submit_alignment
 from .decide import DecisionError, DecisionRequest, form_turn, from_form, make_decision, rated_fields
 from .figures import FigureKeeper, Shown, gold_of
@@ -196,16 +196,18 @@ async def sign_in(request: Request, svc: ServiceDep) -> Response:
         return _sign_in_form(request, next_path, "The sign-in form had expired; sign in again.", 403)
     given_key = str(form.get("api_key", "")).strip()
     key_id = given_key.split("_", 2)[1][:16] if given_key.count("_") >= 2 else ""
-    wait = svc.sign_ins.key_blocked(key_id) if key_id else None
-    if wait is not None:  # someone is guessing this key: it waits, from every address, and nobody else does
+    address = client_address(request, svc.trusted_proxies)
+    wait = svc.sign_ins.key_blocked(key_id, address) if key_id else None
+    if wait is not None:  # this client is guessing this key: it waits; other clients do not
         return _sign_in_form(request, next_path, f"Too many failed sign-ins with this key: wait "
                                                  f"{max(1, round(wait))} s.", 429)
-    key = check_key(svc.engine, given_key)
-    if key is None:
-        wait = svc.sign_ins.failed(key_id, client_address(request, svc.trusted_proxies))
+    try:
+        key = verify_key(svc.engine, given_key)
+    except KeyRefused as exc:
+        wait = svc.sign_ins.failed(key_id, address)
         if wait is not None:
             return _sign_in_form(request, next_path, f"Too many failed sign-ins: wait {max(1, round(wait))} s.", 429)
-        return _sign_in_form(request, next_path, "Unknown or revoked API key.", 401)
+        return _sign_in_form(request, next_path, f"{str(exc)[:1].upper()}{str(exc)[1:]}.", 401)
     if not may_review(key):
         return _sign_in_form(request, next_path, "This API key lacks the 'review' scope.", 403)
     wait = svc.limiter.take(key.id)  # a right key signs in as often as it may make requests
