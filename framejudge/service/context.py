@@ -96,7 +96,9 @@ class Service:
         self.review_figures.close()
         self.decoder.close()
 
-    def authorize(self, authorization: str | None, scope: str) -> ApiKey:
+    def authorize(self, authorization: str | None, scope: str | tuple[str, ...]) -> ApiKey:
+        """The request's key, which must hold `scope` (or one of several; an admin key holds every
+        scope): 401 without a live key, 403 without the scope, 429 past the key's rate limit."""
         if not authorization or not authorization.lower().startswith("bearer "):
             raise ProblemError(401, "Unauthorized", "send an API key as 'Authorization: Bearer <key>'",
                                {"WWW-Authenticate": "Bearer"})
@@ -104,8 +106,10 @@ class Service:
             key = verify_key(self.engine, authorization.split(" ", 1)[1].strip())
         except KeyRefused as exc:
             raise ProblemError(401, "Unauthorized", str(exc), {"WWW-Authenticate": "Bearer"}, code=exc.code) from None
-        if not holds(key, scope):
-            raise ProblemError(403, "Forbidden", f"this API key lacks the '{scope}' scope")
+        scopes = (scope,) if isinstance(scope, str) else scope
+        if not any(holds(key, one) for one in scopes):
+            raise ProblemError(403, "Forbidden", f"this API key lacks the {' or the '.join(repr(s) for s in scopes)} "
+                                                 "scope")
         wait = self.limiter.take(key.id)
         if wait is not None:
             raise ProblemError(429, "Too many requests", f"rate limit of {self.settings.requests_per_minute} per minute",
@@ -220,13 +224,24 @@ def authorization(request: Request,
 AuthorizationDep = Annotated[str | None, Depends(authorization)]
 
 
-def authorized(scope: str):
-    """A dependency: the request's API key, which must hold `scope` (or admin)."""
+class KeyWith:
+    """A dependency: the request's API key, which must hold one of `scopes` (an admin key holds
+    every scope). With `optional`, a request without an Authorization header gets None (a key
+    that is sent is checked all the same). The scopes are read from here by the API reference's
+    test: every route's needs are what its dependencies say."""
 
-    def dependency(request: Request, authorization: AuthorizationDep) -> ApiKey:
-        return service(request).authorize(authorization, scope)
+    def __init__(self, *scopes: str, optional: bool = False) -> None:
+        self.scopes, self.optional = scopes, optional
 
-    return dependency
+    def __call__(self, request: Request, authorization: AuthorizationDep) -> ApiKey | None:
+        if authorization is None and self.optional:
+            return None
+        return service(request).authorize(authorization, self.scopes)
+
+
+def authorized(*scopes: str) -> KeyWith:
+    """A dependency: the request's API key, which must hold one of `scopes` (or admin)."""
+    return KeyWith(*scopes)
 
 
 ServiceDep = Annotated[Service, Depends(service)]

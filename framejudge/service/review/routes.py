@@ -22,7 +22,7 @@ from ...calibration.adjudication import label_rows_csv, label_rows_jsonl
 from ...calibration.audit import AuditResult
 from ...schema import LABEL_FIELDS, Category, Cause, Item, JudgeError, Preference, RecordIn, ReviewDecision, Verdict
 from ..bodies import StrictJsonRoute, form_fields
-from ..context import AuthorizationDep, ServiceDep, authorized
+from ..context import KeyWith, ServiceDep, authorized
 from ..forwarded import client_address
 from ..headers import PAGE_HEADERS
 from ..jobs import JobStatus, job_items, job_records
@@ -34,7 +34,7 @@ from .figures import FigureKeeper, Shown, gold_of
 from .frames import unit_frames
 from .queue import REASONS, STATES, Filters, State, Unit, build_units, neighbours, slices, state_of
 from .sessions import (COOKIE, PATH, SIGN_IN_COOKIE, CsrfRefused, Reviewer, SignInNeeded, check_csrf, may_review,
-                       new_sign_in_token, reviewer, reviewers_problem, safe_next, secure_cookies, set_sign_in_cookie,
+                       new_sign_in_token, SignedIn, reviewers_problem, safe_next, secure_cookies, set_sign_in_cookie,
                        sign_in_url, start_session)
 from .store import (ReviewInputs, add_decision, calibration_texts, close_session, decisions, review_run, review_runs,
                     set_reviewers)
@@ -43,7 +43,7 @@ HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 pages = APIRouter(include_in_schema=False, route_class=StrictJsonRoute)
 api = APIRouter(tags=["review"], route_class=StrictJsonRoute)
-ReviewerDep = Annotated[Reviewer, Depends(reviewer)]
+ReviewerDep = Annotated[Reviewer, Depends(SignedIn())]
 ALIGN_NEEDS_GRADE = ("this API key lacks the 'grade' scope: aligning grades the items held apart again with the "
                      "judge")
 HEADERS = PAGE_HEADERS
@@ -328,7 +328,8 @@ async def decide_form(request: Request, run_id: str, svc: ServiceDep, who: Revie
 
 
 @pages.post(PATH + "/{run_id}/align")
-async def align_form(request: Request, run_id: str, svc: ServiceDep, who: ReviewerDep) -> Response:
+async def align_form(request: Request, run_id: str, svc: ServiceDep,
+                     who: Annotated[Reviewer, Depends(SignedIn("grade", why=ALIGN_NEEDS_GRADE))]) -> Response:
     form = await form_fields(request)
     check_csrf(who, form.get("csrf"))
     queue = load_queue(svc, run_id, who.key)
@@ -340,8 +341,6 @@ async def align_form(request: Request, run_id: str, svc: ServiceDep, who: Review
         wanted = AlignRequest.model_validate_strings({k: v for k, v in form.items() if k in AlignRequest.model_fields and v})
     except ValidationError as exc:
         raise ProblemError(422, "Invalid alignment", first_problem(exc)) from None
-    if not holds(who.key, "grade"):
-        raise ProblemError(403, "Forbidden", ALIGN_NEEDS_GRADE)
     job = await submit_alignment(svc, queue, who.key, wanted)
     return RedirectResponse(f"{PATH}/{run_id}?aligning={job.id}#alignments", status_code=303)
 
@@ -378,15 +377,7 @@ def export_page(run_id: str, svc: ServiceDep, who: ReviewerDep, format: Literal[
 
 # ------------------------------------------------------------------------ the API twins
 
-def review_key(request: Request, authorization: AuthorizationDep) -> ApiKey:
-    """A bearer key with the review or the calibrate scope (or admin)."""
-    svc = request.app.state.service
-    try:
-        return svc.authorize(authorization, "review")
-    except ProblemError as exc:
-        if exc.status != 403:
-            raise
-        return svc.authorize(authorization, "calibrate")
+review_key = KeyWith("review", "calibrate")  # a bearer key with the review or the calibrate scope (or admin)
 
 
 ReviewKey = Annotated[ApiKey, Depends(review_key)]
