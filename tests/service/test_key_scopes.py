@@ -98,6 +98,28 @@ def test_a_review_only_key_gets_no_frames_of_a_video_it_never_graded_and_no_fetc
         assert asked == ["/c.mp4"]
 
 
+def test_the_videos_a_keys_own_jobs_graded_are_found_by_its_reference_and_only_for_it(tmp_path):
+    """What a review-only key's queue may show: the server path a job of that key graded under the
+    client's reference; nothing for another key, another reference, or a job not yet graded."""
+    import time
+
+    from framejudge.service.review.frames import graded_video
+
+    with review_app(tmp_path, run_worker=True) as env:
+        key = create_key(env["engine"], ["grade"])
+        auth = {"Authorization": f"Bearer {key}"}
+        job = env["client"].post("/v1/jobs", json=ITEMS[:1], headers=auth).json()["id"]
+        deadline = time.monotonic() + 120
+        while env["client"].get(f"/v1/jobs/{job}", headers=auth).json()["state"] != "done":
+            assert time.monotonic() < deadline, "the job did not finish"
+            time.sleep(0.05)
+        found = graded_video(env["engine"], key.split("_")[1], "c.mp4")
+        assert found is not None and found.resolve() == (env["media"] / "c.mp4").resolve()
+        other = create_key(env["engine"], ["review"])
+        assert graded_video(env["engine"], other.split("_")[1], "c.mp4") is None
+        assert graded_video(env["engine"], key.split("_")[1], "other.mp4") is None
+
+
 # ------------------------------------------------------------------ the scope table of the API reference
 
 def _needs(route: APIRoute) -> str:
