@@ -27,7 +27,7 @@ def serve(
 
     from ..db import shown_url
     from ..service.app import create_app
-    from ..service.store import list_keys
+    from ..service.store import key_state, list_keys
 
     configure_logs(log_level.value, log_json)
     Serving = _serving()
@@ -44,7 +44,7 @@ def serve(
         fail(f"--host/--port: cannot listen on {host} port {port}: {exc.strerror or exc}")
     bound_host, bound_port = sock.getsockname()[:2]
     url = f"http://{f'[{bound_host}]' if ':' in bound_host else bound_host}:{bound_port}"
-    active = sum(not k.revoked for k in list_keys(engine))
+    active = sum(key_state(k) == "active" for k in list_keys(engine))
     err.print(f"framejudge serve: {url} (API docs at {url}/docs)", highlight=False, soft_wrap=True)
     graded_by = ("here and by any `framejudge worker`" if settings.run_worker else
                  "by `framejudge worker` processes only (FRAMEJUDGE_SERVICE_WORKER=0)")

@@ -5,6 +5,10 @@
   PostgreSQL the items are selected `FOR UPDATE SKIP LOCKED`, so concurrent claimers take
   different items without waiting; on SQLite (which ignores that clause) writers are serialized
   by the database, and the claim's update only takes rows still pending. One code path.
+- A claim takes only the items of jobs whose API key lives (neither revoked nor expired: checked
+  in the claim's own query, so a key revoked between two claims gets nothing more); revoking a
+  key stops its unfinished jobs (stop_key_jobs), and an expired key's are stopped by the workers'
+  housekeeping. A worker stops grading an item it no longer holds (dropped).
 - A claim costs the same whatever the queue's length: the job is chosen among the active jobs
   (few), and its items are read through the (job, status, position) index, never sorted.
 - Fair shares: the job comes from the API key served least recently (round-robin across keys,
@@ -23,18 +27,19 @@ compared with clock drift).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, cast
 
 from sqlalchemy import (DateTime, Float, Index, Integer, Select, String, Text, UniqueConstraint, Update, and_, delete,
-                        func, insert, or_, select, update)
+                        exists, func, insert, or_, select, update)
 from sqlalchemy.engine import CursorResult, Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from ..db import Base
 from ..schema import GradeOptions, SamplerParams
+from .keys import ApiKey, dead, owner_lives
 
 
 class Job(Base):
@@ -141,10 +146,11 @@ def claim(engine: Engine, worker: str, want: int, lease_s: float,
     the server did: the same spec, calling the same endpoint; the others wait for a worker that
     can (a job from before endpoints were recorded goes to any worker)."""
     now = time.time()
+    lives = owner_lives(Job.key_id, datetime.fromtimestamp(now, timezone.utc))  # no revoked or expired key's
     with Session(engine) as s, s.begin():
-        takes = Job.active == 1
+        takes = and_(Job.active == 1, lives)
         if endpoint is not None:
-            pairs = s.execute(select(Job.judge, Job.judge_endpoint).where(Job.active == 1, Job.cancelled == 0)
+            pairs = s.execute(select(Job.judge, Job.judge_endpoint).where(Job.active == 1, Job.cancelled == 0, lives)
                               .distinct()).all()  # few: the active jobs' judges
             able = [(judge, at) for judge, at in pairs if at is None or endpoint(judge) == at]
             if not able:
@@ -219,9 +225,45 @@ def heartbeat(engine: Engine, worker: str, lease_s: float) -> int:
                         .values(lease_expires=time.time() + lease_s)) or 0
 
 
+@dataclass
+class Stopped:
+    """What stopping a key's jobs stopped: its jobs with items still to grade, their items that
+    had not started (cancelled) and those being graded (cancelled: their workers stop them, and
+    their records are not written)."""
+
+    jobs: int = 0
+    pending: int = 0
+    running: int = 0
+
+
+_unfinished = exists(select(JobItem.position).where(JobItem.job_id == Job.id,
+                                                   JobItem.status.in_(("pending", "running"))))
+
+
+def stop_key_jobs(s: Session, key_ids: Iterable[str]) -> Stopped:
+    """Cancel the unfinished jobs of these keys, in the caller's transaction: every item not yet
+    done is cancelled, those being graded too (finish writes nothing for them, and their workers
+    stop grading them)."""
+    stopped = Stopped()
+    for key_id in key_ids:
+        jobs = list(s.scalars(select(Job.id).where(Job.key_id == key_id, _unfinished)))
+        for job_id in jobs:
+            s.execute(update(Job).where(Job.id == job_id).values(cancelled=1, active=0))
+            for state in ("pending", "running"):
+                n = _changed(s, update(JobItem).where(JobItem.job_id == job_id, JobItem.status == state)
+                             .values(status="cancelled", lease_owner=None, lease_expires=None))
+                if state == "pending":
+                    stopped.pending += n
+                else:
+                    stopped.running += n
+        stopped.jobs += len(jobs)
+    return stopped
+
+
 def reclaim_expired(engine: Engine) -> int:
     """Put back items whose worker's lease ran out (it died or lost the database); a live worker's
-    items are never touched. Items left running by a version without leases count as expired."""
+    items are never touched. Items left running by a version without leases count as expired.
+    Also stops the unfinished jobs of keys that have expired since (as revoking a key does)."""
     now = time.time()
     with Session(engine) as s, s.begin():
         back = s.execute(update(JobItem).where(JobItem.status == "running",
@@ -231,6 +273,10 @@ def reclaim_expired(engine: Engine) -> int:
         for job_id in set(back):
             s.execute(update(Job).where(Job.id == job_id).values(active=1))
         s.execute(delete(WorkerRow).where(WorkerRow.seen + WorkerRow.lease_s < now - WORKERS_FORGOTTEN_S))
+        gone = s.scalars(select(Job.key_id).join(ApiKey, ApiKey.id == Job.key_id)  # revoked or expired since
+                         .where(Job.cancelled == 0, dead(datetime.fromtimestamp(now, timezone.utc)), _unfinished)
+                         .distinct())
+        stop_key_jobs(s, list(gone))
         return len(back)
 
 
@@ -244,6 +290,14 @@ def release(engine: Engine, worker: str) -> int:
         for job_id in set(back):
             s.execute(update(Job).where(Job.id == job_id).values(active=1))
         return len(back)
+
+
+def held(engine: Engine, worker: str) -> set[tuple[str, int]]:
+    """The (job, position) of every item `worker` holds now: an item it is grading that is not
+    among them was taken from it (its job stopped, or its lease expired and went to another)."""
+    with Session(engine) as s:
+        return {(job_id, position) for job_id, position in s.execute(
+            select(JobItem.job_id, JobItem.position).where(JobItem.lease_owner == worker, JobItem.status == "running"))}
 
 
 @dataclass

@@ -30,6 +30,7 @@ log = logging.getLogger("framejudge.worker")
 MIN_HEARTBEAT_S = 1.0  # a heartbeat is a database write: not more often than this
 MIN_LEASE_BEATS = 3  # heartbeats a lease lasts, at least
 MIN_LEASE_S = MIN_HEARTBEAT_S * MIN_LEASE_BEATS
+HELD_CHECK_S = 1.0  # how often a worker asks whether the items it grades are still its (a read)
 
 
 def heartbeat_s(lease_s: float) -> float:
@@ -103,6 +104,8 @@ class QueueWorker:
         keeper = threading.Thread(target=self._keep_leases, args=(beating,), name=f"leases-{self.name}", daemon=True)
         keeper.start()
         running: set[asyncio.Task[queue.Finished]] = set()
+        grading: dict[asyncio.Task[queue.Finished], tuple[str, int]] = {}  # each task's (job, position)
+        checked = time.monotonic()
         finished: list[queue.Finished] = []
         writing: asyncio.Task[list[queue.Finished]] | None = None  # one write at a time, beside the grading
         being_written = 0
@@ -117,11 +120,18 @@ class QueueWorker:
                         self._jobs_seen.add(c.job_id)
                         log.info("job %s: taken up (%s, judge %s)", c.job_id, c.kind, c.judge,
                                  extra={"job": c.job_id, "event": "job_taken", "judge": c.judge, "worker": self.name})
-                    running.add(asyncio.create_task(self._grade(c)))
+                    task = asyncio.create_task(self._grade(c))
+                    running.add(task)
+                    grading[task] = (c.job_id, c.position)
+                if running and time.monotonic() - checked >= HELD_CHECK_S:
+                    checked = time.monotonic()
+                    await self._stop_dropped(running, grading)
                 if running:
                     done, _ = await asyncio.wait(running, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
                     running -= done
-                    finished += [task.result() for task in done]
+                    for task in done:
+                        grading.pop(task, None)
+                    finished += [task.result() for task in done if not task.cancelled()]
                 elif writing is None:
                     await _sleep_until(stop, self.poll_s)
                 if writing is not None and writing.done():
@@ -134,7 +144,7 @@ class QueueWorker:
                     await asyncio.wait([writing], timeout=self.poll_s)
             if running:
                 done, pending = await asyncio.wait(running, timeout=self.grace_s)
-                finished += [task.result() for task in done]
+                finished += [task.result() for task in done if not task.cancelled()]
                 for task in pending:
                     task.cancel()
             if writing is not None:
@@ -150,6 +160,22 @@ class QueueWorker:
             beating.set()
             await asyncio.to_thread(keeper.join)
             await self._db(queue.release, self.engine, self.name)
+
+    async def _stop_dropped(self, running: set[asyncio.Task[queue.Finished]],
+                            grading: dict[asyncio.Task[queue.Finished], tuple[str, int]]) -> None:
+        """Stop grading the items this worker no longer holds: their job was stopped (its API key
+        revoked or expired; their records would not be written) or their lease went to another
+        worker. Their model calls end with them."""
+        held = await self._db(queue.held, self.engine, self.name)
+        if held is None:  # the database is away: the leases decide later
+            return
+        dropped = [task for task in running if not task.done() and grading.get(task) not in held]
+        for task in dropped:
+            task.cancel()
+        for job_id in sorted({grading[task][0] for task in dropped}):
+            n = sum(1 for task in dropped if grading[task][0] == job_id)
+            log.info("job %s: stopped grading %d item(s) no longer held (the job was stopped, or their lease "
+                     "expired)", job_id, n, extra={"job": job_id, "event": "items_dropped", "worker": self.name})
 
     async def _finish(self, finished: list[queue.Finished]) -> list[queue.Finished]:
         """Write what is finished; what could not be written (the database is away) is kept."""
@@ -167,8 +193,8 @@ class QueueWorker:
             for f in written:
                 self.on_records(f.records)
         for f in lost:
-            log.warning("job %s item %d: its lease had expired and another worker took it; these records "
-                        "were not written", f.job_id, f.position,
+            log.warning("job %s item %d: no longer held by this worker (its lease expired and another worker "
+                        "took it, or its job was stopped); these records were not written", f.job_id, f.position,
                         extra={"job": f.job_id, "item": f.position, "event": "lease_lost", "worker": self.name})
         if written and log.isEnabledFor(logging.INFO):
             left = await self._db(queue.unfinished, self.engine, sorted({f.job_id for f in written}))

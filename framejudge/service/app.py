@@ -27,7 +27,7 @@ from .limits import BodyLimit, BodyTimedOut, BodyTimeout
 from .openapi import unique_names
 from .problems import ProblemError, document_problems, error_problem, problem
 from .review.routes import install as install_review  # before the database opens: its tables
-from .routes import calibration, grading, info, jobs, leaderboards
+from .routes import calibration, grading, info, jobs, keys, leaderboards
 from .settings import Settings
 
 log = logging.getLogger("framejudge.service")
@@ -135,7 +135,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   dependencies=[Depends(known_query)], docs_url=None, redoc_url=None,
                   generate_unique_id_function=operation_id, separate_input_output_schemas=False)
     app.state.service = service
-    for module in (info, grading, jobs, calibration, leaderboards):
+    for module in (info, grading, jobs, calibration, leaderboards, keys):
         app.include_router(module.router)
     install_review(app)
 

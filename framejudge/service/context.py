@@ -30,7 +30,7 @@ from .metrics import Metrics
 from .problems import ProblemError
 from .review.figures import FigureKeeper
 from .settings import Settings
-from .store import ApiKey, check_key, engine_for, generated_id, holds
+from .store import ApiKey, KeyRefused, engine_for, generated_id, holds, verify_key
 from .uploads import Form, Upload, UploadStore, read_multipart
 
 MAX_BODY = 64 * 1024**2
@@ -96,15 +96,20 @@ class Service:
         self.review_figures.close()
         self.decoder.close()
 
-    def authorize(self, authorization: str | None, scope: str) -> ApiKey:
+    def authorize(self, authorization: str | None, scope: str | tuple[str, ...]) -> ApiKey:
+        """The request's key, which must hold `scope` (or one of several; an admin key holds every
+        scope): 401 without a live key, 403 without the scope, 429 past the key's rate limit."""
         if not authorization or not authorization.lower().startswith("bearer "):
             raise ProblemError(401, "Unauthorized", "send an API key as 'Authorization: Bearer <key>'",
                                {"WWW-Authenticate": "Bearer"})
-        key = check_key(self.engine, authorization.split(" ", 1)[1].strip())
-        if key is None:
-            raise ProblemError(401, "Unauthorized", "unknown or revoked API key", {"WWW-Authenticate": "Bearer"})
-        if not holds(key, scope):
-            raise ProblemError(403, "Forbidden", f"this API key lacks the '{scope}' scope")
+        try:
+            key = verify_key(self.engine, authorization.split(" ", 1)[1].strip())
+        except KeyRefused as exc:
+            raise ProblemError(401, "Unauthorized", str(exc), {"WWW-Authenticate": "Bearer"}, code=exc.code) from None
+        scopes = (scope,) if isinstance(scope, str) else scope
+        if not any(holds(key, one) for one in scopes):
+            raise ProblemError(403, "Forbidden", f"this API key lacks the {' or the '.join(repr(s) for s in scopes)} "
+                                                 "scope")
         wait = self.limiter.take(key.id)
         if wait is not None:
             raise ProblemError(429, "Too many requests", f"rate limit of {self.settings.requests_per_minute} per minute",
@@ -219,13 +224,24 @@ def authorization(request: Request,
 AuthorizationDep = Annotated[str | None, Depends(authorization)]
 
 
-def authorized(scope: str):
-    """A dependency: the request's API key, which must hold `scope` (or admin)."""
+class KeyWith:
+    """A dependency: the request's API key, which must hold one of `scopes` (an admin key holds
+    every scope). With `optional`, a request without an Authorization header gets None (a key
+    that is sent is checked all the same). The scopes are read from here by the API reference's
+    test: every route's needs are what its dependencies say."""
 
-    def dependency(request: Request, authorization: AuthorizationDep) -> ApiKey:
-        return service(request).authorize(authorization, scope)
+    def __init__(self, *scopes: str, optional: bool = False) -> None:
+        self.scopes, self.optional = scopes, optional
 
-    return dependency
+    def __call__(self, request: Request, authorization: AuthorizationDep) -> ApiKey | None:
+        if authorization is None and self.optional:
+            return None
+        return service(request).authorize(authorization, self.scopes)
+
+
+def authorized(*scopes: str) -> KeyWith:
+    """A dependency: the request's API key, which must hold one of `scopes` (or admin)."""
+    return KeyWith(*scopes)
 
 
 ServiceDep = Annotated[Service, Depends(service)]

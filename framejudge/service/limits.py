@@ -50,26 +50,33 @@ class RateLimiter:
             return (1 - tokens) / self.rate
 
 
-SIGN_IN_FAILURES_PER_KEY = 10  # a minute, from anywhere: someone guessing one key's secret
-SIGN_IN_FAILURES_PER_ADDRESS = 30  # a minute, from one client address
+SIGN_IN_FAILURES_PER_KEY = 10  # a minute, for one key id from one client address: someone guessing its secret
+SIGN_IN_FAILURES_PER_ADDRESS = 30  # a minute, from one client address, whatever the keys
 
 
 class SignInThrottle:
-    """Failed sign-ins, counted per key id (from any address) and per client address. A key whose
-    failures ran out is refused before it is checked; a client address whose failures ran out gets
-    429 for wrong keys but still signs in with a right one, so one client behind a shared proxy
-    cannot lock everyone behind it out."""
+    """Failed sign-ins, counted per (key id, client address) and per client address. A client
+    whose failures with one key id ran out is refused that key before it is checked (its right
+    secret too: the guessing stops); a client address whose failures ran out gets 429 for wrong
+    keys but still signs in with a right one, so one client behind a shared proxy cannot lock
+    everyone behind it out. Nothing is counted per key id alone: a key id is no secret (reviewers
+    see each other's), and one client's failures never refuse another client's right secret."""
 
     def __init__(self) -> None:
-        self.by_key = RateLimiter(SIGN_IN_FAILURES_PER_KEY)
+        self.by_pair = RateLimiter(SIGN_IN_FAILURES_PER_KEY)
         self.by_address = RateLimiter(SIGN_IN_FAILURES_PER_ADDRESS)
 
-    def key_blocked(self, key_id: str) -> float | None:
-        return self.by_key.take(key_id, spend=False)
+    @staticmethod
+    def _pair(key_id: str, address: str) -> str:
+        return f"{key_id}\x00{address}"
+
+    def key_blocked(self, key_id: str, address: str) -> float | None:
+        """Seconds until this client may try this key id again (None: it may now)."""
+        return self.by_pair.take(self._pair(key_id, address), spend=False)
 
     def failed(self, key_id: str, address: str) -> float | None:
         """Counts a failure; the seconds to wait when either count has run out (None: not yet)."""
-        waits = [self.by_key.take(key_id), self.by_address.take(address)]
+        waits = [self.by_pair.take(self._pair(key_id, address)), self.by_address.take(address)]
         return max((w for w in waits if w is not None), default=None)
 
 

@@ -74,7 +74,7 @@ def not_json(exc: json.JSONDecodeError) -> str:
 
 ERRORS = {
     "400": "Bad request (a bad path, URL or multipart body; a judge or rubric this server does not offer)",
-    "401": "No API key, or an unknown or revoked one",
+    "401": "No API key, or an unknown, revoked or expired one",
     "403": "The key lacks the scope, or the video lies outside what this server reads",
     "404": "No such resource (or not this key's)",
     "408": "The request body stopped arriving",

@@ -145,3 +145,24 @@ def test_a_worker_takes_only_jobs_whose_judge_it_makes_as_the_server_does(databa
             assert [r["record"] for r in records] == ["verdict"] * 6
             again = client.post(f"/v1/jobs?judge={JUDGE}", json=body, headers=key).json()["id"]
             assert client.get(f"/v1/jobs/{again}", headers=key).json()["waiting"].startswith("no worker is running")
+
+
+def test_a_worker_stops_grading_the_items_of_a_revoked_keys_job(database_url):
+    """A key revoked while a worker grades its items against a model that never answers: the
+    worker stops those items (their calls in flight are dropped, the items waiting for a call
+    never make one) and writes nothing for them."""
+    from framejudge.service.store import create_key, revoke_key
+
+    engine = engine_for(database_url)
+    with ModelServer(hang=True) as model:
+        key_id = create_key(engine, ["grade"]).split("_")[1]
+        job, _ = create_job(engine, key_id, items(10), JUDGE, "video-qa", GradeOptions(swap=False, cache=False), None)
+        worker = QueueWorker(engine, GraderCache(sample_frames, judges(model.base_url)), lease_s=30.0)
+        with running(worker):
+            wait_until(lambda: model.stats()["in_flight"] == 4 and held(engine, worker) == 6)  # 4 calls, 2 waiting
+            revoked = revoke_key(engine, key_id)
+            assert revoked is not None and (revoked.stopped.pending, revoked.stopped.running) == (4, 6)
+            wait_until(lambda: model.stats()["in_flight"] == 0)  # the calls end with their items
+        assert model.stats()["requests"] == 4 and worker.graded == 0
+    status = job_status(engine, job)
+    assert status is not None and status.state == "cancelled" and status.done == 0

@@ -86,7 +86,7 @@ def test_auth_failures_are_problems(env):
     assert r.status_code == 401 and r.headers["content-type"] == "application/problem+json"
     assert r.json()["title"] == "Unauthorized" and "Bearer" in r.json()["detail"]
     r = client.get("/v1/rubrics", headers=auth("fj_000000000000_nope"))
-    assert r.status_code == 401 and r.json()["detail"] == "unknown or revoked API key"
+    assert r.status_code == 401 and r.json()["detail"] == "unknown API key"
     r = client.get("/v1/rubrics", headers=auth(keys["calibrate"]))
     assert r.status_code == 403 and "'grade' scope" in r.json()["detail"]
 

@@ -38,6 +38,7 @@ from ...workflows.align import AlignError, AlignResult, align, rubric_yaml
 from ..jobs import JobStatus, create_job, job_status
 from ..problems import ProblemError
 from ..store import ApiKey
+from .frames import queue_video
 
 MAX_ALIGN_UNITS = 5000  # labelled units one request may align on (each held-apart one is graded twice)
 
@@ -136,9 +137,9 @@ async def submit_alignment(svc: Any, queue: Any, key: ApiKey, request: AlignRequ
     if not items:
         raise ProblemError(422, "Nothing to align", "the calibration was not given its items (send `items` with "
                            "`verdicts`, or calibrate a job)")
-    if not inputs.resolved:  # a client's references, resolved for the calibration's own key
+    if not inputs.resolved:  # a client's references, resolved as the calibration's own key may (queue_video)
         owner = queue.run.key_id or key.id
-        items = [it.model_copy(update={"video": str(await svc.media.resolve(it.video, owner))}) if it.video else it
+        items = [it.model_copy(update={"video": str(await queue_video(svc, it.video, owner))}) if it.video else it
                  for it in items]
     task = AlignTask(calibration_id=queue.run.id, judge=spec, rubric_id=base.id, request=request,
                      options=first.options, items=items, gold=queue.gold(), verdicts=verdicts)

@@ -22,19 +22,19 @@ from ...calibration.adjudication import label_rows_csv, label_rows_jsonl
 from ...calibration.audit import AuditResult
 from ...schema import LABEL_FIELDS, Category, Cause, Item, JudgeError, Preference, RecordIn, ReviewDecision, Verdict
 from ..bodies import StrictJsonRoute, form_fields
-from ..context import AuthorizationDep, ServiceDep, authorized
+from ..context import KeyWith, ServiceDep, authorized
 from ..forwarded import client_address
 from ..headers import PAGE_HEADERS
 from ..jobs import JobStatus, job_items, job_records
 from ..problems import MEDIA, ProblemError, problems
-from ..store import ApiKey, CalibrationRun, check_key, holds, save_calibration
+from ..store import ApiKey, CalibrationRun, KeyRefused, holds, save_calibration, verify_key
 from .alignments import AlignRequest, Alignment, aligned_rubric_file, alignments, calibration_judge, submit_alignment
 from .decide import DecisionError, DecisionRequest, form_turn, from_form, make_decision, rated_fields
 from .figures import FigureKeeper, Shown, gold_of
 from .frames import unit_frames
 from .queue import REASONS, STATES, Filters, State, Unit, build_units, neighbours, slices, state_of
 from .sessions import (COOKIE, PATH, SIGN_IN_COOKIE, CsrfRefused, Reviewer, SignInNeeded, check_csrf, may_review,
-                       new_sign_in_token, reviewer, reviewers_problem, safe_next, secure_cookies, set_sign_in_cookie,
+                       new_sign_in_token, SignedIn, reviewers_problem, safe_next, secure_cookies, set_sign_in_cookie,
                        sign_in_url, start_session)
 from .store import (ReviewInputs, add_decision, calibration_texts, close_session, decisions, review_run, review_runs,
                     set_reviewers)
@@ -43,7 +43,7 @@ HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 pages = APIRouter(include_in_schema=False, route_class=StrictJsonRoute)
 api = APIRouter(tags=["review"], route_class=StrictJsonRoute)
-ReviewerDep = Annotated[Reviewer, Depends(reviewer)]
+ReviewerDep = Annotated[Reviewer, Depends(SignedIn())]
 ALIGN_NEEDS_GRADE = ("this API key lacks the 'grade' scope: aligning grades the items held apart again with the "
                      "judge")
 HEADERS = PAGE_HEADERS
@@ -196,16 +196,18 @@ async def sign_in(request: Request, svc: ServiceDep) -> Response:
         return _sign_in_form(request, next_path, "The sign-in form had expired; sign in again.", 403)
     given_key = str(form.get("api_key", "")).strip()
     key_id = given_key.split("_", 2)[1][:16] if given_key.count("_") >= 2 else ""
-    wait = svc.sign_ins.key_blocked(key_id) if key_id else None
-    if wait is not None:  # someone is guessing this key: it waits, from every address, and nobody else does
+    address = client_address(request, svc.trusted_proxies)
+    wait = svc.sign_ins.key_blocked(key_id, address) if key_id else None
+    if wait is not None:  # this client is guessing this key: it waits; other clients do not
         return _sign_in_form(request, next_path, f"Too many failed sign-ins with this key: wait "
                                                  f"{max(1, round(wait))} s.", 429)
-    key = check_key(svc.engine, given_key)
-    if key is None:
-        wait = svc.sign_ins.failed(key_id, client_address(request, svc.trusted_proxies))
+    try:
+        key = verify_key(svc.engine, given_key)
+    except KeyRefused as exc:
+        wait = svc.sign_ins.failed(key_id, address)
         if wait is not None:
             return _sign_in_form(request, next_path, f"Too many failed sign-ins: wait {max(1, round(wait))} s.", 429)
-        return _sign_in_form(request, next_path, "Unknown or revoked API key.", 401)
+        return _sign_in_form(request, next_path, f"{str(exc)[:1].upper()}{str(exc)[1:]}.", 401)
     if not may_review(key):
         return _sign_in_form(request, next_path, "This API key lacks the 'review' scope.", 403)
     wait = svc.limiter.take(key.id)  # a right key signs in as often as it may make requests
@@ -326,7 +328,8 @@ async def decide_form(request: Request, run_id: str, svc: ServiceDep, who: Revie
 
 
 @pages.post(PATH + "/{run_id}/align")
-async def align_form(request: Request, run_id: str, svc: ServiceDep, who: ReviewerDep) -> Response:
+async def align_form(request: Request, run_id: str, svc: ServiceDep,
+                     who: Annotated[Reviewer, Depends(SignedIn("grade", why=ALIGN_NEEDS_GRADE))]) -> Response:
     form = await form_fields(request)
     check_csrf(who, form.get("csrf"))
     queue = load_queue(svc, run_id, who.key)
@@ -338,8 +341,6 @@ async def align_form(request: Request, run_id: str, svc: ServiceDep, who: Review
         wanted = AlignRequest.model_validate_strings({k: v for k, v in form.items() if k in AlignRequest.model_fields and v})
     except ValidationError as exc:
         raise ProblemError(422, "Invalid alignment", first_problem(exc)) from None
-    if not holds(who.key, "grade"):
-        raise ProblemError(403, "Forbidden", ALIGN_NEEDS_GRADE)
     job = await submit_alignment(svc, queue, who.key, wanted)
     return RedirectResponse(f"{PATH}/{run_id}?aligning={job.id}#alignments", status_code=303)
 
@@ -376,15 +377,7 @@ def export_page(run_id: str, svc: ServiceDep, who: ReviewerDep, format: Literal[
 
 # ------------------------------------------------------------------------ the API twins
 
-def review_key(request: Request, authorization: AuthorizationDep) -> ApiKey:
-    """A bearer key with the review or the calibrate scope (or admin)."""
-    svc = request.app.state.service
-    try:
-        return svc.authorize(authorization, "review")
-    except ProblemError as exc:
-        if exc.status != 403:
-            raise
-        return svc.authorize(authorization, "calibrate")
+review_key = KeyWith("review", "calibrate")  # a bearer key with the review or the calibrate scope (or admin)
 
 
 ReviewKey = Annotated[ApiKey, Depends(review_key)]

@@ -14,7 +14,8 @@ from fastapi import Request, Response
 from sqlalchemy.engine import Engine
 
 from ..forwarded import over_https
-from ..store import ApiKey, key_by_id
+from ..problems import ProblemError
+from ..store import ApiKey, holds, key_by_id
 from .store import SessionRow, close_session, find_session, open_session
 
 COOKIE = "framejudge_review"
@@ -79,6 +80,24 @@ def reviewer(request: Request) -> Reviewer:
     if row is None or key is None or not may_review(key):
         raise SignInNeeded(next_path, expired=True)
     return Reviewer(key=key, session=row)
+
+
+class SignedIn:
+    """A dependency of every review page that needs a reviewer: the signed-in reviewer (a session
+    of a live key with the review scope, or admin), whose key must also hold each of `also` (403,
+    saying `why`). `scopes` and `also` are what the API reference's table says, checked by a test."""
+
+    scopes = ("review",)
+
+    def __init__(self, *also: str, why: str = "") -> None:
+        self.also, self.why = also, why
+
+    def __call__(self, request: Request) -> Reviewer:
+        who = reviewer(request)
+        for scope in self.also:
+            if not holds(who.key, scope):
+                raise ProblemError(403, "Forbidden", self.why or f"this API key lacks the '{scope}' scope")
+        return who
 
 
 def check_csrf(who: Reviewer, given: str | None) -> None:

@@ -14,7 +14,7 @@ from ...judge import CallsServer, JudgeSpecError
 from ...rubrics import all_rubrics
 from ...rubrics.model import Rubric
 from ..bodies import StrictJsonRoute
-from ..context import AuthorizationDep, ServiceDep, authorized
+from ..context import KeyWith, ServiceDep, authorized
 from ..models import RubricSummary
 from ..problems import ProblemError, problem, problems
 from ..store import ApiKey, ping
@@ -29,11 +29,11 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz", tags=["health"], responses=problems(503),
             openapi_extra={"security": [{}]})  # the key is optional: without one, readiness alone
-async def readyz(svc: ServiceDep, authorization: AuthorizationDep) -> Any:
+async def readyz(svc: ServiceDep, key: Annotated[ApiKey | None, Depends(KeyWith("metrics", optional=True))]) -> Any:
     """Whether the database answers and every allowed judge can be called. Without a key, just
     that (and how many judges cannot be called): which judges, their endpoints and why are for a
     key with the metrics scope, as /metrics is."""
-    shown = authorization is not None and bool(svc.authorize(authorization, "metrics"))
+    shown = key is not None
     if not await asyncio.to_thread(ping, svc.engine):
         return problem(503, "Not ready", "the database is not reachable")
     problems = []
