@@ -433,9 +433,10 @@ class LiteLLMJudge(JudgeBase):
             if not env.get("keys_in_environment", True) and not self.api_key:
                 return "missing " + ", ".join(env.get("missing_keys") or ["credentials"])
             return None
-        try:
-            async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
-                await client.get(base.rstrip("/") + "/models")
+        try:  # the answer's status is enough: its body is not read (and no redirect is followed)
+            async with httpx.AsyncClient(timeout=timeout, trust_env=False, follow_redirects=False) as client:
+                async with client.stream("GET", base.rstrip("/") + "/models"):
+                    pass
         except httpx.HTTPError as exc:
             return f"{base} does not answer ({type(exc).__name__})"
         return None

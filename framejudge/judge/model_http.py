@@ -13,8 +13,10 @@
 
 The direct route (openai_wire, aiohttp) applies these itself. Every call litellm makes (the OpenAI
 SDK's and litellm's own HTTP clients, for every provider, batch files included) goes through the
-transport litellm builds in `AsyncHTTPHandler.create_async_transport`; `bound_litellm` wraps the
-transports it builds in `BoundedTransport`, which applies the three rules above to every exchange.
+transport litellm builds in `AsyncHTTPHandler.create_async_transport`, or through the OpenAI SDK
+client litellm makes for its files and batches calls (`OpenAIAsyncHTTPClient`); `bound_litellm`
+wraps the transports of both in `BoundedTransport`, which applies the three rules above to every
+exchange.
 Batch runs' own calls (runner/batch_api.py) read through `read_capped`.
 """
 
@@ -249,4 +251,17 @@ def bound_litellm() -> None:
     AsyncHTTPHandler._create_async_transport = staticmethod(create_async_transport)
     AsyncHTTPHandler.create_httpx_proxy_mounts = staticmethod(create_httpx_proxy_mounts)  # type: ignore[method-assign]
     AsyncHTTPHandler._create_httpx_proxy_mounts = staticmethod(create_httpx_proxy_mounts)
+    # the OpenAI SDK's client for the calls litellm makes with a static key outside chat completions
+    # (its files and batches: a batch run's upload of every request, and its results)
+    from litellm.llms.openai import common_utils
+
+    sdk_client = common_utils.OpenAIAsyncHTTPClient
+    sdk_init = sdk_client.__init__
+
+    def init(self: Any) -> None:
+        sdk_init(self)
+        self._transport = bounded_transport(self._transport)
+        self._mounts = {pattern: bounded_transport(t) if t is not None else None for pattern, t in self._mounts.items()}
+
+    sdk_client.__init__ = init  # type: ignore[method-assign]
     AsyncHTTPHandler._framejudge_bounded = True  # type: ignore[attr-defined]
