@@ -22,7 +22,8 @@ GET /admin/stats, POST /admin/configure (a JSON object of settings), POST /admin
 A completion can also be answered the ways a hostile or broken server answers: `redirect_to` a
 redirect (`redirect_status`) to another URL; `pad_bytes` a valid reply padded with that many spaces
 inside its JSON, generated a MiB at a time as it is sent (never held whole), with its length declared
-or chunked (`pad_declared`); `drip_seconds` the reply one byte at a time.
+or chunked (`pad_declared`), or gzip-compressed as it is sent (`pad_gzip`: a small body that
+inflates to the padded size); `drip_seconds` the reply one byte at a time.
 
 Per completion request, in this order: `close_connections` aborts the connection with no
 response; `hang` never answers (until the client gives up); `overload_until` (or `overload_for`
@@ -46,6 +47,7 @@ import signal
 import threading
 import time
 import uuid
+import zlib
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -77,6 +79,7 @@ class Settings:
     redirect_status: int = 307  # the redirect's status (301, 302, 303, 307, 308)
     pad_bytes: int = 0  # a valid reply whose JSON is padded with this many spaces, generated as it is sent
     pad_declared: bool = True  # the padded reply declares its length (else it is sent chunked)
+    pad_gzip: bool = False  # the padded reply gzip-compressed as it is sent (Content-Encoding: gzip, chunked)
     drip_seconds: float = 0.0  # send the reply one byte at a time, this many seconds apart
 
     def check(self) -> None:
@@ -375,30 +378,45 @@ class ModelServer:
         data = json.dumps(reply).encode()
         head, tail = data[:1], data[1:]
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
-        if s.pad_declared or not s.pad_bytes:
+        if s.pad_gzip:
+            response.headers["Content-Encoding"] = "gzip"
+            response.enable_chunked_encoding()
+        elif s.pad_declared or not s.pad_bytes:
             response.content_length = len(data) + s.pad_bytes
         else:
             response.enable_chunked_encoding()
+        if s.pad_gzip:
+            zipper = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+            raw_write = response.write
+
+            async def write(piece: bytes) -> None:  # each piece compressed as it is sent
+                await raw_write(zipper.compress(piece) + zipper.flush(zlib.Z_SYNC_FLUSH))
+
+            async def write_eof() -> None:
+                await raw_write(zipper.flush())
+                await web.StreamResponse.write_eof(response)
+        else:
+            write, write_eof = response.write, response.write_eof
         try:
             await response.prepare(request)
             if s.drip_seconds:
                 for k in range(len(head)):
-                    await response.write(head[k:k + 1])
+                    await write(head[k:k + 1])
                     await asyncio.sleep(s.drip_seconds)
             else:
-                await response.write(head)
+                await write(head)
             block = b" " * (1024 * 1024)
             left = s.pad_bytes
             while left > 0:
-                await response.write(block[:left])
+                await write(block[:left])
                 left -= len(block)
             if s.drip_seconds:
                 for k in range(len(tail)):
-                    await response.write(tail[k:k + 1])
+                    await write(tail[k:k + 1])
                     await asyncio.sleep(s.drip_seconds)
             else:
-                await response.write(tail)
-            await response.write_eof()
+                await write(tail)
+            await write_eof()
         except (ConnectionResetError, ConnectionError, RuntimeError):
             with self._lock:
                 self._aborted += 1

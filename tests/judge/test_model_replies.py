@@ -92,6 +92,24 @@ def test_a_reply_over_the_cap_fails_the_call(direct, declared, monkeypatch):
 
 
 @ROUTES
+def test_a_compressed_reply_is_capped_as_it_inflates(direct, monkeypatch):
+    """About 20 KB of gzip that inflates to 20 MB: counted decompressed."""
+    monkeypatch.setenv("FRAMEJUDGE_MAX_REPLY_MB", "1")
+    with ModelServer(pad_bytes=20 * 1024 * 1024, pad_gzip=True) as server:
+        [record] = grade(judge(server, direct))
+    assert isinstance(record, JudgeError), record
+    assert (record.kind, record.message) == (JudgeErrorKind.backend_error, "reply larger than 1 MB")
+
+
+@ROUTES
+def test_a_compressed_reply_under_the_cap_is_read(direct, monkeypatch):
+    monkeypatch.setenv("FRAMEJUDGE_MAX_REPLY_MB", "1")
+    with ModelServer(pad_bytes=512 * 1024, pad_gzip=True) as server:
+        [record] = grade(judge(server, direct))
+    assert isinstance(record, Verdict), record
+
+
+@ROUTES
 def test_a_padded_reply_under_the_cap_is_read(direct, monkeypatch):
     monkeypatch.setenv("FRAMEJUDGE_MAX_REPLY_MB", "1")
     with ModelServer(pad_bytes=512 * 1024, pad_declared=False) as server:
