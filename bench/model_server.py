@@ -19,6 +19,12 @@ As a subprocess (prints `ready http://127.0.0.1:PORT/v1` once listening; stops o
 Routes: POST /v1/chat/completions (and /chat/completions), GET /v1/models (and /models),
 GET /admin/stats, POST /admin/configure (a JSON object of settings), POST /admin/reset.
 
+A completion can also be answered the ways a hostile or broken server answers: `redirect_to` a
+redirect (`redirect_status`) to another URL; `pad_bytes` a valid reply padded with that many spaces
+inside its JSON, generated a MiB at a time as it is sent (never held whole), with its length declared
+or chunked (`pad_declared`), or gzip-compressed as it is sent (`pad_gzip`: a small body that
+inflates to the padded size); `drip_seconds` the reply one byte at a time.
+
 Per completion request, in this order: `close_connections` aborts the connection with no
 response; `hang` never answers (until the client gives up); `overload_until` (or `overload_for`
 seconds from now) answers 429; the `rate_limit` token bucket, checked on arrival, answers 429
@@ -41,6 +47,7 @@ import signal
 import threading
 import time
 import uuid
+import zlib
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -68,6 +75,12 @@ class Settings:
     status_error: int | None = None  # answer this status (e.g. 503) instead of a completion
     status_error_rate: float = 1.0  # share of requests that get status_error
     model: str = "bench-vlm"  # the model id in /v1/models and in replies without a model
+    redirect_to: str | None = None  # answer every completion with a redirect to this URL
+    redirect_status: int = 307  # the redirect's status (301, 302, 303, 307, 308)
+    pad_bytes: int = 0  # a valid reply whose JSON is padded with this many spaces, generated as it is sent
+    pad_declared: bool = True  # the padded reply declares its length (else it is sent chunked)
+    pad_gzip: bool = False  # the padded reply gzip-compressed as it is sent (Content-Encoding: gzip, chunked)
+    drip_seconds: float = 0.0  # send the reply one byte at a time, this many seconds apart
 
     def check(self) -> None:
         if self.latency < 0:
@@ -80,6 +93,10 @@ class Settings:
             raise ValueError(f"status_error must be an HTTP status, got {self.status_error}")
         if not 0 <= self.status_error_rate <= 1:
             raise ValueError(f"status_error_rate must be in [0, 1], got {self.status_error_rate}")
+        if not 300 <= self.redirect_status <= 399:
+            raise ValueError(f"redirect_status must be a 3xx status, got {self.redirect_status}")
+        if self.pad_bytes < 0 or self.drip_seconds < 0:
+            raise ValueError("pad_bytes and drip_seconds must be >= 0")
 
 
 SETTING_NAMES = frozenset(f.name for f in fields(Settings))
@@ -345,12 +362,67 @@ class ModelServer:
                 await asyncio.sleep(HANG_SECONDS)
             if s.latency > 0:
                 await asyncio.sleep(s.latency)
-            return self._reply(body, messages, s)
+            if s.redirect_to is not None:
+                self._count(s.redirect_status)
+                return web.Response(status=s.redirect_status, headers={"Location": s.redirect_to})
+            reply = self._reply(body, messages, s)
+            if s.pad_bytes or s.drip_seconds:
+                return await self._hostile(request, reply, s)
+            return web.json_response(reply)
         finally:
             with self._lock:
                 self._in_flight -= 1
 
-    def _reply(self, body: dict[str, Any], messages: list[Any], s: Settings) -> web.Response:
+    async def _hostile(self, request: web.Request, reply: dict[str, Any], s: Settings) -> web.StreamResponse:
+        """The reply padded (generated as it is sent) or dripped; a client that stops reading ends it."""
+        data = json.dumps(reply).encode()
+        head, tail = data[:1], data[1:]
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        if s.pad_gzip:
+            response.headers["Content-Encoding"] = "gzip"
+            response.enable_chunked_encoding()
+        elif s.pad_declared or not s.pad_bytes:
+            response.content_length = len(data) + s.pad_bytes
+        else:
+            response.enable_chunked_encoding()
+        if s.pad_gzip:
+            zipper = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+            raw_write = response.write
+
+            async def write(piece: bytes) -> None:  # each piece compressed as it is sent
+                await raw_write(zipper.compress(piece) + zipper.flush(zlib.Z_SYNC_FLUSH))
+
+            async def write_eof() -> None:
+                await raw_write(zipper.flush())
+                await web.StreamResponse.write_eof(response)
+        else:
+            write, write_eof = response.write, response.write_eof
+        try:
+            await response.prepare(request)
+            if s.drip_seconds:
+                for k in range(len(head)):
+                    await write(head[k:k + 1])
+                    await asyncio.sleep(s.drip_seconds)
+            else:
+                await write(head)
+            block = b" " * (1024 * 1024)
+            left = s.pad_bytes
+            while left > 0:
+                await write(block[:left])
+                left -= len(block)
+            if s.drip_seconds:
+                for k in range(len(tail)):
+                    await write(tail[k:k + 1])
+                    await asyncio.sleep(s.drip_seconds)
+            else:
+                await write(tail)
+            await write_eof()
+        except (ConnectionResetError, ConnectionError, RuntimeError):
+            with self._lock:
+                self._aborted += 1
+        return response
+
+    def _reply(self, body: dict[str, Any], messages: list[Any], s: Settings) -> dict[str, Any]:
         texts, images = _texts(messages)
         content = json.dumps(judgement_for(texts))
         prompt_tokens = sum(math.ceil(len(t) / 4) for t in texts) + IMAGE_TOKENS * images
@@ -373,7 +445,7 @@ class ModelServer:
             self._last = time.monotonic()
             for tag in tags:
                 self._by_tag[tag] = self._by_tag.get(tag, 0) + 1
-        return web.json_response(reply)
+        return reply
 
     async def _models(self, request: web.Request) -> web.Response:
         model = self.settings.model

@@ -36,6 +36,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("FRAMEJUDGE_BATCH_BUCKET", "a Cloud Storage location (gs://BUCKET[/PREFIX])", "none",
              "where a Vertex AI judge's batch run (grade --batch) keeps its requests and results; as --batch-bucket",
              ("grade",)),
+    Variable("FRAMEJUDGE_MAX_REPLY_MB", "a number of MiB", "8",
+             "the largest body a model server's reply may have (counted as it is read, decompressed): a larger one "
+             "fails the call as backend_error; a batch run's results file may hold this much per request",
+             ("library",)),
     Variable("FRAMEJUDGE_RUBRICS", "folders, separated by the path separator", "none",
              "extra folders of rubric files", ("library",)),
     Variable("FRAMEJUDGE_CACHE_DIR", "a path", "the user cache folder",

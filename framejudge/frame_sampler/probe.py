@@ -72,9 +72,46 @@ def check_file(path: str | os.PathLike[str]) -> int:
     return st.st_size
 
 
+# What FFmpeg may do with a video it is given, set as its allow-lists (AVOptions) on every container
+# opened for reading: a video is a local file (protocol `file`: a playlist or concat list that names a
+# URL, or any other protocol, is refused), in one of the containers framejudge reads (demuxers by
+# FFmpeg's names: MP4/MOV, Matroska/WebM, AVI, FLV, Ogg, ASF/WMV, MPEG-PS, MPEG-TS; not HLS playlists,
+# concat lists, image sequences, raw streams or FFmpeg's other few hundred), decoded only by the
+# decoders of the video codecs below (and, while FFmpeg probes the streams, those of the usual audio
+# and subtitle tracks beside them).
+CONTAINERS = ("mov", "matroska", "avi", "flv", "ogg", "asf", "mpeg", "mpegts")
+CONTAINER_NAMES = "MP4/MOV, Matroska/WebM, AVI, FLV, Ogg, ASF/WMV, MPEG-PS and MPEG-TS"
+VIDEO_DECODERS = ("h264", "hevc", "vp8", "libvpx", "vp9", "libvpx-vp9", "av1", "libdav1d", "mpeg4", "msmpeg4v1",
+                  "msmpeg4v2", "msmpeg4", "h263", "h263p", "flv", "mpeg1video", "mpeg2video", "mjpeg", "theora",
+                  "wmv1", "wmv2", "wmv3", "vc1", "vp6", "vp6f", "cinepak", "prores", "dnxhd", "ffv1", "png", "qtrle")
+OTHER_DECODERS = ("aac", "aac_fixed", "mp3float", "mp3", "mp2float", "mp2", "opus", "libopus", "vorbis", "libvorbis",
+                  "ac3", "eac3", "flac", "alac", "wmav1", "wmav2", "pcm_s16le", "pcm_s16be", "pcm_s24le",
+                  "pcm_f32le", "pcm_u8", "pcm_mulaw", "pcm_alaw", "mov_text", "subrip", "ass", "ssa", "webvtt")
+PROTOCOLS = ("file",)
+CONTAINER_OPTIONS = {"format_whitelist": ",".join(CONTAINERS), "protocol_whitelist": ",".join(PROTOCOLS),
+                     "codec_whitelist": ",".join(VIDEO_DECODERS + OTHER_DECODERS)}
+DECODER_OPTIONS = {"codec_whitelist": ",".join(VIDEO_DECODERS)}
+
+
+def ffmpeg_version() -> str:
+    """The FFmpeg PyAV bundles (as `av.ffmpeg_version_info` gives it, e.g. 8.1.3), for provenance."""
+    return str(getattr(av, "ffmpeg_version_info", "") or "unknown")
+
+
 def open_container(path: Path) -> av.container.InputContainer:
+    """`path` opened for reading with FFmpeg's allow-lists set (CONTAINER_OPTIONS), and each video
+    stream's decoder held to VIDEO_DECODERS (PyAV opens a stream's decoder with the options of its
+    codec context, not the container's)."""
     try:
-        return av.open(str(path), mode="r", metadata_errors="ignore")
+        container = av.open(str(path), mode="r", metadata_errors="ignore", options=dict(CONTAINER_OPTIONS))
+    except av.error.ArgumentError:
+        # FFmpeg's answer (EINVAL) to a format or protocol not on the allow-lists
+        raise NotAVideo(
+            f"not a container framejudge reads: only {CONTAINER_NAMES} files are opened (playlists such as "
+            "HLS .m3u8, concat lists, image files and raw streams are refused, and nothing a file names "
+            "elsewhere is fetched)",
+            str(path),
+        ) from None
     except av.error.FFmpegError as exc:
         detail = (exc.strerror or str(exc)).strip()
         raise NotAVideo(
@@ -84,6 +121,13 @@ def open_container(path: Path) -> av.container.InputContainer:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise NotAVideo(f"cannot open as media: {exc}", str(path)) from None
+    try:
+        for stream in container.streams.video:
+            stream.codec_context.options = dict(DECODER_OPTIONS)
+    except BaseException:
+        container.close()
+        raise
+    return container
 
 
 def video_streams(container: av.container.InputContainer) -> list[av.video.stream.VideoStream]:
@@ -124,6 +168,9 @@ def check_stream(stream: av.video.stream.VideoStream, path: Path, limits: Limits
     ctx = stream.codec_context
     if ctx is None or not ctx.name:
         raise UnsupportedCodec("no decoder for this video stream's codec", str(path))
+    if ctx.name not in VIDEO_DECODERS:
+        raise UnsupportedCodec(
+            f"video codec {ctx.name!r} is not one framejudge decodes ({', '.join(VIDEO_DECODERS)})", str(path))
     w, h = ctx.width, ctx.height
     if w <= 0 or h <= 0:
         raise BadDimensions(f"video stream declares a frame size of {w}x{h}", str(path))

@@ -50,8 +50,9 @@ from ..schema import JudgeConfig, Judgement, JudgeErrorKind, ServiceTier, Usage,
 from ..schema.judges_file import DEFAULT_TIMEOUT_S
 from .base import JudgeBase, JudgeFailure, JudgeRequest, JudgeResult, PlannedTurn
 from .confidence import LabelProbs, field_options, label_probabilities, steps_from_logprobs
-from .openai_wire import (WireConnectionError, WireError, WireStatusError, WireTimeout, chat_completion,
-                          direct_route, wire_model)
+from .model_http import bound_litellm, limit_of, max_reply_bytes
+from .openai_wire import (WireConnectionError, WireError, WireReplyRefused, WireStatusError, WireTimeout,
+                          chat_completion, direct_route, wire_model)
 from .reask import InvalidReply, json_text, parse_judgement, problems, reask_messages, reply_schema
 
 TOP_LOGPROBS = 5
@@ -151,6 +152,7 @@ def _quiet_litellm() -> None:
     # litellm prints banners and "Give Feedback" notes to stdout on errors and unknown prices;
     # stdout is the command's output (a summary piped on), and the errors are recorded anyway
     litellm.suppress_debug_info = True
+    bound_litellm()  # no redirects followed, replies read up to the cap (model_http)
 # Providers whose route in litellm carries a reply schema for any model: OpenAI and OpenAI-compatible
 # servers (response_format json_schema), vLLM (guided decoding), Anthropic (output_format, or a forced
 # tool for older models), Ollama (format). Gemini 2 and later get generationConfig.response_json_schema
@@ -263,6 +265,8 @@ def _is(exc: BaseException, name: str) -> bool:
 
 
 def is_retryable(exc: BaseException) -> bool:
+    if limit_of(exc) is not None or isinstance(api_error(exc), WireReplyRefused):
+        return False  # a redirect, or a reply over the cap: the same server would answer the same
     litellm = _litellm()
     exc = api_error(exc) or exc
     if isinstance(exc, (WireTimeout, WireConnectionError)):
@@ -276,6 +280,8 @@ def is_retryable(exc: BaseException) -> bool:
 
 def is_overload(exc: BaseException) -> bool:
     """A sign that the endpoint has no room now: a 429, a 503 or 529, a timeout."""
+    if limit_of(exc) is not None:
+        return False
     litellm = _litellm()
     exc = api_error(exc) or exc
     if isinstance(exc, WireTimeout):
@@ -311,6 +317,10 @@ class LiteLLMJudge(JudgeBase):
         batch runs put their files (gs://BUCKET[/PREFIX]).
         An OpenAI-compatible server named by `api_base` (openai/, hosted_vllm/) is sent its calls
         directly (openai_wire), frames; everything else, and clips, through litellm."""
+        try:
+            max_reply_bytes()  # FRAMEJUDGE_MAX_REPLY_MB, refused before anything is sent
+        except ValueError as exc:
+            raise JudgeSpecError(str(exc)) from None
         self.direct = direct_route(model, api_base)
         if not self.direct:
             _quiet_litellm()
@@ -423,9 +433,10 @@ class LiteLLMJudge(JudgeBase):
             if not env.get("keys_in_environment", True) and not self.api_key:
                 return "missing " + ", ".join(env.get("missing_keys") or ["credentials"])
             return None
-        try:
-            async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
-                await client.get(base.rstrip("/") + "/models")
+        try:  # the answer's status is enough: its body is not read (and no redirect is followed)
+            async with httpx.AsyncClient(timeout=timeout, trust_env=False, follow_redirects=False) as client:
+                async with client.stream("GET", base.rstrip("/") + "/models"):
+                    pass
         except httpx.HTTPError as exc:
             return f"{base} does not answer ({type(exc).__name__})"
         return None
@@ -704,7 +715,12 @@ class LiteLLMJudge(JudgeBase):
         raw = "\n---\n".join(raws) or None
         if isinstance(exc, VideoNotSeen):
             return JudgeFailure(JudgeErrorKind.backend_error, str(exc), raw, usage)
+        limit = limit_of(exc)
+        if limit is not None:  # a redirect not followed, a reply over the cap (litellm's route)
+            return JudgeFailure(JudgeErrorKind.backend_error, str(limit), raw, usage)
         cause = api_error(exc)
+        if isinstance(cause, WireReplyRefused):  # the same, on the direct route
+            return JudgeFailure(JudgeErrorKind.backend_error, str(cause), raw, usage)
         if cause is None:
             return JudgeFailure(JudgeErrorKind.invalid_after_retries,
                                 f"no valid verdict after {self.max_reasks + 1} attempt(s): {str(exc)[:500]}", raw, usage)

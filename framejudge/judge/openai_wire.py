@@ -24,6 +24,9 @@ from collections.abc import AsyncIterator, Mapping
 from types import SimpleNamespace
 from typing import Any
 
+from .model_http import (ACCEPT_ENCODING, RedirectRefused, ReplyLimit, ReplyTooLarge, is_redirect, max_reply_bytes,
+                         read_capped)
+
 DIRECT_PROVIDERS = ("openai", "hosted_vllm")  # litellm prefixes whose servers speak OpenAI's chat completions
 # words of a 400 that is about the prompt itself (too long for the model, or refused by a content
 # policy), not about what is asked of the reply: such a request is not asked again without the
@@ -62,6 +65,15 @@ class WireStatusError(WireError):
     def about_prompt(self) -> bool:
         """A 400 about the prompt itself: too long for the model, or refused by a content policy."""
         return self._says(_TOO_LONG) or self.content_policy
+
+
+class WireReplyRefused(WireError):
+    """The server's answer was not read: a redirect (never followed), or a body over the cap
+    (model_http). Not retried: the same server would answer the same."""
+
+    def __init__(self, limit: ReplyLimit) -> None:
+        super().__init__(str(limit))
+        self.limit = limit
 
 
 class WireTimeout(WireError):
@@ -136,18 +148,33 @@ def _error(text: str) -> tuple[str, str]:
 
 
 async def chat_completion(api_base: str, api_key: str | None, body: dict[str, Any], timeout: float) -> Any:
-    """POST `body` to `{api_base}/chat/completions`; the reply as namespaces, or a WireError."""
+    """POST `body` to `{api_base}/chat/completions`; the reply as namespaces, or a WireError. A
+    redirect is not followed, and the reply's body is read no further than the cap (model_http)."""
     import aiohttp
 
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     client = await session()
     url = api_base.rstrip("/") + "/chat/completions"
+    cap = max_reply_bytes()
     try:
-        async with client.post(url, data=json.dumps(body), headers=headers,
+        async with client.post(url, data=json.dumps(body), headers=headers, allow_redirects=False,
+                               auto_decompress=False,
                                timeout=aiohttp.ClientTimeout(total=timeout)) as response:
-            text = await response.text()
+            if is_redirect(response.status):
+                raise WireReplyRefused(RedirectRefused(response.status, response.headers.get("Location")))
+            encoding = response.headers.get("Content-Encoding")
+            if not encoding and (response.content_length or 0) > cap:
+                raise WireReplyRefused(ReplyTooLarge(cap))
+            try:
+                data = await read_capped(response.content.iter_chunked(64 * 1024), cap, encoding)
+            except ReplyLimit as exc:
+                raise WireReplyRefused(exc) from None
+            try:
+                text = data.decode(response.charset or "utf-8", errors="replace")
+            except LookupError:  # a charset Python does not know
+                text = data.decode("utf-8", errors="replace")
             if response.status >= 400:
                 message, code = _error(text)
                 raise WireStatusError(response.status, message, dict(response.headers), code)

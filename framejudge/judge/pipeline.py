@@ -17,6 +17,7 @@ from ..frame_sampler import MAX_CLIP_BYTES, Clip, FrameSamplerError, SampleResul
 from ..frame_sampler.cache import default_cache_dir
 from ..frame_sampler.clip import clip_bytes
 from ..frame_sampler.objects import check_object, is_url, local_path_of
+from ..frame_sampler.probe import ffmpeg_version
 from ..records import Record, turn_hash
 from ..rubrics.loader import require_kind
 from ..rubrics.model import Rubric
@@ -420,4 +421,5 @@ class Grader:
             judge_backend=self.judge.backend, model_id=self.judge.model_id, prompt_hash=prompt_hash,
             frame_timestamps=timestamps, sampler=params, created_at=started, usage=usage, notes=notes,
             read_text=read_text, clip=clip.info() if clip is not None else None,
+            ffmpeg=ffmpeg_version() if params is not None or clip is not None else None,
         )

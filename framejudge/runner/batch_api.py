@@ -134,6 +134,18 @@ litellm's price for each reply, or the judges file's price, times that share).
 
 Other providers are refused with the reason before anything is sent (`NOT_SPOKEN`), as are partner
 models on Vertex AI (`vertex_ai/claude-...`, whose batch lines are another format).
+
+**What is read, and where calls go.** No call of a batch run follows a redirect: litellm's (the
+OpenAI SDK's files and batches client included) go through judge/model_http.py's bounded transport,
+and the calls made here with httpx (`_send`, `_read_results`) refuse a 3xx with a BatchError that
+names it. An answer to a create, status or listing call is read up to the reply cap
+(FRAMEJUDGE_MAX_REPLY_MB). A results file (`file_caps`) is read as it arrives, line by line: a line
+longer than the reply cap and an envelope (on Vertex AI, whose lines repeat the request, plus the
+batch's byte limit) is cut to its start, which names its request, and becomes that request's error
+(`reply larger than N MB`: counted, as any failed request); the file as a whole may hold the cap
+(and envelope) for each request in the batch, and a larger one stops the collection with a
+BatchError, the batch left to collect again. OpenAI's results come through litellm's
+`afile_content`, which holds a file whole: the same whole-file cap applies to it as it is read.
 """
 
 from __future__ import annotations
@@ -147,7 +159,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -158,6 +170,8 @@ from ..endpoint import UnlimitedGate
 from ..errors import FramejudgeError
 from ..judge.base import JudgeRequest, JudgeResult
 from ..judge.litellm_backend import LiteLLMJudge
+from ..judge.model_http import (ACCEPT_ENCODING, Decoder, RedirectRefused, ReplyLimit, ReplyTooLarge, bound_litellm,
+                                is_redirect, limit_of, max_reply_bytes, mb, read_capped, reply_cap)
 from ..judge.pipeline import Grader
 from ..records import Record
 from ..schema import Item, JudgeError
@@ -230,6 +244,7 @@ class BatchAPI:
     price = 1.0  # the share of the synchronous price a batch's calls are billed at
     max_requests = 50_000  # per batch
     max_bytes = 190 * 1024 * 1024  # per batch, with room under the provider's limit
+    echoes = False  # whether each line of its results repeats the request (Vertex AI)
 
     def request(self, judge: LiteLLMJudge, messages: list[dict[str, Any]], temperature: float, seed: int,
                 mode: str) -> Pending:
@@ -258,18 +273,138 @@ class BatchAPI:
 
 async def _send(method: str, url: str, headers: dict[str, str], what: str, *, payload: Any = None,
                 content: bytes | None = None) -> Any:
-    """One request of a batch API framejudge speaks itself (Anthropic's, the Gemini API's); an
-    answer of 400 or more, or no answer, is a BatchError that says `what` was being done."""
+    """One request of a batch API framejudge speaks itself (Anthropic's, the Gemini API's, Vertex
+    AI's); an answer of 400 or more, a redirect (never followed), a body over the reply cap
+    (FRAMEJUDGE_MAX_REPLY_MB), or no answer, is a BatchError that says `what` was being done."""
     import httpx
 
+    cap = max_reply_bytes()
     try:
         async with httpx.AsyncClient(timeout=600.0) as client:
-            response = await client.request(method, url, headers=headers, json=payload, content=content)
+            async with client.stream(method, url, headers={**headers, "Accept-Encoding": ACCEPT_ENCODING},
+                                     json=payload, content=content) as streamed:
+                _refuse_redirect(streamed, what)
+                data = await read_capped(streamed.aiter_raw(), cap, streamed.headers.get("content-encoding"))
+    except ReplyLimit as exc:
+        raise BatchError(f"{what}: {exc}"[:800]) from None
     except httpx.HTTPError as exc:
         raise BatchError(f"{what}: {type(exc).__name__}: {exc}"[:800]) from None
+    kept = [(k, v) for k, v in streamed.headers.multi_items() if k.lower() not in ("content-encoding", "content-length")]
+    response = httpx.Response(streamed.status_code, headers=kept, content=data, request=streamed.request)
     if response.status_code >= 400:
         raise BatchError(f"{what}: HTTP {response.status_code}: {response.text}"[:800])
     return response
+
+
+def _refuse_redirect(response: Any, what: str) -> None:
+    if is_redirect(response.status_code):
+        raise BatchError(f"{what}: {RedirectRefused(response.status_code, response.headers.get('location'))}"[:800])
+
+
+@dataclass(frozen=True)
+class FileCaps:
+    """How much of a batch's results file is read: each line at most `line` bytes, the file at most
+    `whole` (decompressed)."""
+
+    line: int
+    whole: int
+
+
+def file_caps(api: BatchAPI, batch: SubmittedBatch) -> FileCaps:
+    """A results file holds a line a request: each line the reply cap (FRAMEJUDGE_MAX_REPLY_MB) and
+    an envelope, plus, where the API echoes each request on its line (Vertex AI), the largest request
+    that can have been sent (the batch's byte limit); the file that much per request of the batch."""
+    cap = max_reply_bytes()
+    line = cap + 64 * 1024 + (api.max_bytes if api.echoes else 0)
+    return FileCaps(line, (cap + 64 * 1024) * max(1, len(batch.keys)) + (api.max_bytes if api.echoes else 0))
+
+
+KEY_IN_LINE = re.compile(rb"[0-9a-f]{64}|[a-z2-7]{52}")
+
+
+async def _lines(chunks: AsyncIterator[bytes], caps: FileCaps, encoding: str | None,
+                 what: str) -> AsyncIterator[tuple[bytes, bool]]:
+    """A JSON-lines body's lines as they arrive, each with whether it ran past the line cap (then
+    only its start is kept: enough to find whose reply it was); the body as a whole no larger than
+    `caps.whole` (a BatchError)."""
+    decoder = Decoder(encoding, caps.whole)
+    buffer = bytearray()
+    over = False
+
+    async def pieces() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in chunks:
+                for piece in decoder.feed(chunk):
+                    yield piece
+            for piece in decoder.end():
+                yield piece
+        except ReplyTooLarge:
+            raise BatchError(f"{what}: the results file is larger than {mb(caps.whole)} MB (the reply cap for "
+                             "each request in the batch): not read") from None
+        except ReplyLimit as exc:
+            raise BatchError(f"{what}: {exc}") from None
+
+    async for piece in pieces():
+        start = 0
+        while True:
+            end = piece.find(b"\n", start)
+            part = piece[start:] if end < 0 else piece[start:end]
+            if not over:
+                buffer += part
+                if len(buffer) > caps.line:
+                    over = True
+                    del buffer[64 * 1024:]
+            if end < 0:
+                break
+            yield bytes(buffer), over
+            buffer.clear()
+            over = False
+            start = end + 1
+    if buffer:
+        yield bytes(buffer), over
+
+
+async def _read_results(url: str, headers: dict[str, str], what: str, caps: FileCaps, keys: Iterable[str],
+                        read: Callable[[dict[str, Any]], dict[str, Any] | None],
+                        model: str | None = None) -> list[dict[str, Any]]:
+    """A batch's results file, streamed: its answer rows (reply_rows), no line longer than
+    `caps.line` (one that is longer is its request's error, `reply larger than N MB`, where its key
+    can be found in its start; else left out, asked again as any missing reply is), no more of it
+    than `caps.whole`."""
+    import httpx
+
+    rows: list[dict[str, Any]] = []
+    known = {k: k for k in keys}
+    known.update({key_label(k): k for k in list(known)})
+    try:
+        async with httpx.AsyncClient(timeout=600.0) as client:
+            async with client.stream("GET", url, headers={**headers, "Accept-Encoding": ACCEPT_ENCODING}) as response:
+                _refuse_redirect(response, what)
+                encoding = response.headers.get("content-encoding")
+                if response.status_code >= 400:
+                    try:
+                        text = (await read_capped(response.aiter_raw(), 64 * 1024, encoding)).decode(
+                            "utf-8", errors="replace")
+                    except ReplyLimit:
+                        text = "(an error body larger than 64 KB)"
+                    raise BatchError(f"{what}: HTTP {response.status_code}: {text}"[:800])
+                async for line, over in _lines(response.aiter_raw(), caps, encoding, what):
+                    if over:
+                        rows += _oversized(line, known, caps)
+                    else:
+                        rows += reply_rows([line.decode("utf-8", errors="replace")], read, model)
+    except httpx.HTTPError as exc:
+        raise BatchError(f"{what}: {type(exc).__name__}: {exc}"[:800]) from None
+    return rows
+
+
+def _oversized(start: bytes, known: dict[str, str], caps: FileCaps) -> list[dict[str, Any]]:
+    """The error row of a results line over the line cap, for the request whose key its start names."""
+    for found in KEY_IN_LINE.findall(start):
+        key = known.get(found.decode("ascii"))
+        if key is not None:
+            return [answer_row(key, None, error={"message": f"reply larger than {mb(max_reply_bytes())} MB"})]
+    return []
 
 
 def _now() -> str:
@@ -288,6 +423,7 @@ class OpenAIBatches(BatchAPI):
     endpoint = "/v1/chat/completions"
 
     def _kwargs(self, judge: LiteLLMJudge) -> dict[str, Any]:
+        bound_litellm()  # no redirects followed, files read up to their cap
         return {"custom_llm_provider": "openai", "api_base": judge.api_base, "api_key": judge.api_key}
 
     def request(self, judge: LiteLLMJudge, messages: list[dict[str, Any]], temperature: float, seed: int,
@@ -333,13 +469,26 @@ class OpenAIBatches(BatchAPI):
         import litellm
 
         rows = []
+        caps = file_caps(self, batch)
+        known = {k: k for k in batch.keys}
         for file_id in poll.sources:
+            token = reply_cap.set(caps.whole)  # the file is read through litellm's bounded transport
             try:
                 content = await litellm.afile_content(file_id=file_id, **self._kwargs(judge))
             except Exception as exc:
-                raise BatchError(f"file {file_id}: could not be read: {exc}"[:800]) from None
+                limit = limit_of(exc)
+                if isinstance(limit, ReplyTooLarge):
+                    raise BatchError(f"file {file_id}: the results file is larger than {mb(caps.whole)} MB (the "
+                                     "reply cap for each request in the batch): not read") from None
+                raise BatchError(f"file {file_id}: could not be read: {limit or exc}"[:800]) from None
+            finally:
+                reply_cap.reset(token)
             data = content.content if hasattr(content, "content") else bytes(content)
-            rows += reply_rows(data.decode("utf-8", errors="replace"), _openai_line)
+            for line in data.split(b"\n"):
+                if len(line) > caps.line:
+                    rows += _oversized(line[:64 * 1024], known, caps)
+                else:
+                    rows += reply_rows([line.decode("utf-8", errors="replace")], _openai_line)
         return rows
 
 
@@ -463,8 +612,6 @@ class AnthropicBatches(BatchAPI):
         from litellm.llms.anthropic.common_utils import ANTHROPIC_ERROR_STATUS_CODE_MAP
 
         url, headers = self._endpoint(judge)
-        response = await _send("GET", f"{url.rstrip('/')}/{batch.id}/results", headers,
-                               f"batch {batch.id}: its results could not be read")
 
         def read(row: dict[str, Any]) -> dict[str, Any] | None:
             result = row.get("result")
@@ -481,7 +628,9 @@ class AnthropicBatches(BatchAPI):
             # canceled, expired: the batch ended before the request was processed
             return answer_row(key, None, error={"type": kind}, counts=False)
 
-        return reply_rows(response.text, read)
+        return await _read_results(f"{url.rstrip('/')}/{batch.id}/results", headers,
+                                   f"batch {batch.id}: its results could not be read", file_caps(self, batch),
+                                   batch.keys, read)
 
 
 GEMINI_ROOT = "https://generativelanguage.googleapis.com"
@@ -638,10 +787,10 @@ class GeminiBatches(BatchAPI):
         model = self._model(judge)
         rows = []
         for file_name in poll.sources:
-            response = await _send("GET", f"{self._root(judge)}/download/v1beta/{file_name}:download?alt=media",
+            rows += await _read_results(f"{self._root(judge)}/download/v1beta/{file_name}:download?alt=media",
                                         self._key(judge), f"batch {batch.id}: its responses file {file_name} could "
-                                                          "not be read")
-            rows += reply_rows(response.text, _gemini_line, model)
+                                                          "not be read", file_caps(self, batch), batch.keys,
+                                        _gemini_line, model)
         return rows
 
 
@@ -695,6 +844,7 @@ class VertexBatches(GeminiBatches):
     price = 0.5  # "discounted 50% from standard requests"
     max_requests = 200_000  # Vertex: up to 200,000 requests a job
     max_bytes = 500 * 1024 * 1024  # Vertex: 1 GB an input file; less, as the file is built in memory
+    echoes = True  # each predictions line holds the request as it was sent
 
     def _model(self, judge: LiteLLMJudge) -> str:
         return judge.model.split("/", 1)[1] if judge.model.startswith("vertex_ai/") else judge.model
@@ -846,19 +996,21 @@ class VertexBatches(GeminiBatches):
                 if not page:
                     break
             for name in sorted(n for n in names if re.fullmatch(r"predictions[^/]*\.jsonl", n.rpartition("/")[2])):
-                data = await _send("GET", f"{gcs_root()}/storage/v1/b/{quote(bucket, safe='')}/o/"
-                                          f"{quote(name, safe='')}?alt=media", auth, what)
-                rows += [row for row in reply_rows(data.text, _vertex_line, model) if row["key"] in known]
+                found_rows = await _read_results(f"{gcs_root()}/storage/v1/b/{quote(bucket, safe='')}/o/"
+                                                 f"{quote(name, safe='')}?alt=media", auth, what,
+                                                 file_caps(self, batch), batch.keys, _vertex_line, model)
+                rows += [row for row in found_rows if row["key"] in known]
         return rows
 
 
-def reply_rows(text: str, read: Callable[[dict[str, Any]], dict[str, Any] | None],
+def reply_rows(text: str | Iterable[str], read: Callable[[dict[str, Any]], dict[str, Any] | None],
                model: str | None = None) -> list[dict[str, Any]]:
-    """The answer rows (answer_row) of a JSON-lines replies file, as the provider's `read` makes out
-    each line; lines that are not JSON objects, or no reply, are left out (asked again, as any
-    missing reply is). `model`: stamped on each reply, where the provider's reply does not say it."""
+    """The answer rows (answer_row) of a JSON-lines replies file (its text, or its lines), as the
+    provider's `read` makes out each line; lines that are not JSON objects, or no reply, are left out
+    (asked again, as any missing reply is). `model`: stamped on each reply, where the provider's reply
+    does not say it."""
     rows = []
-    for line in text.splitlines():
+    for line in text.splitlines() if isinstance(text, str) else text:
         try:
             row = json.loads(line)
         except ValueError:
@@ -1002,6 +1154,7 @@ def batch_api(judge: Any, spec: str) -> BatchAPI:
                                "calls no provider (batch runs are for litellm judges)")
     import litellm
 
+    bound_litellm()  # every call litellm makes for the run: no redirects, replies and files capped
     try:
         _, provider, _, _ = litellm.get_llm_provider(judge.model, api_base=judge.api_base)
     except Exception as exc:  # a model litellm cannot place

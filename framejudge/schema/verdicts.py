@@ -161,6 +161,9 @@ class Provenance(BaseModel):
     sampler: SamplerParams | None = None
     clip: ClipInfo | None = Field(None, description="the clip of the turn's window the judge was shown "
                                                    "(video_input clip); null: frames, or no video")
+    ffmpeg: str | None = Field(None, description="the version of the FFmpeg (PyAV's bundled build) that "
+                                                 "decodes the videos of the framejudge that made this verdict; "
+                                                 "null: the turn has no video")
     created_at: datetime
     usage: Usage | None = None
     notes: list[str] = Field(default_factory=list)

@@ -96,6 +96,18 @@ def test_single_turn_sees_the_whole_clip(clip):
     assert v.preference is None
 
 
+def test_provenance_names_the_ffmpeg_that_decoded_the_video(clip):
+    import av
+
+    judge = ScriptedJudge(lambda r: {"response_a": g("Successful")})
+    with_video = Item(id="s", video=str(clip), turns=[{"question": "q", "response_a": "a"}])
+    [v] = run(Grader(judge, RUBRIC, GradeOptions(sampler=SamplerParams(n=2), cache=False)), with_video)
+    assert v.provenance.ffmpeg == av.ffmpeg_version_info and v.provenance.ffmpeg[0].isdigit()
+    without = Item(id="t", turns=[{"question": "q", "response_a": "a"}])
+    [v] = run(Grader(judge, RUBRIC, GradeOptions(cache=False)), without)
+    assert v.provenance.ffmpeg is None
+
+
 def test_swap_agreement_and_disagreement(clip):
     # Position-biased judge: always prefers whatever is shown first.
     biased = ScriptedJudge(lambda r: {"response_a": g("Successful"), "response_b": g("Successful"),
