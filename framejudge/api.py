@@ -32,12 +32,12 @@ from .errors import FramejudgeError
 from .files import first_problem
 from .judge import Grader, load_items
 from .judge.batch import check_video_urls, checked_items
-from .judge.base import unused_options
+from .judge.base import preflight, unused_options
 from .records import ItemsError, Record, latest, read_records
 from .rubrics import get_rubric
 from .rubrics.model import Rubric
 from .runner.judges import Judges
-from .runner.local import run_batch
+from .runner.local import planned_turns, run_batch
 from .runner.resume import plan_resume
 from .schema import GradeOptions, HumanLabel, Item, JudgeError, Verdict
 
@@ -120,6 +120,8 @@ async def agrade(
     with tempfile.TemporaryDirectory(prefix="framejudge-") as scratch:
         out_path = Path(out) if out is not None else Path(scratch) / "verdicts.jsonl"
         plan = plan_resume(grader, the_items, out_path, regrade=regrade)
+        if not batch and sum(p.calls for p in planned_turns(grader, plan.work)):
+            await preflight(the_judge, judge)  # credentials set, a self-hosted server up: refused before any call
         if batch:  # what `grade --batch` runs: collect, grade what has replies, submit the rest
             from .runner.batch_api import BatchRun
 

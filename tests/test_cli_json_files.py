@@ -29,9 +29,10 @@ def refused(proc: subprocess.CompletedProcess[str], words: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory) -> Path:
+def verdicts(tmp_path_factory, bundled_examples) -> Path:
     out = tmp_path_factory.mktemp("run") / "v.jsonl"
-    assert cli("grade", EXAMPLES, "--out", out).returncode == 0
+    proc = cli("grade", bundled_examples, "--out", out)
+    assert proc.returncode == 0, proc.stderr
     return out
 
 
@@ -79,7 +80,8 @@ def test_a_video_name_with_a_nul_character(tmp_path):
     refused(cli("grade", items, "--out", tmp_path / "v.jsonl"), f"{items}:1: video: holds a NUL character")
 
 
-@pytest.mark.parametrize("line", ["[1, 2]", '"verdict"', "5", "null", "[" * 100_000 + "]" * 100_000])
+@pytest.mark.parametrize("line", ["[1, 2]", '"verdict"', "5", "null", "[" * 100_000 + "]" * 100_000],
+                         ids=["list", "string", "number", "null", "nested-100000-deep"])
 def test_a_verdicts_file_with_a_line_that_is_not_a_record(tmp_path, verdicts, line):
     out = tmp_path / "v.jsonl"
     out.write_text(verdicts.read_text() + line + "\n")

@@ -3,6 +3,7 @@ held-apart units."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -49,7 +50,7 @@ def align(
     from ..files import OutputError, first_problem
     from ..frame_sampler import make_params
     from ..judge import load_items
-    from ..judge.base import spends
+    from ..judge.base import preflight, spends
     from ..records import read_records
     from ..rubrics import get_rubric, require_kind
     from ..workflows.align import align as run_align
@@ -78,6 +79,7 @@ def align(
         check_media_root(media_root)
         judges = Judges.from_env(judges_file)
         the_judge = judges.make(judge)
+        asyncio.run(preflight(the_judge, judge))
         options = GradeOptions(sampler=make_params(n=n), cache=True)
     except ValidationError as exc:
         fail(first_problem(exc, "option"))

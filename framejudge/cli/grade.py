@@ -3,6 +3,7 @@ summary; optionally each verdict marked for automatic use or review."""
 
 from __future__ import annotations
 
+import asyncio
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -15,7 +16,7 @@ from ..schema import ServiceTier, Strategy, VideoInput
 from .console import err, fail, out
 from .options import (ApiBase, Fps, Frames, JudgeSpec, MediaRoot, NoCache, RubricRef, StrategyOption, Yes,
                       check_media_root, confirm_spending)
-from .outputs import check_cache_folder, check_outputs, report_problems, write_output
+from .outputs import check_cache_folder, check_outputs, exit_for_errors, report_problems, write_output
 
 
 class Engine(str, Enum):
@@ -92,13 +93,18 @@ def grade(
         help="with --engine ray: grading actors (async; each keeps its share of the endpoint's calls in flight)",
         min=1, max=1024)] = 2,
 ) -> None:
-    """Grade ITEMS and append verdicts to --out as they finish, then print a summary."""
+    """Grade ITEMS and append verdicts to --out as they finish, then print a summary.
+
+    Exit status: 0 every turn has a verdict; 1 some turns could not be graded (their judge error
+    records are in --out, and each kind of error is named on stderr with its first message); 2 refused
+    before grading (bad input, or a judge that cannot be called); 130 interrupted (what was graded is
+    kept)."""
     from pydantic import ValidationError
 
     from ..files import check_output, first_problem, write_problem
     from ..frame_sampler import make_params
     from ..judge import Grader, ItemsError, load_items
-    from ..judge.base import unused_options
+    from ..judge.base import preflight, unused_options
     from ..rubrics import get_rubric
     from ..runner.judges import Judges
     from ..runner.local import planned_turns
@@ -178,6 +184,8 @@ def grade(
     todo = plan.turns
     planned = planned_turns(grader, plan.work)
     calls = sum(p.calls for p in planned)
+    if calls and not batch:  # a batch run checks the provider's credentials at its first step, before any upload
+        asyncio.run(preflight(the_judge, judge))  # credentials set, a self-hosted server up: before any estimate
     estimate = getattr(the_judge, "estimate", None)
     if estimate is None:
         est_text = "no tokens, no cost (runs locally)"
@@ -223,3 +231,4 @@ def grade(
             fail(write_problem(summary_json, "summary", exc))
     out.print_json(summary.model_dump_json())
     report_problems(problems)
+    exit_for_errors(summary.errors, summary.error_examples)

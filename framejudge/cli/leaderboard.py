@@ -3,6 +3,7 @@ battles, each an ordinary pairwise grading (rules first, both orders, cache, res
 
 from __future__ import annotations
 
+import asyncio
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -55,6 +56,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     from ..files import check_output, first_problem
     from ..frame_sampler import make_params
     from ..judge import Grader
+    from ..judge.base import preflight
     from ..records import read_records
     from ..leaderboard.plan import battle_options
     from ..rubrics import get_rubric
@@ -86,6 +88,8 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
         fail(first_problem(exc, "option"))
     planned = planned_turns(grader, resume.work)
     todo, calls = resume.turns, sum(p.calls for p in planned)
+    if calls:
+        asyncio.run(preflight(the_judge, judge))  # credentials set, a self-hosted server up: before any estimate
     estimate = getattr(the_judge, "estimate", None)
     est_text = estimate(the_rubric, planned, params.n) if estimate else "no tokens, no cost (runs locally)"
     kept = f", {plan.size - todo} already graded in {battles}" if plan.size - todo else ""

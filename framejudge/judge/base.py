@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame
-from ..backends import backends, clip_refusal
+from ..backends import JudgeSpecError, backends, clip_refusal
 from ..schema import Confidence, Item, JudgeConfig, Judgement, JudgeErrorKind, ReadText, Usage, VideoInput
 
 
@@ -158,6 +158,20 @@ class JudgeBase:
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
         raise NotImplementedError
+
+
+async def preflight(judge: Judge, spec: str) -> None:
+    """Before any call or estimate: a judge that calls a model server can be called now (a hosted provider's
+    credentials are set; a self-hosted server answers), the check the service's /readyz makes.
+    JudgeSpecError saying what to set or start where it cannot: a run that could grade nothing is refused
+    before it starts, not recorded as one failure a turn."""
+    if not isinstance(judge, CallsServer):
+        return
+    why = await judge.ready()
+    if why:
+        hint = (" (set it in the environment, or name the variable that holds the key as the judge's api_key_env "
+                "in the judges file)" if why.startswith("missing ") else "")
+        raise JudgeSpecError(f"the judge {spec} cannot be called: {why}{hint}")
 
 
 def spends(judge: Judge) -> bool:

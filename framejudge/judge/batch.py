@@ -15,7 +15,7 @@ from ..files import first_problem, jsonl_objects, read_text
 from ..frame_sampler.objects import StorageUnavailable, UnsupportedURL, check_url, is_url, object_cache_bytes
 from ..records import ItemsError, Record, latest, swap_consistency
 from ..records import read_records as read_records  # read here by framejudge.judge's users
-from ..schema import Item, Preference, Verdict
+from ..schema import Item, JudgeError, Preference, Verdict
 
 
 def load_items(path: str | os.PathLike[str]) -> list[Item]:
@@ -97,6 +97,7 @@ class GradeSummary(BaseModel):
     blind_checked: int
     blind_unchanged: int
     errors: dict[str, int]
+    error_examples: dict[str, str] = {}  # each kind of error's first message (item, turn and what happened)
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float | None
@@ -136,11 +137,20 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
         blind_checked=len(blind),
         blind_unchanged=sum(bool(v.blind_unchanged) for v in blind),
         errors=dict(Counter(e.kind.value for e in errors.values())),
+        error_examples=first_errors(list(errors.values())),
         prompt_tokens=sum(u.prompt_tokens for u in usages),
         completion_tokens=sum(u.completion_tokens for u in usages),
         cost_usd=sum(costs) if costs else None,
         triage=triage_counts(vs),
     )
+
+
+def first_errors(errors: list[JudgeError]) -> dict[str, str]:
+    """The first message of each kind of judge error, with the turn it was about."""
+    out: dict[str, str] = {}
+    for e in errors:
+        out.setdefault(e.kind.value, f"item {e.item_id} turn {e.turn}: {e.message}")
+    return out
 
 
 def triage_counts(verdicts: list[Verdict]) -> TriageCounts | None:

@@ -348,11 +348,12 @@ def test_the_estimate_counts_frames_only_for_calls_that_send_them(tmp_path):
     def estimate(items: list[Item], *options: str) -> int:
         path = tmp_path / "items.jsonl"
         path.write_text("".join(it.model_dump_json(exclude_none=True) + "\n" for it in items))
-        proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(path), "--out",
-                               str(tmp_path / "v.jsonl"), "--judge", "litellm:openai/gpt-4o-mini", "--api-base",
-                               "http://127.0.0.1:9/v1", "--no-cache", "-n", "4", *options],
-                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                              env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "400"})
+        with ScriptedServer([(500, {}, {})]) as base:  # it answers (the run stops before any call)
+            proc = subprocess.run([sys.executable, "-m", "framejudge.cli", "grade", str(path), "--out",
+                                   str(tmp_path / "v.jsonl"), "--judge", "litellm:openai/gpt-4o-mini", "--api-base",
+                                   base, "--no-cache", "-n", "4", *options],
+                                  capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                                  env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "400"})
         assert proc.returncode == 2 and "pass --yes" in proc.stderr, proc.stderr  # nothing was spent
         return int(re.search(r"about ([\d,]+) prompt tokens", proc.stderr)[1].replace(",", ""))
 

@@ -267,7 +267,8 @@ def test_a_request_the_provider_keeps_failing_becomes_a_judge_error(tmp_path):
         for n in range(1, 4):
             server.finish(f"batch_{n}", answers)
             run = grade(items, out, judges)
-            assert run.returncode == 0, run.stderr
+            assert run.returncode == (1 if n == 3 else 0), run.stderr  # 1 once a turn has a judge error
+        assert "backend_error: 1 turn(s), the first: item" in run.stderr
         records = read_records(out)
         errors = [r for r in records if isinstance(r, JudgeError)]
         assert len(errors) == 1 and "failed this request 3 times" in errors[0].message
@@ -340,7 +341,10 @@ def test_the_estimate_before_a_batch_run_is_at_the_batch_apis_share_of_the_price
 
     items = write_items(tmp_path)
     judges = tmp_path / "judges.yaml"
-    judges.write_text("judges:\n  - spec: litellm:openai/batch-model\n    api_base: http://127.0.0.1:9/v1\n"
+    # a server that answers (the preflight asks it before the online estimate; the runs stop before any call)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    judges.write_text(f"judges:\n  - spec: litellm:openai/batch-model\n    api_base: http://127.0.0.1:{server.server_address[1]}/v1\n"
                       "    price: {prompt_usd_per_token: 0.001, completion_usd_per_token: 0.004}\n")
 
     def estimate(*more: str) -> tuple[str, float]:
@@ -354,14 +358,18 @@ def test_the_estimate_before_a_batch_run_is_at_the_batch_apis_share_of_the_price
         line = next(x for x in proc.stderr.splitlines() if "judge call(s)" in x)
         return line, float(re.search(r"about \$([\d.]+)", line)[1])
 
-    online, price = estimate()
-    batched, batch_price = estimate("--batch")
-    assert batch_price == pytest.approx(price / 2, abs=0.01) and price > 1
-    assert "OpenAI's Batch API: 50% of the synchronous price" in batched and "Batch API" not in online
-    assert not (tmp_path / "v.batches.json").exists()
-    # a batch is a tier of its own: a flex judge's batch is halved once, as it is billed
-    judges.write_text(judges.read_text() + "    service_tier: flex\n")
-    flex, flex_price = estimate()
-    assert flex_price == pytest.approx(price / 2, abs=0.01) and "flex" in flex
-    flex_batched, flex_batch_price = estimate("--batch")
-    assert flex_batch_price == pytest.approx(batch_price, abs=0.01) and "flex" not in flex_batched
+    try:
+        online, price = estimate()
+        batched, batch_price = estimate("--batch")
+        assert batch_price == pytest.approx(price / 2, abs=0.01) and price > 1
+        assert "OpenAI's Batch API: 50% of the synchronous price" in batched and "Batch API" not in online
+        assert not (tmp_path / "v.batches.json").exists()
+        # a batch is a tier of its own: a flex judge's batch is halved once, as it is billed
+        judges.write_text(judges.read_text() + "    service_tier: flex\n")
+        flex, flex_price = estimate()
+        assert flex_price == pytest.approx(price / 2, abs=0.01) and "flex" in flex
+        flex_batched, flex_batch_price = estimate("--batch")
+        assert flex_batch_price == pytest.approx(batch_price, abs=0.01) and "flex" not in flex_batched
+    finally:
+        server.shutdown()
+        server.server_close()
