@@ -120,7 +120,7 @@ async def agrade(
     with tempfile.TemporaryDirectory(prefix="framejudge-") as scratch:
         out_path = Path(out) if out is not None else Path(scratch) / "verdicts.jsonl"
         plan = plan_resume(grader, the_items, out_path, regrade=regrade)
-        if not batch and sum(p.calls for p in planned_turns(grader, plan.work)):
+        if not batch and any(p.calls for p in planned_turns(grader, plan.work)):
             await preflight(the_judge, judge)  # credentials set, a self-hosted server up: refused before any call
         if batch:  # what `grade --batch` runs: collect, grade what has replies, submit the rest
             from .runner.batch_api import BatchRun
