@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, Query, Request, Security
@@ -22,6 +23,7 @@ from ..runner.graders import GraderCache
 from ..runner.judges import Judges, load_judges_file
 from ..runner.worker import QueueWorker
 from ..schema import GradeOptions, Item
+from .bodies import collector_paused
 from .forwarded import networks
 from .jobs import JobStatus, job_owner, job_status
 from .limits import RateLimiter, SignInThrottle, capped_stream
@@ -171,10 +173,24 @@ class Service:
 
     async def resolved(self, items: list[Item], key: ApiKey,
                        fetched: list[Upload] | None = None) -> tuple[list[Item], list[str | None]]:
-        """Items with their videos as server paths, and the client's references to show in records."""
-        paths = await self.media.resolve_many([it.video for it in items if it.video], key.id, fetched)
-        resolved = [it.model_copy(update={"video": str(paths[it.video])}) if it.video else it for it in items]
-        return resolved, [it.video for it in items]
+        """Items with their videos as server paths, and the client's references to show in records.
+        Uploads and media-root paths are resolved (and the items copied) in a worker thread, so a
+        job of 100,000 of them holds no other request; URLs are fetched by the event loop."""
+        refs = list(dict.fromkeys(it.video for it in items if it.video))
+        urls = [ref for ref in refs if "://" in ref]
+
+        def local() -> dict[str, Path]:  # nothing here awaits: its own loop, in this thread
+            return asyncio.run(self.media.resolve_many([ref for ref in refs if "://" not in ref], key.id))
+
+        paths = await asyncio.to_thread(local) if len(urls) < len(refs) else {}
+        if urls:
+            paths |= await self.media.resolve_many(urls, key.id, fetched)
+
+        def copies() -> list[Item]:
+            with collector_paused():
+                return [it.model_copy(update={"video": str(paths[it.video])}) if it.video else it for it in items]
+
+        return (await asyncio.to_thread(copies) if len(items) > 100 else copies()), [it.video for it in items]
 
     async def multipart(self, request: Request, key: ApiKey) -> Form:
         content_type = request.headers.get("content-type", "")

@@ -485,7 +485,7 @@ class ReviewCreated(BaseModel):
 
 @api.post("/v1/reviews", operation_id="create_review_queue", response_model=ReviewCreated, status_code=201,
           responses=problems(404))
-async def review_queue_api(body: ReviewRequest, svc: ServiceDep, key: ReviewKey) -> ReviewCreated:
+def review_queue_api(body: ReviewRequest, svc: ServiceDep, key: ReviewKey) -> ReviewCreated:
     """A review queue of the turns a triage sent to people: reviewers label them in /review, and
     the labels they decide are exported like a calibration's."""
     if body.job_id is not None:
@@ -508,8 +508,7 @@ async def review_queue_api(body: ReviewRequest, svc: ServiceDep, key: ReviewKey)
                           to_review=True)
     empty = AuditResult(fields=[], annotators=[], judge_errors=0, judge_units_missing=0, replicates=0, seed=0,
                         disagreements=[])
-    run_id = await asyncio.to_thread(save_calibration, svc.engine, key.id, empty.model_dump_json(),
-                                     inputs.model_dump_json(), body.reviewers)
+    run_id = save_calibration(svc.engine, key.id, empty.model_dump_json(), inputs.model_dump_json(), body.reviewers)
     return ReviewCreated(id=run_id, units=len(waiting))
 
 
