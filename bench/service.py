@@ -237,7 +237,7 @@ def stall(args: argparse.Namespace) -> None:
         with running_server(env) as base, HealthProbe(base) as probe, \
                 httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}",
                                                      "Content-Type": "application/json"}, timeout=600) as client:
-            time.sleep(0.5)  # a few probes before: the idle latency
+            time.sleep(2)  # probes before: the idle latency
             for name, path, body, status in (("job", "/v1/jobs", job, 202),
                                              ("calibration", "/v1/calibrate", calibration, 200)):
                 start = time.perf_counter()
@@ -256,10 +256,13 @@ def stall(args: argparse.Namespace) -> None:
         if postgres is not None:
             postgres.stop()
     report = {"cpus": os.cpu_count(), "database": "postgresql" if postgres else "sqlite",
-              "idle_healthz_ms": round(statistics.median(idle) * 1000, 1), "results": results}
+              "idle_healthz_ms": round(statistics.median(idle) * 1000, 1),
+              "idle_healthz_worst_ms": round(max(idle) * 1000, 1), "load_average": os.getloadavg()[0],
+              "results": results}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"service-stall-{report['database']}.json").write_text(json.dumps(report, indent=2))
-    print(f"database: {report['database']}; /healthz idle: {report['idle_healthz_ms']} ms")
+    print(f"database: {report['database']}; /healthz idle: {report['idle_healthz_ms']} ms median, "
+          f"{report['idle_healthz_worst_ms']} ms worst; load average {report['load_average']:.1f}")
     print("| request | size | body MB | request s | /healthz probes | worst ms | p99 ms |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
