@@ -37,9 +37,9 @@ def collector_paused() -> Iterator[None]:
     """Python's cycle collector paused while a large body is read, checked and stored (in a
     worker thread). Reading one makes millions of objects, and the collector's full passes over
     them (several per body, each holding the interpreter lock for hundreds of milliseconds)
-    would stall the event loop's thread however the work is split. Nothing it makes is a cycle
-    the collector is needed for (reference counting frees it); the collector runs again once no
-    large body is being read."""
+    would stall the event loop's thread however the work is split. What such a body makes is
+    freed by reference counting as before; cyclic garbage made meanwhile (by any request) waits
+    until the collector runs again, once no large body is being read."""
     global _paused, _was_enabled
     with _lock:
         if _paused == 0:

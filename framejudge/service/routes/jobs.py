@@ -70,6 +70,7 @@ async def submit_job(
     same as `framejudge grade`'s (one model, GradeOptions)."""
     the_rubric = svc.judge_and_rubric(judge, rubric)
     content_type = request.headers.get("content-type", "")
+    given: list[Any] = [] if options is None else [_json_option(options)]  # options, from wherever given
     form = None
     if content_type.startswith("multipart/form-data"):
         form = await svc.multipart(request, key)
@@ -78,19 +79,19 @@ async def submit_job(
         raw = b"".join([chunk async for chunk in capped_stream(request, MAX_BODY)])
     large = len(raw) + sum(len(text) for text in (form.fields.values() if form is not None else [])) > LARGE_BODY
     with collector_paused() if large else nullcontext():  # until what the body made is gone again
-        return await _submit(svc, key, judge, rubric, the_rubric, raw, content_type, form, options, n, lookback,
+        return await _submit(svc, key, judge, rubric, the_rubric, raw, content_type, form, given, n, lookback,
                              priority, idempotency_key)
 
 
 async def _submit(svc: Service, key: ApiKey, judge: str, rubric: str, the_rubric: Rubric, raw: bytes,
-                  content_type: str, form: Form | None, options: str | None, n: int | None, lookback: float | None,
+                  content_type: str, form: Form | None, given: list[Any], n: int | None, lookback: float | None,
                   priority: int | None, idempotency_key: str | None) -> JobStatus | None:
     """The job of a submission's body, stored (or the job a retry names). Reading, checking and
     storing the items run in worker threads: a job of 100,000 items holds no other request."""
     fetched: list[Upload] = []  # videos fetched from URLs for this job
     try:  # all or nothing: a refused job keeps none of the videos its request uploaded or fetched
         asked = await asyncio.to_thread(_read_job, svc, judge, rubric, the_rubric, raw, content_type, form,
-                                        options, n, lookback, priority)
+                                        given, n, lookback, priority)
         try:
             existing = await asyncio.to_thread(idempotent_job, svc.engine, key.id, idempotency_key, asked.fingerprint)
             if existing is None:
@@ -123,10 +124,11 @@ class _Asked:
 
 
 def _read_job(svc: Service, judge: str, rubric: str, the_rubric: Rubric, raw: bytes, content_type: str,
-              form: Form | None, options: str | None, n: int | None, lookback: float | None,
+              form: Form | None, given: list[Any], n: int | None, lookback: float | None,
               priority: int | None) -> _Asked:
-    """The submission's items and options, read from its body and checked (in a worker thread)."""
-    given: list[Any] = [] if options is None else [_json_option(options)]  # options, from wherever given
+    """The submission's items and options (`given`: those of the query, if any), read from its
+    body and checked (in a worker thread)."""
+    given = list(given)
     if form is not None:
         raw, content_type = _multipart_items(form), ""
         if "options" in form.fields:
