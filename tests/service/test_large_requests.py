@@ -37,7 +37,7 @@ def items(n: int) -> list[dict]:
 @pytest.fixture()
 def server(database_url, tmp_path) -> Iterator[tuple[str, str, Any]]:
     engine = engine_for(database_url)
-    key = create_key(engine, ["grade", "calibrate"])
+    key = create_key(engine, ["grade", "calibrate", "review"])
     app = create_app(Settings(database_url=database_url, upload_dir=tmp_path / "uploads", run_worker=False,
                               requests_per_minute=100_000))
     with uvicorn_server(app) as base:
@@ -137,6 +137,25 @@ def test_healthz_answers_while_a_large_body_is_checked(server, monkeypatch):
             base + "/v1/calibrate", json=body, timeout=HELD, headers={"Authorization": f"Bearer {key}"}))
     assert health.status_code == 200
     assert answer.status_code == 200, answer.text
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_healthz_answers_while_a_review_queue_is_read(server, monkeypatch):
+    """A review queue's inputs (a large calibration's labels and verdicts) are read off the loop
+    the first time a page or a decision needs them."""
+    from framejudge.service.review import routes as review
+
+    base, key, _ = server
+    headers = {"Authorization": f"Bearer {key}"}
+    made = httpx.post(base + "/v1/calibrate", json=calibration(600), headers=headers, timeout=HELD)
+    assert made.status_code == 200, made.text
+    review.CALIBRATIONS.clear()  # as a server that has not read it yet
+    decision = {"item_id": "i5", "turn": 0, "action": "adopt_judge"}
+    with held(monkeypatch, review, "_calibration") as (inside, go):
+        health, answer = answered_meanwhile(base, inside, go, lambda: httpx.post(
+            base + f"/v1/calibrate/{made.json()['id']}/decisions", json=decision, timeout=HELD, headers=headers))
+    assert health.status_code == 200
+    assert answer.status_code == 201, answer.text
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
