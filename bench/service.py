@@ -15,6 +15,17 @@ the in-process call, as overhead in ms and a ratio) and `--concurrency` clients 
 second, compared with the in-process calls per second). Half of `--requests` goes to each
 scenario. The server's resident memory is read from /proc after start-up, after warm-up, and
 after all requests.
+
+    python bench/service.py --stall [--items 100000] [--units 20000] [--postgres] [--out bench/results]
+
+The stall mode asks whether one large request holds the server: while a probe client asks
+GET /healthz every 10 ms (a new connection each time), one client submits a job of `--items` items (POST
+/v1/jobs, about 150 bytes of JSON per item; 100,000 is the per-job limit) and then a calibration
+of `--units` labelled units against as many verdicts (POST /v1/calibrate, 50 bootstrap replicates,
+within the default FRAMEJUDGE_MAX_CALIBRATION_DRAWS). The server's own worker is off, so what is
+measured is the submission alone. Reported: each request's time, and the /healthz latencies
+(worst, p99, count) while it was in flight. `--postgres` uses a throwaway PostgreSQL server
+(bench/postgres.py) instead of SQLite.
 """
 
 from __future__ import annotations
@@ -28,7 +39,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -122,13 +135,154 @@ def summarize(name: str, http_seq: list[float], http_conc: tuple[list[float], fl
     }
 
 
+@contextmanager
+def running_server(env: dict[str, str]):
+    """`framejudge serve` on a free loopback port, answering /healthz; its base URL."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "framejudge.cli", "serve", "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                if server.poll() is not None or time.time() > deadline:
+                    raise SystemExit(server.stderr.read().decode()[-2000:]) from None
+                time.sleep(0.1)
+        yield base
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+class HealthProbe:
+    """GET /healthz every `every` seconds, in a thread: each latency, with when it was sent."""
+
+    def __init__(self, base: str, every: float = 0.01) -> None:
+        self.base, self.every = base, every
+        self.samples: list[tuple[float, float]] = []  # (sent at, seconds to answer)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        # a new connection each time, as a load balancer's health check makes (on a kept-alive one the
+        # server's second write of an answer waits for the client's delayed ACK: 40 ms of nothing), and
+        # plain sockets: what is timed is the server, not a client library's setup
+        host, port = self.base.removeprefix("http://").split(":")
+        while not self._stop.is_set():
+            sent = time.perf_counter()
+            with socket.create_connection((host, int(port)), timeout=120) as conn:
+                conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")
+                answer = b""
+                while chunk := conn.recv(65536):
+                    answer += chunk
+            if not answer.startswith(b"HTTP/1.1 200"):
+                raise SystemExit(f"/healthz answered {answer[:100]!r}")
+            self.samples.append((sent, time.perf_counter() - sent))
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> HealthProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def during(self, start: float, end: float) -> dict:
+        """The latencies of the probes in flight at any time between start and end."""
+        found = [lat for sent, lat in self.samples if sent <= end and sent + lat >= start]
+        return {"healthz_probes": len(found), "healthz_worst_ms": round(max(found) * 1000, 1) if found else None,
+                "healthz_p99_ms": round(float(np.percentile(found, 99)) * 1000, 1) if found else None}
+
+
+def calibration_body(units: int) -> dict:
+    """`units` labelled turns and a verdict for each (the reference judge's on one item, under many ids)."""
+    from framejudge.judge import GradeOptions, Grader, make_judge
+    from framejudge.rubrics import get_rubric
+    from framejudge.schema import Item, SamplerParams
+
+    grader = Grader(make_judge("reference"), get_rubric("video-qa"), GradeOptions(sampler=SamplerParams(n=8)))
+    verdict = asyncio.run(grader.grade(Item.model_validate(item(0))))[0].model_dump(mode="json")
+    labels, verdicts = [], []
+    for k in range(units):
+        verdicts.append({**verdict, "item_id": f"b{k}"})
+        labels.append({"item_id": f"b{k}", "turn": 0, "annotator": "ann", "category_a": "Successful",
+                       "category_b": "Not Successful" if k % 3 else "Successful", "preference": "A"})
+    return {"labels": labels, "verdicts": verdicts, "replicates": 50}
+
+
+def stall(args: argparse.Namespace) -> None:
+    work = Path(tempfile.mkdtemp(prefix="framejudge-bench-"))
+    postgres = None
+    if args.postgres:
+        from bench.postgres import PostgresServer, bin_dir
+
+        found = bin_dir()
+        if found is None:
+            raise SystemExit("--postgres: no PostgreSQL binaries (initdb) here")
+        postgres = PostgresServer(found)
+    database = postgres.new_database() if postgres else f"sqlite:///{work / 'service.sqlite'}"
+    env = {**os.environ, "FRAMEJUDGE_SERVICE_DB": database, "FRAMEJUDGE_RATE_LIMIT": "100000000",
+           "FRAMEJUDGE_SERVICE_WORKER": "0", "FRAMEJUDGE_CACHE_DIR": str(work / "cache")}
+    try:
+        key = subprocess.run([sys.executable, "-m", "framejudge.cli", "keys", "create", "--scope", "grade",
+                              "--scope", "calibrate"], env=env, capture_output=True, text=True, check=True).stdout.strip()
+        job = json.dumps({"items": [item(k) for k in range(args.items)]}).encode()
+        calibration = json.dumps(calibration_body(args.units)).encode()
+        spans = []
+        with running_server(env) as base, HealthProbe(base) as probe, \
+                httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}",
+                                                     "Content-Type": "application/json"}, timeout=600) as client:
+            time.sleep(2)  # probes before: the idle latency
+            for name, path, body, status in (("job", "/v1/jobs", job, 202),
+                                             ("calibration", "/v1/calibrate", calibration, 200)):
+                start = time.perf_counter()
+                response = client.post(path, content=body)
+                end = time.perf_counter()
+                if response.status_code != status:
+                    raise SystemExit(f"{path}: {response.status_code} {response.text[:500]}")
+                spans.append((name, len(body), start, end))
+                time.sleep(0.3)
+        # measured once the probe has stopped: a probe held until after the request is counted too
+        idle = [lat for sent, lat in probe.samples if sent + lat < spans[0][2]]  # before the first request
+        results = [{"request": name, "size": args.items if name == "job" else args.units,
+                    "body_mb": round(size / 1024**2, 1), "request_s": round(end - start, 2),
+                    **probe.during(start, end)} for name, size, start, end in spans]
+    finally:
+        if postgres is not None:
+            postgres.stop()
+    report = {"cpus": os.cpu_count(), "database": "postgresql" if postgres else "sqlite",
+              "idle_healthz_ms": round(statistics.median(idle) * 1000, 1),
+              "idle_healthz_worst_ms": round(max(idle) * 1000, 1), "load_average": os.getloadavg()[0],
+              "results": results}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"service-stall-{report['database']}.json").write_text(json.dumps(report, indent=2))
+    print(f"database: {report['database']}; /healthz idle: {report['idle_healthz_ms']} ms median, "
+          f"{report['idle_healthz_worst_ms']} ms worst; load average {report['load_average']:.1f}")
+    print("| request | size | body MB | request s | /healthz probes | worst ms | p99 ms |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['request']} | {r['size']} | {r['body_mb']} | {r['request_s']} | {r['healthz_probes']} | "
+              f"{r['healthz_worst_ms']} | {r['healthz_p99_ms']} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=10_000, help="HTTP requests in all (half per scenario)")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--quick", action="store_true", help="1,000 requests")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--stall", action="store_true", help="whether one large request holds /healthz (see above)")
+    parser.add_argument("--items", type=int, default=100_000, help="--stall: items in the job")
+    parser.add_argument("--units", type=int, default=20_000, help="--stall: labelled units in the calibration")
+    parser.add_argument("--postgres", action="store_true", help="--stall: on PostgreSQL instead of SQLite")
     args = parser.parse_args()
+    if args.stall:
+        return stall(args)
     total = 1000 if args.quick else args.requests
     per_mode = max(10, total // 4)  # per scenario: sequential and concurrent
 

@@ -77,6 +77,13 @@ VARIABLES: tuple[Variable, ...] = (
              "where uploaded and fetched videos are kept", SERVICE, "upload_dir"),
     Variable("FRAMEJUDGE_MAX_UPLOAD_MB", "a number of MiB", "2048", "the largest video one upload or fetch may be",
              ("serve",), "max_upload_bytes"),
+    Variable("FRAMEJUDGE_UPLOAD_QUOTA_MB", "a number of MiB", "51200",
+             "how much of uploaded and fetched videos one API key may keep (then 413)", ("serve",), "upload_quota_mb"),
+    Variable("FRAMEJUDGE_UPLOAD_QUOTA_FILES", "a whole number", "10000",
+             "how many uploaded and fetched videos one API key may keep (then 413)", ("serve",), "upload_quota_files"),
+    Variable("FRAMEJUDGE_UPLOAD_RETENTION_DAYS", "a number of days", "none (kept until deleted)",
+             "uploaded and fetched videos and cached frames older than this are removed (by the server once an "
+             "hour, and by `uploads prune`); verdicts are kept", ("serve", "uploads"), "upload_retention_days"),
     Variable("FRAMEJUDGE_CORS_ORIGINS", "a comma-separated list of origins", "none (closed)",
              "browser origins allowed to call the API", ("serve",), "cors_origins"),
     Variable("FRAMEJUDGE_RATE_LIMIT", "a whole number", "120", "requests per minute per API key", ("serve",),

@@ -74,6 +74,19 @@ class FrameCache:
     def close(self) -> None:
         self._cache.close()
 
+    def remove_older_than(self, cutoff: float) -> tuple[int, int]:
+        """Remove the entries stored before `cutoff` (seconds since the epoch, as time.time()):
+        (how many sampling results went, and the bytes of their files)."""
+        cache = self._cache
+        rows = cache._sql("SELECT key, raw, size FROM Cache WHERE store_time < ?", (cutoff,)).fetchall()
+        count = size = 0
+        for db_key, raw, nbytes in rows:
+            key = cache._disk.get(db_key, raw)
+            if cache.delete(key) and isinstance(key, str) and key.startswith("frames:"):
+                count += 1
+                size += nbytes or 0
+        return count, size
+
     def count(self) -> int:
         """Number of cached sampling results."""
         return sum(1 for k in self._cache.iterkeys() if isinstance(k, str) and k.startswith("frames:"))

@@ -4,8 +4,12 @@ media rules, metrics, rate limits and loaded graders; and the checks routes have
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, Query, Request, Security
@@ -22,8 +26,10 @@ from ..runner.graders import GraderCache
 from ..runner.judges import Judges, load_judges_file
 from ..runner.worker import QueueWorker
 from ..schema import GradeOptions, Item
+from .bodies import collector_paused
 from .forwarded import networks
 from .jobs import JobStatus, job_owner, job_status
+from .maintenance import RETENTION_EVERY_S, Pruned, apply_retention
 from .limits import RateLimiter, SignInThrottle, capped_stream
 from .media import MediaResolver
 from .metrics import Metrics
@@ -31,8 +37,9 @@ from .problems import ProblemError
 from .review.figures import FigureKeeper
 from .settings import Settings
 from .store import ApiKey, KeyRefused, engine_for, generated_id, holds, verify_key
-from .uploads import Form, Upload, UploadStore, read_multipart
+from .uploads import Form, Quota, Upload, UploadStore, read_multipart
 
+log = logging.getLogger("framejudge.service")
 MAX_BODY = 64 * 1024**2
 MAX_JOB_ITEMS = 100_000
 MAX_LISTED = 10_000_000  # an offset into one key's objects (a bound, so no number overflows the database)
@@ -74,21 +81,49 @@ class Service:
                                   on_records=self.metrics.record) if settings.run_worker else None
         self._stop = asyncio.Event()
         self._worker_task: asyncio.Task[None] | None = None
+        self._retention_task: asyncio.Task[None] | None = None
+        self.retained: list[Pruned] = []  # what each pass of the retention setting removed (the last few)
         assert settings.upload_dir is not None  # set by the settings validator
-        self.store = UploadStore(settings.upload_dir, self.engine, settings.max_upload_bytes, self.decoder)
+        self.store = UploadStore(settings.upload_dir, self.engine, settings.max_upload_bytes, self.decoder,
+                                 Quota(int(settings.upload_quota_mb * 1024**2), settings.upload_quota_files))
         self.media = MediaResolver(settings, self.store)
         self.upload_limit = settings.max_files_per_request * settings.max_upload_bytes + MAX_BODY
         self.review_figures = FigureKeeper()  # the review queue's figures, refreshed in the background
 
     async def start(self) -> None:
         """The queue worker runs in the server's event loop (its model calls are I/O; the database
-        calls go to threads)."""
+        calls go to threads); so does the retention setting's upkeep (its work in a thread)."""
         if self.worker is not None:
             self._stop.clear()
             self._worker_task = asyncio.create_task(self.worker.run(self._stop), name="framejudge-worker")
+        if self.settings.upload_retention_days is not None:
+            self._retention_task = asyncio.create_task(self._retain(), name="framejudge-retention")
+
+    async def _retain(self) -> None:
+        """Apply FRAMEJUDGE_UPLOAD_RETENTION_DAYS now and once every RETENTION_EVERY_S."""
+        from ..frame_sampler.cache import default_cache_dir
+
+        assert self.settings.upload_dir is not None and self.settings.upload_retention_days is not None
+        days = timedelta(days=self.settings.upload_retention_days)
+        while True:
+            try:
+                pruned = await asyncio.to_thread(apply_retention, self.engine, self.settings.upload_dir, days,
+                                                 default_cache_dir())
+            except Exception:  # a database that is away for a while: tried again at the next pass
+                log.warning("retention: could not remove old uploads and frames", exc_info=True)
+            else:
+                self.retained = [*self.retained[-9:], pruned]
+                if pruned.deleted or pruned.frames:
+                    log.info("retention: %s", pruned.summary())
+            await asyncio.sleep(RETENTION_EVERY_S)
 
     async def close(self) -> None:
         """Graceful: the items in hand are finished (or, past the worker's grace, handed back)."""
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retention_task
+            self._retention_task = None
         if self._worker_task is not None:
             self._stop.set()
             await self._worker_task
@@ -176,10 +211,24 @@ class Service:
 
     async def resolved(self, items: list[Item], key: ApiKey,
                        fetched: list[Upload] | None = None) -> tuple[list[Item], list[str | None]]:
-        """Items with their videos as server paths, and the client's references to show in records."""
-        paths = await self.media.resolve_many([it.video for it in items if it.video], key.id, fetched)
-        resolved = [it.model_copy(update={"video": str(paths[it.video])}) if it.video else it for it in items]
-        return resolved, [it.video for it in items]
+        """Items with their videos as server paths, and the client's references to show in records.
+        Uploads and media-root paths are resolved (and the items copied) in a worker thread, so a
+        job of 100,000 of them holds no other request; URLs are fetched by the event loop."""
+        refs = list(dict.fromkeys(it.video for it in items if it.video))
+        urls = [ref for ref in refs if "://" in ref]
+
+        def local() -> dict[str, Path]:  # nothing here awaits: its own loop, in this thread
+            return asyncio.run(self.media.resolve_many([ref for ref in refs if "://" not in ref], key.id))
+
+        paths = await asyncio.to_thread(local) if len(urls) < len(refs) else {}
+        if urls:
+            paths |= await self.media.resolve_many(urls, key.id, fetched)
+
+        def copies() -> list[Item]:
+            with collector_paused():
+                return [it.model_copy(update={"video": str(paths[it.video])}) if it.video else it for it in items]
+
+        return (await asyncio.to_thread(copies) if len(items) > 100 else copies()), [it.video for it in items]
 
     async def multipart(self, request: Request, key: ApiKey) -> Form:
         content_type = request.headers.get("content-type", "")

@@ -10,10 +10,11 @@ import json
 import secrets
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from itertools import islice
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -24,6 +25,9 @@ from ..runner.judges import judge_endpoint
 from ..runner.queue import Job, JobItem, JobRecord, live_workers, throughput
 from ..schema import GradeOptions, Item
 from .store import owned_page
+
+
+ITEM_BATCH = 5000  # job items written per statement (an executemany), not one object each
 
 
 class IdempotencyMismatch(FramejudgeError, ValueError):
@@ -37,7 +41,10 @@ def request_hash(judge: str, rubric: str, options: GradeOptions, priority: int, 
     must ask for the same (items as given, uploaded videos by their content)."""
     payload = {"judge": judge, "rubric": rubric, "options": options.model_dump(mode="json"), "priority": priority,
                "items": items}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    digest = hashlib.sha256()  # json.dumps(payload, sort_keys=True), hashed a piece at a time: the same
+    for piece in json.JSONEncoder(sort_keys=True).iterencode(payload):  # bytes, never one long call
+        digest.update(piece.encode())
+    return digest.hexdigest()
 
 
 def idempotent_job(engine: Engine, key_id: str, idempotency_key: str | None,
@@ -83,8 +90,10 @@ def create_job(engine: Engine, key_id: str, items: Sequence[BaseModel], judge: s
                       sampler_json=options.sampler.model_dump_json(), options_json=options.model_dump_json(),
                       cancelled=0, priority=priority, active=1))
             s.flush()  # the unique (key, Idempotency-Key) check, before the items are written
-            s.add_all(JobItem(job_id=job_id, position=i, item_json=it.model_dump_json(), video_ref=ref,
-                              status="pending") for i, (it, ref) in enumerate(zip(items, refs, strict=True)))
+            rows = ({"job_id": job_id, "position": i, "item_json": it.model_dump_json(), "video_ref": ref,
+                     "status": "pending", "attempts": 0} for i, (it, ref) in enumerate(zip(items, refs, strict=True)))
+            while batch := list(islice(rows, ITEM_BATCH)):  # one transaction: no worker sees part of a job
+                s.execute(insert(JobItem), batch)
     except IntegrityError:
         existing = idempotent_job(engine, key_id, idempotency_key, fingerprint)
         if existing is None:

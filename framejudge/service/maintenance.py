@@ -1,4 +1,6 @@
-"""Upkeep run from the command line (or cron): removing old uploads nobody needs any more."""
+"""Upkeep: removing old uploads nobody needs any more, and old cached frames; run from the command
+line (`framejudge uploads prune`, from cron) and, with FRAMEJUDGE_UPLOAD_RETENTION_DAYS set, by the
+server itself once an hour."""
 
 from __future__ import annotations
 
@@ -15,10 +17,40 @@ from .store import CalibrationRun
 from .uploads import UPLOAD_PREFIX, Upload
 
 
+RETENTION_EVERY_S = 3600.0  # how often the server applies its retention setting
+
+
 @dataclass
 class Pruned:
     deleted: list[Upload] = field(default_factory=list)
     kept: list[Upload] = field(default_factory=list)  # old enough, but still named by a job or a calibration
+    frames: int = 0  # cached sampling results removed
+    frame_bytes: int = 0
+
+    @property
+    def deleted_bytes(self) -> int:
+        return sum(u.bytes for u in self.deleted)
+
+    def summary(self) -> str:
+        return (f"deleted {len(self.deleted)} upload(s), {self.deleted_bytes / 1024**2:.1f} MiB; removed "
+                f"{self.frames} cached frame sampling(s), {self.frame_bytes / 1024**2:.1f} MiB")
+
+
+def apply_retention(engine: Engine, folder: Path, older_than: timedelta, frames: Path | None = None,
+                    now: datetime | None = None) -> Pruned:
+    """prune_uploads, and the cached frames (in `frames`, the frame cache's folder) stored before
+    the same time. Verdicts (a job's records, the verdict cache) are kept."""
+    moment = now or datetime.now(timezone.utc)
+    pruned = prune_uploads(engine, folder, older_than, moment)
+    if frames is not None and frames.is_dir():
+        from ..frame_sampler.cache import FrameCache
+
+        cache = FrameCache(frames)
+        try:
+            pruned.frames, pruned.frame_bytes = cache.remove_older_than((moment - older_than).timestamp())
+        finally:
+            cache.close()
+    return pruned
 
 
 def prune_uploads(engine: Engine, folder: Path, older_than: timedelta, now: datetime | None = None) -> Pruned:
@@ -26,7 +58,7 @@ def prune_uploads(engine: Engine, folder: Path, older_than: timedelta, now: date
     stored calibration (or review queue, whose unit pages show the video) names."""
     cutoff = (now or datetime.now(timezone.utc)) - older_than
     pruned = Pruned()
-    with Session(engine) as s, s.begin():
+    with Session(engine, expire_on_commit=False) as s, s.begin():  # what was kept or deleted, readable after
         for upload in s.scalars(select(Upload).where(Upload.created_at < cutoff)).all():
             if waiting_jobs(s, upload) or calibrations_naming(s, upload):
                 pruned.kept.append(upload)

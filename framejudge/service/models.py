@@ -129,6 +129,8 @@ class UploadedVideo(VideoFile):
     """A stored upload. Refer to it as `id` wherever a video is expected (items, frames)."""
 
     video: VideoInfo
+    duplicate: bool = Field(False, description="this API key already kept the same content (the same sha256): "
+                                               "`id` is that upload's, and nothing more was stored")
 
 
 class UploadResponse(BaseModel):

@@ -39,6 +39,15 @@ class Settings(BaseModel):
                                                       "default: 'uploads' beside the SQLite file, else the user data folder")
     max_upload_bytes: int = Field(2 * 1024**3, ge=1, description="per video, uploaded or fetched")
     max_files_per_request: int = Field(64, ge=1)
+    upload_quota_mb: float = Field(51_200.0, gt=0, le=1e9, allow_inf_nan=False,
+                                   description="MiB of uploaded and fetched videos one API key may keep")
+    upload_quota_files: int = Field(10_000, ge=1, le=10_000_000,
+                                    description="uploaded and fetched videos one API key may keep")
+    upload_retention_days: float | None = Field(None, gt=0, le=36_500, allow_inf_nan=False,
+                                                description="uploaded and fetched videos, and cached frames, are "
+                                                            "removed this many days after they were stored (a "
+                                                            "video an unfinished job or a stored calibration names "
+                                                            "is kept); none: kept until deleted")
     url_hosts: list[str] = Field(default_factory=list,
                                  description="hosts video URLs may be fetched from ('*.example.com' for subdomains, "
                                              "'host:port' for a port other than 80/443); empty: URL inputs are off")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from python_multipart.exceptions import FormParserError, ParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
-from sqlalchemy import BigInteger, DateTime, String, select
+from sqlalchemy import BigInteger, DateTime, Index, String, func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
@@ -74,6 +74,44 @@ class Upload(Base):
     sha256: Mapped[str] = mapped_column(String(64))
     container: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (Index("ix_uploads_key_sha256", "key_id", "sha256"),)
+    # True for an upload that a request's identical content was answered with (it was stored
+    # before): that request does not own it, and forgetting the request's videos keeps it
+    reused = False
+
+
+@dataclass(frozen=True)
+class Quota:
+    """What one API key may keep in the upload folder (uploaded and fetched videos together)."""
+
+    max_bytes: int
+    max_files: int
+
+    def check_file(self, used: Usage) -> None:
+        if used.files + 1 > self.max_files:
+            raise ProblemError(413, "Upload quota reached",
+                               f"this API key keeps {used.files} videos, the most this server keeps per key "
+                               f"({self.max_files}, FRAMEJUDGE_UPLOAD_QUOTA_FILES): delete some "
+                               "(DELETE /v1/videos/{id}) or ask the operator for more")
+
+    def check_bytes(self, used: Usage, more: int, filename: str) -> None:
+        if used.bytes + more > self.max_bytes:
+            raise ProblemError(413, "Upload quota reached",
+                               f"{filename}: this API key's videos would take over {mib(self.max_bytes)} MiB, the "
+                               f"most this server keeps per key (FRAMEJUDGE_UPLOAD_QUOTA_MB; {mib(used.bytes)} MiB "
+                               "kept now): delete some (DELETE /v1/videos/{id}) or ask the operator for more")
+
+
+@dataclass
+class Usage:
+    """What a key keeps, counting the videos its request has taken in so far."""
+
+    files: int = 0
+    bytes: int = 0
+
+
+def mib(n: int) -> str:
+    return f"{n / 1024**2:,.1f}"
 
 
 def display_name(name: str | None) -> str:
@@ -133,35 +171,78 @@ class _Incoming:
 class UploadStore:
     """The server-managed folder of uploaded (and fetched) videos, and their records."""
 
-    def __init__(self, folder: Path, engine: Engine, max_bytes: int, sampler: IsolatedSampler) -> None:
+    def __init__(self, folder: Path, engine: Engine, max_bytes: int, sampler: IsolatedSampler,
+                 quota: Quota | None = None) -> None:
         self.folder = folder
         self.sampler = sampler
         self.engine = engine
         self.max_bytes = max_bytes
+        self.quota = quota
         folder.mkdir(parents=True, exist_ok=True)
+
+    def usage(self, key_id: str) -> Usage:
+        """How many videos, and how many bytes, this key keeps."""
+        with Session(self.engine) as s:
+            files, size = s.execute(select(func.count(), func.coalesce(func.sum(Upload.bytes), 0))
+                                    .where(Upload.key_id == key_id)).one()
+        return Usage(int(files), int(size))
 
     def incoming(self, filename: str | None) -> _Incoming:
         return _Incoming(self.folder, self.max_bytes, display_name(filename))
 
-    async def commit(self, incoming: _Incoming, key_id: str) -> tuple[Upload, VideoInfo]:
-        """Probe the finished file and record it; a file that is not a usable video is deleted."""
+    def _stored(self, key_id: str, sha256: str) -> Upload | None:
+        """This key's upload of the same content, if it keeps one (and its file)."""
+        with Session(self.engine) as s:
+            for upload in s.scalars(select(Upload).where(Upload.key_id == key_id, Upload.sha256 == sha256)
+                                    .order_by(Upload.created_at)):
+                if (self.folder / upload.stored_as).is_file():
+                    s.expunge(upload)
+                    return upload
+        return None
+
+    async def _probe(self, path: Path, filename: str) -> VideoInfo:
+        """The sampler's own checks and a one-frame decode, in a killable process: what a grade of
+        this file will meet; 415 or 422 when it is not a usable video."""
+        try:
+            return (await asyncio.to_thread(self.sampler.sample, path, SamplerParams(n=1), cache=False)).video
+        except (NotAVideo, NoVideoStream) as exc:
+            raise ProblemError(415, "Not a video", f"{filename}: {exc.message}", code=exc.code) from None
+        except FrameSamplerError as exc:
+            raise ProblemError(422, "Unusable video", f"{filename}: {exc.message}", code=exc.code) from None
+
+    async def commit(self, incoming: _Incoming, key_id: str, used: Usage | None = None) -> tuple[Upload, VideoInfo]:
+        """Probe the finished file and record it; a file that is not a usable video is deleted.
+        Content this key already keeps (the same SHA-256) is stored once: the upload it is
+        already stored as is answered (marked `reused`), and the new copy deleted. Other content
+        is refused (413) where it would take the key past its quota (`used`: what the key keeps,
+        counting its request's videos so far, which this one is added to when it is stored)."""
         try:
             incoming.finish()
         except ProblemError:
             incoming.discard()
             raise
+        stored = await asyncio.to_thread(self._stored, key_id, incoming.digest.hexdigest())
+        if stored is not None:
+            incoming.discard()
+            info = await self._probe(self.folder / stored.stored_as, incoming.filename)
+            # as this request names it (a multipart job's items name their videos so); not saved
+            stored.reused, stored.filename = True, incoming.filename
+            return stored, info
+        if self.quota is not None:
+            used = used if used is not None else await asyncio.to_thread(self.usage, key_id)
+            try:
+                self.quota.check_file(used)
+                self.quota.check_bytes(used, incoming.size, incoming.filename)
+            except ProblemError:
+                incoming.discard()
+                raise
         final = self.folder / f"{incoming.token}.video"
         os.replace(incoming.part, final)
         try:
-            # the sampler's own checks and a one-frame decode, in a killable process: what a
-            # grade of this file will meet
-            info = (await asyncio.to_thread(self.sampler.sample, final, SamplerParams(n=1), cache=False)).video
-        except (NotAVideo, NoVideoStream) as exc:
+            info = await self._probe(final, incoming.filename)
+        except ProblemError:
             final.unlink(missing_ok=True)
-            raise ProblemError(415, "Not a video", f"{incoming.filename}: {exc.message}", code=exc.code) from None
-        except FrameSamplerError as exc:
-            final.unlink(missing_ok=True)
-            raise ProblemError(422, "Unusable video", f"{incoming.filename}: {exc.message}", code=exc.code) from None
+            raise
         upload = Upload(id=incoming.token, key_id=key_id, filename=incoming.filename, stored_as=final.name,
                         bytes=incoming.size, sha256=incoming.digest.hexdigest(), container=incoming.container or "",
                         created_at=datetime.now(timezone.utc))
@@ -169,9 +250,12 @@ class UploadStore:
             s.add(upload)
             s.flush()
             s.expunge(upload)
+        if used is not None:
+            used.files, used.bytes = used.files + 1, used.bytes + upload.bytes
         return upload, info
 
     async def save(self, chunks: AsyncIterator[bytes], filename: str | None, key_id: str) -> tuple[Upload, VideoInfo]:
+        """One video (a fetched URL's body), within the key's quota, stored once per content."""
         incoming = self.incoming(filename)
         try:
             async for chunk in chunks:
@@ -181,6 +265,10 @@ class UploadStore:
             incoming.discard()
 
     def forget(self, upload: Upload) -> None:
+        """Delete an upload a request made, with its file; one the request was answered with
+        because its content was already stored (`reused`) stays."""
+        if upload.reused:
+            return
         with Session(self.engine) as s, s.begin():
             row = s.get(Upload, upload.id)
             if row is not None:
@@ -302,11 +390,15 @@ async def read_multipart(stream: AsyncIterator[bytes], content_type: str, store:
     except FormParserError as exc:  # a boundary the parser refuses for another reason
         raise ProblemError(400, "Bad multipart body", str(exc)[:300]) from None
     form = Form(fields=parts.fields)
+    used: Usage | None = None  # what the key keeps, with this request's videos as they are stored
 
     async def commit_done() -> None:
+        nonlocal used
         while parts.done:
             name, incoming = parts.done.pop(0)
-            upload, info = await store.commit(incoming, key_id)
+            if used is None:
+                used = await asyncio.to_thread(store.usage, key_id)
+            upload, info = await store.commit(incoming, key_id, used)
             form.files.append((name, upload, info))
 
     try:

@@ -341,10 +341,14 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
           judge_spec: str, *, items_where: str = "the items", verdicts: Sequence[Record] | None = None,
           verdicts_where: str = "the verdicts", options: GradeOptions | None = None, media_root: Path | None = None,
           holdout: float = 0.5, seed: int = 0, budget_tokens: int = 1500, replicates: int = 1000,
-          rubric_id: str | None = None, today: date | None = None, sample: SampleFn | None = None) -> Aligned:
+          rubric_id: str | None = None, today: date | None = None, sample: SampleFn | None = None,
+          labels_name: str | None = None) -> Aligned:
     """Split, find and choose the corrections, make the new rubric, and measure base and new
     rubric on the held-apart units (graded with `judge` through the runner; `sample` decodes the
-    frames, as for Grader: in this process by default)."""
+    frames, as for Grader: in this process by default). `labels_name`: how messages and the
+    result name the labels (default: their path; the service names a calibration's labels so,
+    never by the file it writes them to)."""
+    shown = labels_name or str(labels_path)
 
     def grader(rubric: Rubric) -> Grader:
         return Grader(judge, rubric, options, media_root=media_root, sample=sample or sample_frames)
@@ -354,7 +358,7 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
     if replicates < 1:
         raise AlignError("--replicates must be at least 1")
     by_id = {it.id: it for it in items}
-    split = split_gold(gold_labels(labels, str(labels_path)), by_id, holdout, seed, base, str(labels_path), items_where)
+    split = split_gold(gold_labels(labels, shown), by_id, holdout, seed, base, shown, items_where)
     warnings: list[str] = []
     example_items = [by_id[i] for i in split.example_items]
     if verdicts is None:
@@ -394,7 +398,7 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
     unit = lambda g: Unit(item_id=g.item_id, turn=g.turn)  # noqa: E731
     result = AlignResult(
         rubric_id=new.id, rubric_version=new.version, rubric_hash=new.content_hash, base_rubric_id=base.id,
-        base_rubric_version=base.version, base_rubric_hash=base.content_hash, labels=str(labels_path),
+        base_rubric_version=base.version, base_rubric_hash=base.content_hash, labels=shown,
         labels_sha256=sha, judge=judge_spec, seed=seed, holdout=holdout,
         budget_tokens=budget_tokens, example_items=split.example_items, held_apart_items=split.held_apart_items,
         example_units=[unit(g) for g in split.example], held_apart_units=[unit(g) for g in split.held_apart],

@@ -140,7 +140,8 @@ def create_app_without_worker(settings):
 def test_a_key_lists_its_own_videos_newest_first(tmp_path, media):
     app, settings, key, other = make(tmp_path, run_worker=False)
     with TestClient(app) as client:
-        ids = [client.post("/v1/videos", files=[video_part(media / "clip.mp4", name=f"v{k}.mp4", field="file")],
+        ids = [client.post("/v1/videos", files=[("file", (f"v{k}.mp4", (media / "clip.mp4").read_bytes() + bytes(k),
+                                                          "video/mp4"))],  # three contents
                            headers=auth(key)).json()["videos"][0]["id"] for k in range(3)]
         listed = client.get("/v1/videos?limit=2", headers=auth(key))
         assert listed.status_code == 200, listed.text

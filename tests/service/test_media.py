@@ -443,8 +443,8 @@ def test_pruning_old_uploads_keeps_those_unfinished_jobs_name(tmp_path, clip):
 
     app, settings, key, _ = make(tmp_path, run_worker=False)
     with TestClient(app) as client:
-        ids = [client.post("/v1/videos", files={"file": (f"c{k}.mp4", clip.read_bytes(), "video/mp4")},
-                           headers=auth(key)).json()["videos"][0]["id"] for k in range(3)]
+        ids = [client.post("/v1/videos", files={"file": (f"c{k}.mp4", clip.read_bytes() + bytes(k), "video/mp4")},
+                           headers=auth(key)).json()["videos"][0]["id"] for k in range(3)]  # three contents
         r = client.post("/v1/jobs", json=[{"id": "p", "video": ids[0], "turns": [TURN]}], headers=auth(key))
         assert r.status_code == 202
     engine = engine_for(settings.database_url)

@@ -5,7 +5,9 @@ once, blind mode, and the adjudicated labels exported and measured."""
 
 from __future__ import annotations
 
+import json
 import re
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -392,11 +394,16 @@ def test_aligning_from_the_queue_measures_on_items_held_apart(tmp_path):
             if status["judge_errors"]:
                 [error] = client.get(f"/v1/jobs/{status['id']}/verdicts", headers=auth).json()["records"]
                 assert "no mistake to correct" in error["message"] and error["message"].startswith("not aligned: ")
+                assert tempfile.gettempdir() not in error["message"]
             else:
                 made.append(status["id"])
         assert made, "no seed put a mistake among the examples"
         listed = client.get(f"/v1/calibrate/{env['id']}/alignments", headers=auth).json()
         assert [a["id"] for a in listed] == list(reversed(made))  # the alignment is its job's id
+        # no server path in what a client reads: the labels as the calibration's, not the file they were written to
+        shown = json.dumps(listed) + json.dumps(client.get(f"/v1/jobs/{made[-1]}", headers=auth).json())
+        assert tempfile.gettempdir() not in shown and str(tmp_path) not in shown
+        assert {a["result"]["labels"] for a in listed} == {f"the labels of calibration {env['id']} (as reviewed)"}
         for a in listed:
             r = a["result"]
             corrected = {u["item_id"] for u in r["corrections"]}
@@ -570,3 +577,13 @@ def test_aligning_needs_the_grade_scope_and_runs_as_a_cancellable_job(tmp_path, 
                 assert 'id="aligning"' in client.get(posted.headers["location"]).text
                 by_form = posted.headers["location"].split("aligning=")[1].split("#")[0]
                 assert wait_job(client, owner, by_form)["kind"] == "align"
+
+
+def test_what_an_alignment_says_names_videos_and_labels_as_clients_do():
+    from framejudge.service.review.alignments import unpathed
+
+    folder = "/tmp/framejudge-align-x1"
+    names = {"/srv/uploads/abc.video": "upload:abc", "/srv/media/clips/a.mp4": "clips/a.mp4"}
+    said = unpathed(f"{folder}/calibration-c1-gold.jsonl: item 3 (/srv/uploads/abc.video) and "
+                    "/srv/media/clips/a.mp4 were not read", names, folder)
+    assert said == "calibration-c1-gold.jsonl: item 3 (upload:abc) and clips/a.mp4 were not read"

@@ -44,7 +44,7 @@ def test_uploads_a_calibration_shows_are_kept_and_pages_name_them_by_id(tmp_path
         owner = create_key(env["engine"], ["calibrate", "review", "grade"], "lead")
         auth = bearer(owner)
         video = (env["media"] / "c.mp4").read_bytes()
-        ids = [client.post("/v1/videos", files={"file": (f"c{k}.mp4", video, "video/mp4")},
+        ids = [client.post("/v1/videos", files={"file": (f"c{k}.mp4", video + bytes(k), "video/mp4")},  # three contents
                            headers=auth).json()["videos"][0]["id"] for k in range(3)]
         by_job, by_ref, unused = ids
         # a job's calibration (its items resolved to server paths) and one of verdicts with the client's items

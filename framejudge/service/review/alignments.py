@@ -5,6 +5,7 @@ each result (and the rubric it wrote) is kept with the calibration."""
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -114,6 +115,8 @@ class AlignTask(BaseModel):
     items: list[Item]
     gold: list[HumanLabel]
     verdicts: list[Verdict]
+    video_names: dict[str, str] = Field(default_factory=dict, description="each item's video (a server path) as "
+                                        "clients name it: what a message about it says")
 
 
 async def submit_alignment(svc: Any, queue: Any, key: ApiKey, request: AlignRequest) -> JobStatus:
@@ -141,8 +144,9 @@ async def submit_alignment(svc: Any, queue: Any, key: ApiKey, request: AlignRequ
         owner = queue.run.key_id or key.id
         items = [it.model_copy(update={"video": str(await queue_video(svc, it.video, owner))}) if it.video else it
                  for it in items]
+    names = {it.video: svc.media.name_of(Path(it.video)) for it in items if it.video}
     task = AlignTask(calibration_id=queue.run.id, judge=spec, rubric_id=base.id, request=request,
-                     options=first.options, items=items, gold=queue.gold(), verdicts=verdicts)
+                     options=first.options, items=items, gold=queue.gold(), verdicts=verdicts, video_names=names)
     job_id, _ = await asyncio.to_thread(create_job, svc.engine, key.id, [task], spec, base.id,
                                         first.options or GradeOptions(), None, kind="align",
                                         judge_endpoint=svc.judges.endpoint_of(spec))
@@ -150,6 +154,14 @@ async def submit_alignment(svc: Any, queue: Any, key: ApiKey, request: AlignRequ
     if status is None:  # the job just made is gone already
         raise ProblemError(404, "No such job", f"no job with id {job_id!r}")
     return status
+
+
+def unpathed(text: str, video_names: dict[str, str], folder: str) -> str:
+    """`text` with each server path in it as clients name the thing: a video as they named it
+    (an upload id, a path inside the media root), the labels' temporary file by its name alone."""
+    for path, name in sorted(video_names.items(), key=lambda pair: -len(pair[0])):  # longest first
+        text = text.replace(path, name)
+    return text.replace(folder + os.sep, "").replace(folder, "") if folder else text
 
 
 class _StopWhenCancelled:
@@ -178,10 +190,12 @@ def align_job(engine: Engine, graders: Any, job_id: str, key_id: str, task_json:
     error saying why nothing was aligned) and the alignment's row, whose id is the job's."""
     task = AlignTask.model_validate_json(task_json)
     where = f"calibration {task.calibration_id}"
+    labels_name = f"the labels of {where} (as reviewed)"
+    folder = ""  # the temporary folder the labels are written to: never shown
 
     def failed(why: str) -> tuple[list[Any], list[Any]]:
         return [JudgeError(item_id=task.calibration_id, kind=JudgeErrorKind.backend_error,
-                           message=f"not aligned: {why}"[:2000])], []
+                           message=f"not aligned: {unpathed(why, task.video_names, folder)}"[:2000])], []
 
     def cancelled() -> bool:
         with Session(engine) as s:
@@ -191,13 +205,13 @@ def align_job(engine: Engine, graders: Any, job_id: str, key_id: str, task_json:
         base = rubric_by_id(task.rubric_id)
         judge = _StopWhenCancelled(graders.judges.make(task.judge), cancelled)
         with tempfile.TemporaryDirectory(prefix="framejudge-align-") as folder:
-            labels_path = Path(folder) / f"calibration-{task.calibration_id}-gold.jsonl"
+            labels_path = Path(folder) / f"calibration-{task.calibration_id}-gold.jsonl"  # its name: the changelog's
             labels_path.write_text(label_rows_jsonl(task.gold), encoding="utf-8")
             r = task.request
             aligned = align(base, labels_path, task.gold, task.items, judge, task.judge, items_where=where,
                             verdicts=task.verdicts, verdicts_where=where, options=task.options, holdout=r.holdout,
                             seed=r.seed, budget_tokens=r.budget_tokens, replicates=r.replicates,
-                            sample=graders.sample)
+                            sample=graders.sample, labels_name=labels_name)
     except JudgeStopped:
         return failed("the job was cancelled before it finished (no rubric written)")
     except (AlignError, RubricError, JudgeSpecError) as exc:
@@ -205,7 +219,7 @@ def align_job(engine: Engine, graders: Any, job_id: str, key_id: str, task_json:
     if judge.stopped():
         return failed("the job was cancelled before it finished (no rubric written)")
     done = Alignment(id=job_id, created_at=datetime.now(timezone.utc), key_id=key_id, result=aligned.result,
-                     warnings=aligned.warnings)
+                     warnings=[unpathed(w, task.video_names, folder) for w in aligned.warnings])
     return [], [AlignmentRow(id=done.id, calibration_id=task.calibration_id, key_id=key_id,
                              created_at=done.created_at, alignment_json=done.model_dump_json(),
                              rubric_yaml=rubric_yaml(aligned.rubric))]

@@ -239,20 +239,22 @@ def review_index(request: Request, svc: ServiceDep, who: ReviewerDep) -> HTMLRes
 @pages.get(PATH + "/{run_id}")
 async def queue_page(request: Request, run_id: str, svc: ServiceDep, who: ReviewerDep, filters: FilterDep,
                      aligning: str | None = None) -> HTMLResponse:
-    queue = load_queue(svc, run_id, who.key)
+    queue = await asyncio.to_thread(load_queue, svc, run_id, who.key)
     states = queue.states(who.key.id)
     shown = [u for u in queue.units if filters.keeps(u, states[u.key])]
     counts = {s: sum(1 for v in states.values() if v == s) for s in STATES}
     figured = await figures(svc, queue, svc.settings.review_figures_wait_s)
-    return _page(request, "queue.html", who=who, run=queue.run, units=shown, total=len(queue.units), states=states,
-                 counts=counts, reasons=REASONS, filters=filters, fields=LABEL_FIELDS, categories=[c.value for c in Category],
-                 slices=queue.calibration.slices, state_names=STATES, result=queue.calibration.result,
-                 shifts=figured.figures if figured else [], figured=figured,
-                 start=unit_url(run_id, shown[0], filters) if shown else None,
-                 unit_url=lambda u: unit_url(run_id, u, filters), export=f"{PATH}/{run_id}/labels",
-                 alignments=alignments(svc.engine, run_id), judges=svc.allowed_judges,
-                 judge=calibration_judge(queue.inputs.records), align_error=None,
-                 may_align=holds(who.key, "grade"), aligning=_aligning(svc, aligning, who.key))
+    # a queue of thousands of units is a page of megabytes: rendered in a worker thread, not in the loop
+    return await asyncio.to_thread(
+        _page, request, "queue.html", who=who, run=queue.run, units=shown, total=len(queue.units), states=states,
+        counts=counts, reasons=REASONS, filters=filters, fields=LABEL_FIELDS, categories=[c.value for c in Category],
+        slices=queue.calibration.slices, state_names=STATES, result=queue.calibration.result,
+        shifts=figured.figures if figured else [], figured=figured,
+        start=unit_url(run_id, shown[0], filters) if shown else None,
+        unit_url=lambda u: unit_url(run_id, u, filters), export=f"{PATH}/{run_id}/labels",
+        alignments=alignments(svc.engine, run_id), judges=svc.allowed_judges,
+        judge=calibration_judge(queue.inputs.records), align_error=None,
+        may_align=holds(who.key, "grade"), aligning=_aligning(svc, aligning, who.key))
 
 
 def _aligning(svc: Any, job_id: str | None, key: ApiKey) -> JobStatus | None:
@@ -268,7 +270,7 @@ def _aligning(svc: Any, job_id: str | None, key: ApiKey) -> JobStatus | None:
 @pages.get(PATH + "/{run_id}/unit")
 async def unit_page(request: Request, run_id: str, svc: ServiceDep, who: ReviewerDep, filters: FilterDep,
                     item: str, turn: int = 0, error: str | None = None) -> HTMLResponse:
-    queue = load_queue(svc, run_id, who.key)
+    queue = await asyncio.to_thread(load_queue, svc, run_id, who.key)
     unit = queue.by_key.get((item, turn))
     if unit is None:
         raise ProblemError(404, "No such unit", f"calibration {run_id} has no labelled turn {turn} of item {item!r}")
@@ -305,7 +307,7 @@ async def decide_form(request: Request, run_id: str, svc: ServiceDep, who: Revie
     form = await form_fields(request)
     check_csrf(who, form.get("csrf"))
     filters = _filters(form.get("field"), form.get("category"), form.get("slice"), form.get("state"), form.get("blind"))
-    queue = load_queue(svc, run_id, who.key)
+    queue = await asyncio.to_thread(load_queue, svc, run_id, who.key)
     try:
         wanted = from_form(form)
         unit = queue.by_key.get((wanted.item_id, wanted.turn))
@@ -318,7 +320,7 @@ async def decide_form(request: Request, run_id: str, svc: ServiceDep, who: Revie
             raise ProblemError(422, "Invalid decision", str(exc), code=exc.code) from None
         return await _unit(request, queue, unit, who, filters, str(exc), status=422)
     await asyncio.to_thread(add_decision, svc.engine, run_id, decision)
-    queue = load_queue(svc, run_id, who.key)
+    queue = await asyncio.to_thread(load_queue, svc, run_id, who.key)
     await figures(svc, queue)  # the refresh starts now, in the background
     if filters.blind and decision.action != "skip":  # show the reviewer what they were blind to, then go on
         return RedirectResponse(unit_url(run_id, unit, filters) or queue_url(run_id, filters), status_code=303)
@@ -332,7 +334,7 @@ async def align_form(request: Request, run_id: str, svc: ServiceDep,
                      who: Annotated[Reviewer, Depends(SignedIn("grade", why=ALIGN_NEEDS_GRADE))]) -> Response:
     form = await form_fields(request)
     check_csrf(who, form.get("csrf"))
-    queue = load_queue(svc, run_id, who.key)
+    queue = await asyncio.to_thread(load_queue, svc, run_id, who.key)
     from pydantic import ValidationError
 
     from ...files import first_problem
@@ -405,7 +407,7 @@ def decisions_api(run_id: str, svc: ServiceDep, key: ReviewKey) -> list[ReviewDe
 async def decide_api(run_id: str, body: DecisionRequest, svc: ServiceDep,
                      key: Annotated[ApiKey, Depends(authorized("review"))]) -> ReviewDecision:
     """A decision on one unit, as the review page makes it (needs the review scope)."""
-    queue = load_queue(svc, run_id, key)
+    queue = await asyncio.to_thread(load_queue, svc, run_id, key)
     unit = queue.by_key.get((body.item_id, body.turn))
     if unit is None:
         raise ProblemError(404, "No such unit", f"calibration {run_id} has no labelled turn {body.turn} of item {body.item_id!r}")
@@ -414,7 +416,7 @@ async def decide_api(run_id: str, body: DecisionRequest, svc: ServiceDep,
     except DecisionError as exc:
         raise ProblemError(422, "Invalid decision", str(exc), code=exc.code) from None
     await asyncio.to_thread(add_decision, svc.engine, run_id, decision)
-    await figures(svc, load_queue(svc, run_id, key))  # the refresh starts now, in the background
+    await figures(svc, await asyncio.to_thread(load_queue, svc, run_id, key))  # the refresh starts now, in the background
     return decision
 
 
@@ -428,7 +430,7 @@ async def align_api(run_id: str, body: AlignRequest, svc: ServiceDep,
     the judge, so it needs the grade scope (and a key that may review the calibration), with a judge
     this server allows; it runs as a job of this key (GET /v1/jobs/{id}; DELETE cancels it), and
     the alignment is listed under the job's id once it is done."""
-    return await submit_alignment(svc, load_queue(svc, run_id, key), key, body)
+    return await submit_alignment(svc, await asyncio.to_thread(load_queue, svc, run_id, key), key, body)
 
 
 @api.get("/v1/calibrate/{run_id}/alignments", operation_id="list_alignments", response_model=list[Alignment],
@@ -478,7 +480,7 @@ class ReviewCreated(BaseModel):
 
 @api.post("/v1/reviews", operation_id="create_review_queue", response_model=ReviewCreated, status_code=201,
           responses=problems(404))
-async def review_queue_api(body: ReviewRequest, svc: ServiceDep, key: ReviewKey) -> ReviewCreated:
+def review_queue_api(body: ReviewRequest, svc: ServiceDep, key: ReviewKey) -> ReviewCreated:
     """A review queue of the turns a triage sent to people: reviewers label them in /review, and
     the labels they decide are exported like a calibration's."""
     if body.job_id is not None:
@@ -501,8 +503,7 @@ async def review_queue_api(body: ReviewRequest, svc: ServiceDep, key: ReviewKey)
                           to_review=True)
     empty = AuditResult(fields=[], annotators=[], judge_errors=0, judge_units_missing=0, replicates=0, seed=0,
                         disagreements=[])
-    run_id = await asyncio.to_thread(save_calibration, svc.engine, key.id, empty.model_dump_json(),
-                                     inputs.model_dump_json(), body.reviewers)
+    run_id = save_calibration(svc.engine, key.id, empty.model_dump_json(), inputs.model_dump_json(), body.reviewers)
     return ReviewCreated(id=run_id, units=len(waiting))
 
 

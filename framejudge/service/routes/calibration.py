@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
@@ -12,7 +11,7 @@ from pydantic import TypeAdapter
 from ...calibration.audit import AuditResult, audit
 from ...calibration.inputs import human_rows, judge_rows, swap_consistency, unjudged_turns, video_qa_fields
 from ...schema import JudgeError, RecordIn, Verdict
-from ..bodies import StrictJsonRoute
+from ..bodies import StrictJsonRoute, collector_paused, json_in_pieces
 from ..context import PageDep, ServiceDep, authorized
 from ..headers import REPORT_HEADERS
 from ..jobs import aware, job_items, job_records
@@ -28,7 +27,15 @@ RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(RecordIn)
 
 
 @router.post("/v1/calibrate", tags=["calibration"], response_model=CalibrateResponse, responses=problems(404))
-async def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) -> CalibrateResponse:
+def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) -> CalibrateResponse:
+    """Human labels against verdicts (given, or a job's records): the agreement, with bootstrap
+    intervals, stored. Computed in a worker thread, as its body was read: a large calibration
+    holds no other request."""
+    with collector_paused():
+        return _calibrate(body, svc, key)
+
+
+def _calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) -> CalibrateResponse:
     if body.job_id is not None:
         status = svc.graded_job(body.job_id, key)
         if status.done == 0:
@@ -55,16 +62,14 @@ async def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) 
     if refused:
         raise ProblemError(422, "Invalid reviewer", refused)
     rows_j, errors = judge_rows(records)
-    result = await asyncio.to_thread(audit, human_rows(body.labels), rows_j, video_qa_fields(), errors,
-                                     body.replicates, body.seed)
+    result = audit(human_rows(body.labels), rows_j, video_qa_fields(), errors, body.replicates, body.seed)
     result.swap_consistency = swap_consistency(records)
     if body.job_id is not None:  # kept with the result: the review queue shows them
         inputs = ReviewInputs(labels=body.labels, records=records, items=job_items(svc.engine, body.job_id),
                               resolved=True, job_id=body.job_id)
     else:
         inputs = ReviewInputs(labels=body.labels, records=records, items=body.items or [])
-    run_id = await asyncio.to_thread(save_calibration, svc.engine, key.id, result.model_dump_json(),
-                                     inputs.model_dump_json(), body.reviewers)
+    run_id = save_calibration(svc.engine, key.id, result.model_dump_json(), json_in_pieces(inputs), body.reviewers)
     return CalibrateResponse(id=run_id, result=result)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 
 from ...frame_sampler import (FrameSamplerError, NotARegularFile, SampleResult, VideoNotFound, contact_sheet,
                               to_data_url)
@@ -101,16 +101,25 @@ def list_videos(svc: ServiceDep, key: GradeKey, page: PageDep) -> VideoPage:
                     container=u.container, created_at=aware(u.created_at)) for u in rows])
 
 
-@router.post("/v1/videos", tags=["videos"], status_code=201, response_model=UploadResponse, responses=problems(400),
+@router.post("/v1/videos", tags=["videos"], status_code=201, response_model=UploadResponse,
+             responses={200: {"model": UploadResponse, "description": "Every video's content was already kept by "
+                                                                      "this key: nothing more was stored"},
+                        **problems(400, 413)},
              openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
                  "type": "object", "properties": {"file": {"type": "array", "items": {
                      "type": "string", "format": "binary"}}}}}}}})
-async def upload_videos(request: Request, svc: ServiceDep, key: GradeKey) -> UploadResponse:
+async def upload_videos(request: Request, response: Response, svc: ServiceDep, key: GradeKey) -> UploadResponse:
     """Upload videos (multipart/form-data, one or more file parts). Each is size-checked while it
-    arrives, sniffed and probed; refer to it afterwards by the returned id ('upload:<hex>')."""
+    arrives, sniffed and probed; refer to it afterwards by the returned id ('upload:<hex>').
+    Content this key already keeps is stored once: its video is answered with the stored
+    upload's id and `duplicate: true`, and the answer is 200 when every video was such (201
+    when any was stored). Each key keeps at most FRAMEJUDGE_UPLOAD_QUOTA_MB and
+    FRAMEJUDGE_UPLOAD_QUOTA_FILES of videos: past either, 413."""
     form = await svc.multipart(request, key)
     if not form.files:
         raise ProblemError(422, "No video", "the multipart body holds no file part")
+    if all(upload.reused for _, upload, _ in form.files):
+        response.status_code = 200
     return UploadResponse(videos=[_uploaded(upload, info) for _, upload, info in form.files])
 
 
@@ -141,4 +150,5 @@ def delete_video(upload_id: str, svc: ServiceDep, key: GradeKey) -> None:
 def _uploaded(upload: Upload, info: Any) -> UploadedVideo:
     ref = UPLOAD_PREFIX + upload.id
     return UploadedVideo(id=ref, filename=upload.filename, bytes=upload.bytes, sha256=upload.sha256,
-                         container=upload.container, video=info.model_copy(update={"path": ref}))
+                         container=upload.container, video=info.model_copy(update={"path": ref}),
+                         duplicate=upload.reused)

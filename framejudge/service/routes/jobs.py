@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -12,8 +15,9 @@ from pydantic import BaseModel, Field, ValidationError
 from ...files import first_problem, not_utf8, text_line
 from ...judge.batch import checked_items
 from ...leaderboard.plan import check_battle_job
+from ...rubrics.model import Rubric
 from ...schema import MAX_TURNS, GradeOptions, Item, JudgeError, Verdict
-from ..bodies import StrictJsonRoute, strict_body
+from ..bodies import LARGE_BODY, StrictJsonRoute, collector_paused, strict_body
 from ..context import MAX_BODY, MAX_JOB_ITEMS, PageDep, Service, ServiceDep, authorized
 from ..jobs import (IdempotencyMismatch, JobStatus, cancel_job, create_job, idempotent_job, job_records, job_status,
                     list_jobs, parse_items_body, remove_job, request_hash)
@@ -73,61 +77,94 @@ async def submit_job(
         raw = b""
     else:
         raw = b"".join([chunk async for chunk in capped_stream(request, MAX_BODY)])
+    large = len(raw) + sum(len(text) for text in (form.fields.values() if form is not None else [])) > LARGE_BODY
+    with collector_paused() if large else nullcontext():  # until what the body made is gone again
+        return await _submit(svc, key, judge, rubric, the_rubric, raw, content_type, form, given, n, lookback,
+                             priority, idempotency_key)
+
+
+async def _submit(svc: Service, key: ApiKey, judge: str, rubric: str, the_rubric: Rubric, raw: bytes,
+                  content_type: str, form: Form | None, given: list[Any], n: int | None, lookback: float | None,
+                  priority: int | None, idempotency_key: str | None) -> JobStatus | None:
+    """The job of a submission's body, stored (or the job a retry names). Reading, checking and
+    storing the items run in worker threads: a job of 100,000 items holds no other request."""
     fetched: list[Upload] = []  # videos fetched from URLs for this job
     try:  # all or nothing: a refused job keeps none of the videos its request uploaded or fetched
-        if form is not None:
-            raw, content_type = _multipart_items(form), ""
-            if "options" in form.fields:
-                given.append(_json_option(form.fields["options"]))
+        asked = await asyncio.to_thread(_read_job, svc, judge, rubric, the_rubric, raw, content_type, form,
+                                        given, n, lookback, priority)
         try:
-            rows, extra = parse_items_body(raw, content_type)
-        except UnicodeDecodeError as exc:
-            # as on every route: the line and column (a JSONL body is a file of lines)
-            raise ProblemError(422, "Invalid body", f"line {text_line(exc.object, exc.start)}: "
-                                                    f"{not_utf8(exc)}") from None
-        except json.JSONDecodeError as exc:
-            raise ProblemError(422, "Invalid body", f"{'items' if form is not None else 'body'}: {not_json(exc)}") from None
-        except ValueError as exc:
-            raise ProblemError(422, "Invalid body", str(exc)[:300]) from None
-        if "options" in extra:
-            given.append(extra["options"])
-        grade_options = _options(given, n, lookback)
-        check_frame_pixels(grade_options.sampler, svc.settings.max_frame_megapixels)
-        svc.check_options(judge, grade_options)
-        svc.check_triage(judge, the_rubric, grade_options)
-        if "priority" in extra and priority is not None:
-            raise ProblemError(422, "Invalid body", "give priority once: in the body or as a query parameter")
-        job_priority = extra.get("priority", priority if priority is not None else 0)
-        if not isinstance(job_priority, int) or isinstance(job_priority, bool) or not -100 <= job_priority <= 100:
-            raise ProblemError(422, "Invalid body", "priority is a whole number from -100 to 100")
-        if not rows or len(rows) > MAX_JOB_ITEMS:
-            raise ProblemError(422, "Invalid body", f"a job holds 1 to {MAX_JOB_ITEMS} items, got {len(rows)}")
-        try:
-            items = checked_items(((f"item {i}", row) for i, row in enumerate(rows)), ValueError)
-            grade_options = check_battle_job(items, grade_options)  # battle items: both orders by default
-        except ValueError as exc:
-            raise ProblemError(422, "Invalid item", str(exc)) from None
-        fingerprint = request_hash(judge, rubric, grade_options, job_priority, _as_given(items, form))
-        if form is not None:
-            items = _with_uploads(items, form)
-        try:
-            existing = idempotent_job(svc.engine, key.id, idempotency_key, fingerprint)
+            existing = await asyncio.to_thread(idempotent_job, svc.engine, key.id, idempotency_key, asked.fingerprint)
             if existing is None:
-                resolved, refs = await svc.resolved(items, key, fetched)
-                job_id, created = create_job(svc.engine, key.id, resolved, judge, rubric, grade_options,
-                                             idempotency_key, refs, priority=job_priority, fingerprint=fingerprint,
-                                             judge_endpoint=svc.judges.endpoint_of(judge))
+                resolved, refs = await svc.resolved(asked.items, key, fetched)
+                job_id, created = await asyncio.to_thread(
+                    create_job, svc.engine, key.id, resolved, judge, rubric, asked.options, idempotency_key, refs,
+                    priority=asked.priority, fingerprint=asked.fingerprint, judge_endpoint=svc.judges.endpoint_of(judge))
         except IdempotencyMismatch as exc:
             raise ProblemError(422, "Idempotency-Key reused", str(exc), code=exc.code) from None
     except BaseException:
-        _forget(svc, form, fetched)
+        await asyncio.to_thread(_forget, svc, form, fetched)
         raise
     if existing is not None:  # a retry: answered before any fetch is repeated, its uploads not kept
-        _forget(svc, form, fetched)
-        return job_status(svc.engine, existing)
+        await asyncio.to_thread(_forget, svc, form, fetched)
+        return await asyncio.to_thread(job_status, svc.engine, existing)
     if not created:  # the same Idempotency-Key won a race: that job has its own videos
-        _forget(svc, form, fetched)
-    return job_status(svc.engine, job_id)
+        await asyncio.to_thread(_forget, svc, form, fetched)
+    return await asyncio.to_thread(job_status, svc.engine, job_id)
+
+
+@dataclass
+class _Asked:
+    """A job submission, read and checked: its items (uploaded videos by their upload ids), options,
+    priority and the request's hash (for Idempotency-Key)."""
+
+    items: list[Item]
+    options: GradeOptions
+    priority: int
+    fingerprint: str
+
+
+def _read_job(svc: Service, judge: str, rubric: str, the_rubric: Rubric, raw: bytes, content_type: str,
+              form: Form | None, given: list[Any], n: int | None, lookback: float | None,
+              priority: int | None) -> _Asked:
+    """The submission's items and options (`given`: those of the query, if any), read from its
+    body and checked (in a worker thread)."""
+    given = list(given)
+    if form is not None:
+        raw, content_type = _multipart_items(form), ""
+        if "options" in form.fields:
+            given.append(_json_option(form.fields["options"]))
+    try:
+        rows, extra = parse_items_body(raw, content_type)
+    except UnicodeDecodeError as exc:
+        # as on every route: the line and column (a JSONL body is a file of lines)
+        raise ProblemError(422, "Invalid body", f"line {text_line(exc.object, exc.start)}: "
+                                                f"{not_utf8(exc)}") from None
+    except json.JSONDecodeError as exc:
+        raise ProblemError(422, "Invalid body", f"{'items' if form is not None else 'body'}: {not_json(exc)}") from None
+    except ValueError as exc:
+        raise ProblemError(422, "Invalid body", str(exc)[:300]) from None
+    if "options" in extra:
+        given.append(extra["options"])
+    grade_options = _options(given, n, lookback)
+    check_frame_pixels(grade_options.sampler, svc.settings.max_frame_megapixels)
+    svc.check_options(judge, grade_options)
+    svc.check_triage(judge, the_rubric, grade_options)
+    if "priority" in extra and priority is not None:
+        raise ProblemError(422, "Invalid body", "give priority once: in the body or as a query parameter")
+    job_priority = extra.get("priority", priority if priority is not None else 0)
+    if not isinstance(job_priority, int) or isinstance(job_priority, bool) or not -100 <= job_priority <= 100:
+        raise ProblemError(422, "Invalid body", "priority is a whole number from -100 to 100")
+    if not rows or len(rows) > MAX_JOB_ITEMS:
+        raise ProblemError(422, "Invalid body", f"a job holds 1 to {MAX_JOB_ITEMS} items, got {len(rows)}")
+    try:
+        items = checked_items(((f"item {i}", row) for i, row in enumerate(rows)), ValueError)
+        grade_options = check_battle_job(items, grade_options)  # battle items: both orders by default
+    except ValueError as exc:
+        raise ProblemError(422, "Invalid item", str(exc)) from None
+    fingerprint = request_hash(judge, rubric, grade_options, job_priority, _as_given(items, form))
+    if form is not None:
+        items = _with_uploads(items, form)
+    return _Asked(items, grade_options, job_priority, fingerprint)
 
 
 def _forget(svc: Service, form: Form | None, fetched: list[Upload]) -> None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from datetime import datetime, timezone
 from typing import Annotated
@@ -61,9 +60,11 @@ class LeaderboardResponse(BaseModel):
 
 @router.post("/v1/leaderboards", tags=["leaderboards"], operation_id="build_leaderboard",
              response_model=LeaderboardResponse, status_code=201, responses=problems(404))
-async def build(body: LeaderboardRequest, svc: ServiceDep, key: GradeKey) -> LeaderboardResponse:
+def build(body: LeaderboardRequest, svc: ServiceDep, key: GradeKey) -> LeaderboardResponse:
     """The leaderboard of a job's battles: win rates against the baseline (bootstrap over videos),
-    Bradley-Terry strengths and ranks, length-controlled win rates, slices, the judge's biases."""
+    Bradley-Terry strengths and ranks, length-controlled win rates, slices, the judge's biases.
+    Built in a worker thread (a job's records are read and the board computed there), never in
+    the event loop."""
     from ...leaderboard.plan import PlanError, battles_from_items, outcomes
     from ...leaderboard.stats import build_board
 
@@ -78,8 +79,8 @@ async def build(body: LeaderboardRequest, svc: ServiceDep, key: GradeKey) -> Lea
     records = [RECORD.validate_json(r) for r in job_records(svc.engine, body.job_id, 0, None)]
     found = outcomes(records, battles)
     try:
-        board = await asyncio.to_thread(build_board, found, baseline=body.baseline, replicates=body.replicates,
-                                        seed=body.seed, by=body.by, rubric=_rubric_of(status.rubric))
+        board = build_board(found, baseline=body.baseline, replicates=body.replicates, seed=body.seed, by=body.by,
+                            rubric=_rubric_of(status.rubric))
     except ValueError as exc:
         raise ProblemError(422, "Cannot build the leaderboard", str(exc)) from None
     board_id = secrets.token_hex(8)
