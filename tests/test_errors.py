@@ -40,6 +40,13 @@ INTERNAL = {
     "framejudge.judge.openai_wire.WireStatusError": "a WireError: the server's HTTP error status",
     "framejudge.judge.openai_wire.WireTimeout": "a WireError: no reply in the call's time limit",
     "framejudge.judge.openai_wire.WireConnectionError": "a WireError: no connection, or one dropped",
+    "framejudge.judge.openai_wire.WireReplyRefused": "a WireError: a reply the call does not read (a redirect, a "
+                                                     "body over the cap); the turn's judge error says which",
+    "framejudge.judge.model_http.ReplyLimit": "a model reply refused while it was read; the call fails and the turn "
+                                              "gets a backend_error record naming why",
+    "framejudge.judge.model_http.ReplyTooLarge": "a ReplyLimit: the reply's body passed FRAMEJUDGE_MAX_REPLY_MB",
+    "framejudge.judge.model_http.RedirectRefused": "a ReplyLimit: a 3xx answer, which a model call never follows",
+    "framejudge.judge.model_http.BadEncoding": "a ReplyLimit: a Content-Encoding the call did not ask for",
     "framejudge.judge.reask.InvalidReply": "a model's reply that is no judgement: asked again, then a judge error",
     "framejudge.judge.meaning.NeedVectors": "asks the caller to embed some texts, then to compute again",
     "framejudge.judge.metamorphic.Skip": "a case a generator cannot transform; counted among the skipped",

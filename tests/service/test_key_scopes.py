@@ -75,7 +75,7 @@ def _unit_page(env: dict[str, Any], scopes: list[str], item: dict[str, Any], rec
 
 def test_a_review_only_key_gets_no_frames_of_a_video_it_never_graded_and_no_fetch(tmp_path, video_server):
     site, base, asked = video_server
-    with review_app(tmp_path, url_hosts=["127.0.0.1"], url_allow_private=True) as env:
+    with review_app(tmp_path, url_hosts=[base.split("://", 1)[1]], url_allow_private=True) as env:  # host:port
         (site / "c.mp4").write_bytes((env["media"] / "c.mp4").read_bytes())
         item = ITEMS[0]  # names c.mp4 in the media root
         records = _to_review(env, item)
