@@ -565,7 +565,9 @@ def test_aligning_needs_the_grade_scope_and_runs_as_a_cancellable_job(tmp_path, 
                     assert status["state"] == "done", status
                     if not status["judge_errors"]:
                         made.append(job)
-                assert stopped is not None and made and model.stats()["requests"] > calls
+                # the jobs after the cancelled one ran to the end (each waited for above); whether they called the
+                # model again depends on which of their items the cancelled job's calls had put in the verdict cache
+                assert stopped is not None and made
                 listed = {a["id"] for a in client.get(f"/v1/calibrate/{run}/alignments", headers=owner).json()}
                 assert listed == set(made)  # neither cancelled one aligned anything
                 sign_in(client, env["owner"])  # the page's form queues a job too, and the page says where it is

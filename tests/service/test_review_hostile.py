@@ -274,7 +274,7 @@ def test_a_form_whose_turn_is_not_a_number_gets_a_page(env, turn):
     ({"item_id": "disputed", "action": "manual", "source": "h1", "labels": {"category_a": "Successful"}},
      "source: only adopt_annotator names an annotator"),
     ({"item_id": "disputed", "action": "skip", "labels": {}}, "labels: only a manual decision"),
-    ({"item_id": "disputed", "action": "adopt_annotator"}, "no annotator None"),
+    ({"item_id": "disputed", "action": "adopt_annotator"}, "source: name the annotator whose labels adopt_annotator adopts"),
     ({"item_id": "", "action": "skip"}, "item_id"),
     ({"item_id": "disputed", "action": "skip", "note": "x" * 20_001}, "note"),
     ({"item_id": "disputed", "turn": "0", "action": "skip"}, "turn: Input should be a valid integer"),
