@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from pydantic import TypeAdapter
 
 from ...calibration.audit import AuditResult, audit
@@ -27,12 +27,14 @@ RECORD: TypeAdapter[Verdict | JudgeError] = TypeAdapter(RecordIn)
 
 
 @router.post("/v1/calibrate", tags=["calibration"], response_model=CalibrateResponse, responses=problems(404))
-def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) -> CalibrateResponse:
+def calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) -> Response:
     """Human labels against verdicts (given, or a job's records): the agreement, with bootstrap
-    intervals, stored. Computed in a worker thread, as its body was read: a large calibration
+    intervals, stored. Computed in a worker thread, as its body was read, and written as JSON there
+    too (a large result's serialisation would otherwise run on the event loop): a large calibration
     holds no other request."""
     with collector_paused():
-        return _calibrate(body, svc, key)
+        result = _calibrate(body, svc, key)
+        return Response(result.model_dump_json(by_alias=True), media_type="application/json")
 
 
 def _calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) -> CalibrateResponse:
