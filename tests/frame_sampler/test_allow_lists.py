@@ -5,8 +5,6 @@ codecs; the clips framejudge reads still decode."""
 
 from __future__ import annotations
 
-import socket
-import threading
 from fractions import Fraction
 
 import av
@@ -16,37 +14,9 @@ from framejudge.examples.synth import cfr_times, write_video
 from framejudge.frame_sampler import NotAVideo, UnsupportedCodec, sample_frames
 from framejudge.frame_sampler.probe import open_container
 from tests.conftest import barcode_frame
+from tests.loopback import listener  # noqa: F401 (a fixture)
 
 REFUSED = "not a container framejudge reads: only MP4/MOV, Matroska/WebM, AVI, FLV, Ogg, ASF/WMV, MPEG-PS and MPEG-TS"
-
-
-class Listener:
-    """A loopback TCP listener that counts the connections made to it."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-@pytest.fixture
-def listener():
-    server = Listener()
-    yield server
-    server.close()
 
 
 def sample(path):
@@ -59,7 +29,7 @@ def test_an_hls_playlist_that_names_a_url_is_refused_unfetched(tmp_path, listene
                         f"#EXTINF:4.0,\nhttp://127.0.0.1:{listener.port}/segment0.ts\n#EXT-X-ENDLIST\n")
     with pytest.raises(NotAVideo, match=REFUSED):
         sample(playlist)
-    assert listener.connections == 0
+    assert listener.everything() == []
 
 
 def test_an_hls_playlist_that_names_another_local_file_is_refused(tmp_path):
@@ -78,7 +48,7 @@ def test_an_hls_playlist_disguised_as_mp4_is_refused_unfetched(tmp_path, listene
     playlist.write_text(f"#EXTM3U\n#EXTINF:4.0,\nhttp://127.0.0.1:{listener.port}/segment0.ts\n#EXT-X-ENDLIST\n")
     with pytest.raises(NotAVideo):
         sample(playlist)
-    assert listener.connections == 0
+    assert listener.everything() == []
 
 
 def test_a_concat_list_that_names_a_url_or_another_file_is_refused(tmp_path, listener, clips):
@@ -87,7 +57,7 @@ def test_a_concat_list_that_names_a_url_or_another_file_is_refused(tmp_path, lis
         listing.write_text(f"ffconcat version 1.0\nfile '{target}'\n")
         with pytest.raises(NotAVideo, match=REFUSED):
             sample(listing)
-    assert listener.connections == 0
+    assert listener.everything() == []
 
 
 def test_another_container_is_refused(tmp_path):

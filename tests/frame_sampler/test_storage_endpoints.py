@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -19,61 +18,12 @@ import pytest
 from framejudge.frame_sampler import sample_frames
 from framejudge.frame_sampler.objects import (ObjectReadFailed, StorageSettingsError, UnsupportedURL, stat_object,
                                               storage_endpoint)
+from tests.loopback import Listener, listener  # noqa: F401 (a fixture)
 
 pytest.importorskip("pyarrow", reason="videos in object storage need the storage extra")
 ROOT = Path(__file__).resolve().parents[2]
 TURN = {"question": "How many people?", "golden": "2 people.", "response_a": "There are 2 people."}
 SESSION_TOKEN = "FwoGZXIvYXdzEXAMPLE-session-token"
-
-
-class Listener:
-    """A TCP listener that records what each connection sends, answers HTTP 403 and closes."""
-
-    def __init__(self, host: str = "127.0.0.1") -> None:
-        self.sock = socket.create_server((host, 0))
-        self.port = self.sock.getsockname()[1]
-        self.received: list[bytes] = []
-        self._seen = threading.Condition()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(5)
-                data = b""
-                try:
-                    while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
-                        data += chunk
-                    conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                except OSError:
-                    pass
-            with self._seen:
-                self.received.append(data)
-                self._seen.notify_all()
-
-    def everything(self) -> list[bytes]:
-        """What was received before now: a last connection of our own is accepted after any earlier one
-        (the queue is in order), so once it is recorded nothing sent before it is still on the way."""
-        with socket.create_connection(("127.0.0.1", self.port)) as own:
-            own.sendall(b"SENTINEL\r\n\r\n")
-            own.recv(100)
-        with self._seen:
-            self._seen.wait_for(lambda: self.received and self.received[-1] == b"SENTINEL\r\n\r\n", timeout=30)
-            return self.received[:-1]
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-@pytest.fixture()
-def listener():
-    server = Listener()
-    yield server
-    server.close()
 
 
 @pytest.fixture()

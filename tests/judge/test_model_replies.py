@@ -8,11 +8,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
@@ -24,35 +22,10 @@ from framejudge.judge.litellm_backend import LiteLLMJudge
 from framejudge.judge.model_http import Decoder, ReplyTooLarge, max_reply_bytes
 from framejudge.schema import JudgeError, JudgeErrorKind, Verdict
 from tests.judge.test_litellm_backend import grade
+from tests.loopback import Listener
 
 ROOT = Path(__file__).parents[2]
 ROUTES = pytest.mark.parametrize("direct", [True, False], ids=["direct", "litellm"])
-
-
-class Listener:
-    """A loopback TCP listener that counts the connections made to it (and reads nothing)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            conn.close()
-
-    def __enter__(self) -> Listener:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
 
 
 def judge(server: ModelServer, direct: bool, **kwargs) -> LiteLLMJudge:
@@ -70,11 +43,12 @@ def test_a_redirect_is_not_followed(direct, status):
         server.configure(redirect_to=f"http://127.0.0.1:{elsewhere.port}/v1/chat/completions")
         [record] = grade(judge(server, direct))
         asked = server.stats()["requests"]
+        sent_elsewhere = elsewhere.everything()
     assert isinstance(record, JudgeError), record
     assert record.kind is JudgeErrorKind.backend_error
     assert f"HTTP {status} redirect to 'http://127.0.0.1:{elsewhere.port}/v1/chat/completions' not followed" \
         in record.message and "model API calls never follow redirects" in record.message
-    assert elsewhere.connections == 0  # the prompt went nowhere else
+    assert sent_elsewhere == []  # the prompt went nowhere else
     assert asked == 1  # and was not sent again
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -18,25 +17,9 @@ from framejudge.runner.batch_api import (BATCH_APIS, BatchError, FileCaps, _open
                                          file_caps)
 from framejudge.schema.batches import SubmittedBatch
 from tests.runner.test_batch_api import BatchServer, grade, judges_file, write_items
+from tests.loopback import Listener
 
 KEYS = [f"{k:064x}" for k in range(1, 5)]
-
-
-class Listener:
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            conn.close()
 
 
 class FileServer:
@@ -135,18 +118,18 @@ def test_the_file_cap_grows_with_the_batch(monkeypatch):
 
 @pytest.mark.parametrize("status", [302, 307, 308])
 def test_a_batch_apis_redirect_is_not_followed(status):
-    elsewhere = Listener()
-    target = f"http://127.0.0.1:{elsewhere.port}/elsewhere"
-    server = FileServer(redirect_to=target, status=status)
-    try:
-        with pytest.raises(BatchError, match=f"the batch was not accepted: HTTP {status} redirect to '{target}' "
-                                             "not followed: model API calls never follow redirects"):
-            asyncio.run(_send("POST", server.url, {}, "the batch was not accepted", payload={"requests": []}))
-        with pytest.raises(BatchError, match=f"HTTP {status} redirect to '{target}' not followed"):
-            read(server, FileCaps(64 * 1024, 1024 * 1024))
-    finally:
-        server.close()
-    assert elsewhere.connections == 0
+    with Listener() as elsewhere:
+        target = f"http://127.0.0.1:{elsewhere.port}/elsewhere"
+        server = FileServer(redirect_to=target, status=status)
+        try:
+            with pytest.raises(BatchError, match=f"the batch was not accepted: HTTP {status} redirect to '{target}' "
+                                                 "not followed: model API calls never follow redirects"):
+                asyncio.run(_send("POST", server.url, {}, "the batch was not accepted", payload={"requests": []}))
+            with pytest.raises(BatchError, match=f"HTTP {status} redirect to '{target}' not followed"):
+                read(server, FileCaps(64 * 1024, 1024 * 1024))
+        finally:
+            server.close()
+        assert elsewhere.everything() == []
 
 
 class RedirectingBatchServer(BatchServer):
@@ -173,13 +156,13 @@ class RedirectingBatchServer(BatchServer):
 def test_an_openai_batch_upload_is_not_redirected(tmp_path):
     """Through litellm and the OpenAI SDK's files client: the upload of every request (frames
     included) is answered 307 to another listener, which receives nothing."""
-    elsewhere = Listener()
     items = write_items(tmp_path)
-    with RedirectingBatchServer(f"http://127.0.0.1:{elsewhere.port}/v1/files") as server:
-        done = grade(items, tmp_path / "verdicts.jsonl", judges_file(tmp_path, server.base))
-    assert done.returncode != 0
-    assert "HTTP 307 redirect to" in done.stderr and "not followed" in done.stderr, done.stderr[-2000:]
-    assert elsewhere.connections == 0
+    with Listener() as elsewhere:
+        with RedirectingBatchServer(f"http://127.0.0.1:{elsewhere.port}/v1/files") as server:
+            done = grade(items, tmp_path / "verdicts.jsonl", judges_file(tmp_path, server.base))
+        assert done.returncode != 0
+        assert "HTTP 307 redirect to" in done.stderr and "not followed" in done.stderr, done.stderr[-2000:]
+        assert elsewhere.everything() == []
 
 
 def test_an_openai_results_file_over_the_cap_is_not_read(tmp_path, monkeypatch):
