@@ -137,7 +137,7 @@ def summarize(name: str, http_seq: list[float], http_conc: tuple[list[float], fl
 
 @contextmanager
 def running_server(env: dict[str, str]):
-    """`framejudge serve` on a free loopback port, answering /healthz; its base URL."""
+    """`framejudge serve` on a free loopback port, answering /healthz; its base URL and its process."""
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "framejudge.cli", "serve", "--port", str(port)], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -152,7 +152,7 @@ def running_server(env: dict[str, str]):
                 if server.poll() is not None or time.time() > deadline:
                     raise SystemExit(server.stderr.read().decode()[-2000:]) from None
                 time.sleep(0.1)
-        yield base
+        yield base, server
     finally:
         server.terminate()
         server.wait(timeout=60)
@@ -234,7 +234,7 @@ def stall(args: argparse.Namespace) -> None:
         job = json.dumps({"items": [item(k) for k in range(args.items)]}).encode()
         calibration = json.dumps(calibration_body(args.units)).encode()
         spans = []
-        with running_server(env) as base, HealthProbe(base) as probe, \
+        with running_server(env) as (base, _), HealthProbe(base) as probe, \
                 httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}",
                                                      "Content-Type": "application/json"}, timeout=600) as client:
             time.sleep(2)  # probes before: the idle latency
@@ -296,43 +296,29 @@ def main() -> None:
                                            "LITELLM_LOCAL_MODEL_COST_MAP")})
     key = subprocess.run([sys.executable, "-m", "framejudge.cli", "keys", "create", "--scope", "grade"], env=env,
                          capture_output=True, text=True, check=True).stdout.strip()
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "framejudge.cli", "serve", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                if server.poll() is not None or time.time() > deadline:
-                    raise SystemExit(server.stderr.read().decode()[-2000:]) from None
-                time.sleep(0.1)
-        memory = {"after_start_mb": round(rss_mb(server.pid), 1)}
+        with running_server(env) as (base, server):
+            memory = {"after_start_mb": round(rss_mb(server.pid), 1)}
 
-        ref_bodies = [{"item": item(k), "judge": "reference"} for k in range(2 * per_mode)]
-        cached_body = {"item": item(0), "judge": MODEL}
-        # warm-up: both judges loaded, the model's verdict (both orders) in the cache
-        asyncio.run(http_load(base, key, ref_bodies[:20] + [cached_body] * 5, 1))
-        model_calls = stub.stats()["requests"]
-        memory["after_warmup_mb"] = round(rss_mb(server.pid), 1)
+            ref_bodies = [{"item": item(k), "judge": "reference"} for k in range(2 * per_mode)]
+            cached_body = {"item": item(0), "judge": MODEL}
+            # warm-up: both judges loaded, the model's verdict (both orders) in the cache
+            asyncio.run(http_load(base, key, ref_bodies[:20] + [cached_body] * 5, 1))
+            model_calls = stub.stats()["requests"]
+            memory["after_warmup_mb"] = round(rss_mb(server.pid), 1)
 
-        results = []
-        for name, bodies in (("reference", ref_bodies), ("cached", [cached_body] * (2 * per_mode))):
-            sequential, _ = asyncio.run(http_load(base, key, bodies[:per_mode], 1))
-            concurrent = asyncio.run(http_load(base, key, bodies[per_mode:], args.concurrency))
-            library = in_process(bodies[0]["judge"], bodies[:per_mode])
-            results.append(summarize(name, sequential, concurrent, library, args.concurrency))
-        reached = stub.stats()["requests"] - model_calls
-        if reached:
-            raise SystemExit(f"the cached scenario reached the model {reached} times")
-        memory["after_all_mb"] = round(rss_mb(server.pid), 1)
-        memory["requests_served"] = 25 + sum(r["requests"] for r in results)
+            results = []
+            for name, bodies in (("reference", ref_bodies), ("cached", [cached_body] * (2 * per_mode))):
+                sequential, _ = asyncio.run(http_load(base, key, bodies[:per_mode], 1))
+                concurrent = asyncio.run(http_load(base, key, bodies[per_mode:], args.concurrency))
+                library = in_process(bodies[0]["judge"], bodies[:per_mode])
+                results.append(summarize(name, sequential, concurrent, library, args.concurrency))
+            reached = stub.stats()["requests"] - model_calls
+            if reached:
+                raise SystemExit(f"the cached scenario reached the model {reached} times")
+            memory["after_all_mb"] = round(rss_mb(server.pid), 1)
+            memory["requests_served"] = 25 + sum(r["requests"] for r in results)
     finally:
-        server.terminate()
-        server.wait(timeout=60)
         calls = stub.stats()["requests"]
         stub.stop()
 

@@ -244,20 +244,15 @@ def stop_key_jobs(s: Session, key_ids: Iterable[str]) -> Stopped:
     """Cancel the unfinished jobs of these keys, in the caller's transaction: every item not yet
     done is cancelled, those being graded too (finish writes nothing for them, and their workers
     stop grading them)."""
-    stopped = Stopped()
-    for key_id in key_ids:
-        jobs = list(s.scalars(select(Job.id).where(Job.key_id == key_id, _unfinished)))
-        for job_id in jobs:
-            s.execute(update(Job).where(Job.id == job_id).values(cancelled=1, active=0))
-            for state in ("pending", "running"):
-                n = _changed(s, update(JobItem).where(JobItem.job_id == job_id, JobItem.status == state)
-                             .values(status="cancelled", lease_owner=None, lease_expires=None))
-                if state == "pending":
-                    stopped.pending += n
-                else:
-                    stopped.running += n
-        stopped.jobs += len(jobs)
-    return stopped
+    keys = list(key_ids)
+    jobs = list(s.scalars(select(Job.id).where(Job.key_id.in_(keys), _unfinished))) if keys else []
+    if not jobs:
+        return Stopped()
+    s.execute(update(Job).where(Job.id.in_(jobs)).values(cancelled=1, active=0))
+    counts = {state: _changed(s, update(JobItem).where(JobItem.job_id.in_(jobs), JobItem.status == state)
+                              .values(status="cancelled", lease_owner=None, lease_expires=None))
+              for state in ("pending", "running")}
+    return Stopped(jobs=len(jobs), pending=counts["pending"], running=counts["running"])
 
 
 def reclaim_expired(engine: Engine) -> int:

@@ -103,8 +103,7 @@ class QueueWorker:
         beating = threading.Event()
         keeper = threading.Thread(target=self._keep_leases, args=(beating,), name=f"leases-{self.name}", daemon=True)
         keeper.start()
-        running: set[asyncio.Task[queue.Finished]] = set()
-        grading: dict[asyncio.Task[queue.Finished], tuple[str, int]] = {}  # each task's (job, position)
+        running: dict[asyncio.Task[queue.Finished], tuple[str, int]] = {}  # each grading task's (job, position)
         checked = time.monotonic()
         finished: list[queue.Finished] = []
         writing: asyncio.Task[list[queue.Finished]] | None = None  # one write at a time, beside the grading
@@ -120,17 +119,14 @@ class QueueWorker:
                         self._jobs_seen.add(c.job_id)
                         log.info("job %s: taken up (%s, judge %s)", c.job_id, c.kind, c.judge,
                                  extra={"job": c.job_id, "event": "job_taken", "judge": c.judge, "worker": self.name})
-                    task = asyncio.create_task(self._grade(c))
-                    running.add(task)
-                    grading[task] = (c.job_id, c.position)
+                    running[asyncio.create_task(self._grade(c))] = (c.job_id, c.position)
                 if running and time.monotonic() - checked >= HELD_CHECK_S:
                     checked = time.monotonic()
-                    await self._stop_dropped(running, grading)
+                    await self._stop_dropped(running)
                 if running:
                     done, _ = await asyncio.wait(running, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
-                    running -= done
                     for task in done:
-                        grading.pop(task, None)
+                        del running[task]
                     finished += [task.result() for task in done if not task.cancelled()]
                 elif writing is None:
                     await _sleep_until(stop, self.poll_s)
@@ -161,19 +157,18 @@ class QueueWorker:
             await asyncio.to_thread(keeper.join)
             await self._db(queue.release, self.engine, self.name)
 
-    async def _stop_dropped(self, running: set[asyncio.Task[queue.Finished]],
-                            grading: dict[asyncio.Task[queue.Finished], tuple[str, int]]) -> None:
+    async def _stop_dropped(self, running: dict[asyncio.Task[queue.Finished], tuple[str, int]]) -> None:
         """Stop grading the items this worker no longer holds: their job was stopped (its API key
         revoked or expired; their records would not be written) or their lease went to another
         worker. Their model calls end with them."""
         held = await self._db(queue.held, self.engine, self.name)
         if held is None:  # the database is away: the leases decide later
             return
-        dropped = [task for task in running if not task.done() and grading.get(task) not in held]
+        dropped = [task for task, item in running.items() if not task.done() and item not in held]
         for task in dropped:
             task.cancel()
-        for job_id in sorted({grading[task][0] for task in dropped}):
-            n = sum(1 for task in dropped if grading[task][0] == job_id)
+        for job_id in sorted({running[task][0] for task in dropped}):
+            n = sum(1 for task in dropped if running[task][0] == job_id)
             log.info("job %s: stopped grading %d item(s) no longer held (the job was stopped, or their lease "
                      "expired)", job_id, n, extra={"job": job_id, "event": "items_dropped", "worker": self.name})
 
