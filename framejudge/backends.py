@@ -59,7 +59,7 @@ class Backend:
     None for a backend whose spec is its bare name. `judge` is `"module:Class"`: a class with
     `from_spec(target, config=None, api_base=None)` (framejudge.judge.base.JudgeBase gives one), made
     only when a judge is. `needs` are the modules that must be importable first, installed by
-    `pip install 'framejudge[<extra>]'` (or by `install`, for a backend from another package)."""
+    `pip install '.[<extra>]'` (in the framejudge checkout) (or by `install`, for a backend from another package)."""
 
     name: str
     target: str | None
@@ -80,7 +80,7 @@ class Backend:
         when all are there."""
         for module in self.needs:
             if importlib.util.find_spec(module) is None:
-                how = self.install or (f"pip install 'framejudge[{self.extra}]'" if self.extra else "install it")
+                how = self.install or (f"pip install '.[{self.extra}]'" if self.extra else "install it")
                 return f"the {self.name} judge needs {module}: {how}"
         return None
 

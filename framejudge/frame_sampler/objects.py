@@ -1,5 +1,5 @@
 """Videos in object storage: `s3://bucket/key` and `gs://bucket/key` URLs, read with pyarrow.fs (the
-file-system library Ray uses), an optional extra (`pip install 'framejudge[storage]'`).
+file-system library Ray uses), an optional extra (`pip install '.[storage]'`).
 
 A URL is read by the process that decodes it: the object is streamed into a node-local copy (its
 SHA-256 computed on the way) and the copy is decoded exactly as a path is, so the frames, the video's
@@ -51,7 +51,7 @@ from ..env import cache_off, env_switch
 from ..errors import FramejudgeError
 from .errors import EmptyFile, FileTooLarge, FrameSamplerError, InvalidRequest, NotARegularFile, VideoNotFound
 
-INSTALL = "pip install 'framejudge[storage]'"
+INSTALL = "pip install '.[storage]'"
 SCHEMES = {"s3": "S3", "gs": "Google Cloud Storage", "gcs": "Google Cloud Storage"}
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,221}$")

