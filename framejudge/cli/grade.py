@@ -16,7 +16,7 @@ from ..schema import ServiceTier, Strategy, VideoInput
 from .console import err, fail, out
 from .options import (ApiBase, Fps, Frames, JudgeSpec, MediaRoot, NoCache, RubricRef, StrategyOption, Yes,
                       check_media_root, confirm_spending)
-from .outputs import check_cache_folder, check_outputs, exit_for_errors, report_problems, write_output
+from .outputs import check_cache_folder, check_outputs, exit_for_errors, report_problems, warn_unknown_usage, write_output
 
 
 class Engine(str, Enum):
@@ -230,5 +230,6 @@ def grade(
             out.print_json(summary.model_dump_json())
             fail(write_problem(summary_json, "summary", exc))
     out.print_json(summary.model_dump_json())
+    warn_unknown_usage(summary.usage_unknown)
     report_problems(problems)
     exit_for_errors(summary.errors, summary.error_examples)

@@ -84,3 +84,14 @@ def exit_for_errors(errors: dict[str, int], examples: dict[str, str]) -> None:
         err.print(f"  {kind}: {count} turn(s), the first: {examples.get(kind, '')}", highlight=False, soft_wrap=True,
                   markup=False)
     raise typer.Exit(1)
+
+
+def warn_unknown_usage(unknown: int) -> None:
+    """After a run's summary: the records whose token counts the model server misreported, whose
+    tokens and cost are unknown and in none of the summary's figures."""
+    if unknown:
+        err.print(flagged("warning:", "yellow", f"{unknown} record(s) with token usage the model server misreported "
+                                                "(not whole numbers of tokens): their tokens and cost are unknown and "
+                                                "left out of prompt_tokens, completion_tokens and cost_usd (the "
+                                                "verdicts' notes say what was sent)"),
+                  highlight=False, soft_wrap=True)

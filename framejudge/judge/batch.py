@@ -98,9 +98,10 @@ class GradeSummary(BaseModel):
     blind_unchanged: int
     errors: dict[str, int]
     error_examples: dict[str, str] = {}  # each kind of error's first message (item, turn and what happened)
-    prompt_tokens: int
+    prompt_tokens: int  # of the turns whose token counts are known
     completion_tokens: int
-    cost_usd: float | None
+    cost_usd: float | None  # of the turns whose token counts are known; None: no cost known
+    usage_unknown: int = 0  # records whose token counts the model server misreported: tokens and cost unknown
     triage: TriageCounts | None = None  # where verdicts carry auto / to_review marks
 
 
@@ -121,7 +122,8 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
     wins_a, wins_b = prefs.get(Preference.A.value, 0), prefs.get(Preference.B.value, 0)
     swapped = [v for v in vs if v.swap is not None]
     blind = [v for v in vs if v.blind_unchanged is not None]
-    usages = [u for u in (r.provenance.usage for r in records if r.provenance) if u]
+    every_usage = [u for u in (r.provenance.usage for r in records if r.provenance) if u]
+    usages = [u for u in every_usage if u.known]
     costs = [u.cost_usd for u in usages if u.cost_usd is not None]
     return GradeSummary(
         items=items,
@@ -138,9 +140,10 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
         blind_unchanged=sum(bool(v.blind_unchanged) for v in blind),
         errors=dict(Counter(e.kind.value for e in errors.values())),
         error_examples=first_errors(list(errors.values())),
-        prompt_tokens=sum(u.prompt_tokens for u in usages),
-        completion_tokens=sum(u.completion_tokens for u in usages),
+        prompt_tokens=sum(u.prompt_tokens or 0 for u in usages),
+        completion_tokens=sum(u.completion_tokens or 0 for u in usages),
         cost_usd=sum(costs) if costs else None,
+        usage_unknown=len(every_usage) - len(usages),
         triage=triage_counts(vs),
     )
 

@@ -103,12 +103,16 @@ def _add_usage(total: Usage | None, more: Usage | None) -> Usage | None:
         return total
     if total is None:
         return more.model_copy()
-    cost = None if total.cost_usd is None and more.cost_usd is None else (total.cost_usd or 0) + (more.cost_usd or 0)
     video = None if total.video_tokens is None and more.video_tokens is None else \
         (total.video_tokens or 0) + (more.video_tokens or 0)
+    attempts = total.attempts + more.attempts
+    if total.prompt_tokens is None or total.completion_tokens is None or more.prompt_tokens is None \
+            or more.completion_tokens is None:  # a count unknown: the sum's counts and cost are unknown
+        return Usage(prompt_tokens=None, completion_tokens=None, cost_usd=None, attempts=attempts, video_tokens=video)
+    cost = None if total.cost_usd is None and more.cost_usd is None else (total.cost_usd or 0) + (more.cost_usd or 0)
     return Usage(prompt_tokens=total.prompt_tokens + more.prompt_tokens,
                  completion_tokens=total.completion_tokens + more.completion_tokens,
-                 cost_usd=cost, attempts=total.attempts + more.attempts, video_tokens=video)
+                 cost_usd=cost, attempts=attempts, video_tokens=video)
 
 
 class _Frames:
