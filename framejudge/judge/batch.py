@@ -64,6 +64,36 @@ def check_video_urls(named: Iterable[tuple[str, Item]], error: type[ValueError])
             raise error(str(exc)) from None
 
 
+def check_question_times(grader: Any, items: Iterable[Item], error: type[ValueError] = ItemsError) -> None:
+    """That no turn was asked after the end of its item's video, where that video is a local file
+    whose duration can be read (a demux scan, nothing decoded, for the items whose turns carry a
+    time); a problem names the item, the turn, its time and the video's duration. A video that cannot
+    be read, or one in object storage, is left to the grade (where such a turn is a bad_input judge
+    error)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..frame_sampler import FrameSamplerError, video_duration
+    from .pipeline import late_question
+
+    timed = [(it, grader._video_path(it)) for it in items if any(t.time is not None for t in it.turns)]
+    timed = [(it, path) for it, path in timed if isinstance(path, Path)]
+
+    def duration(path: Path) -> float | None:
+        try:
+            return video_duration(path)
+        except FrameSamplerError:
+            return None
+
+    paths = list(dict.fromkeys(path for _, path in timed))
+    with ThreadPoolExecutor(max_workers=min(4, len(paths) or 1)) as pool:
+        durations = dict(zip(paths, pool.map(duration, paths)))
+    for it, path in timed:
+        known = durations[path]
+        late = late_question(it, known) if known is not None else None
+        if late is not None:
+            raise error(late)
+
+
 class Interval(BaseModel):
     estimate: float | None
     low: float | None

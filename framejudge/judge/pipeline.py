@@ -13,7 +13,9 @@ from typing import Any
 
 import diskcache
 
-from ..frame_sampler import MAX_CLIP_BYTES, Clip, FrameSamplerError, SampleResult, check_file, cut_clip, sample_frames
+from ..frame_sampler import (MAX_CLIP_BYTES, Clip, FrameSamplerError, SampleResult, WindowOutOfRange, check_file, cut_clip,
+                             sample_frames)
+from ..frame_sampler.plan import END_TOLERANCE
 from ..frame_sampler.cache import default_cache_dir
 from ..frame_sampler.clip import clip_bytes
 from ..frame_sampler.objects import check_object, is_url, local_path_of
@@ -141,6 +143,18 @@ class _Frames:
 
 
 
+def late_question(item: Item, duration: float, turns: range | None = None) -> str | None:
+    """Where a turn of `item` (of `turns`; all by default) was asked after the end of its video
+    (`duration` seconds, as sampling reads it; up to END_TOLERANCE past it is the end): which, and
+    the video's duration; else None."""
+    for k in turns if turns is not None else range(len(item.turns)):
+        time = item.turns[k].time
+        if time is not None and time > duration + END_TOLERANCE:
+            return (f"item {item.id!r} turn {k}: question time {time:g} s is after the end of its video "
+                    f"({duration:.3f} s)")
+    return None
+
+
 def turn_sampler(base: SamplerParams, item: Item, turn: int) -> SamplerParams:
     """The sampler for one turn: a multi-turn item's window ends when the turn's question was asked."""
     t = item.turns[turn].time
@@ -207,6 +221,9 @@ class Grader:
             clip = self.cut(path, params, self.options.clip_fps, self.clip_max_bytes)
             return _Frames([], False, 0, clip), clip.sha256, params
         result = self.sample(path, params)
+        late = late_question(item, result.video.duration, range(turn, turn + 1))
+        if late is not None:  # a single-turn item's time, which its window does not end at
+            raise WindowOutOfRange(late, str(path))
         return _Frames(result.frames, self.judge.sees_images, self.options.jpeg_quality), result.video.sha256, params
 
     # ---------------------------------------------------------------- judge calls
