@@ -108,3 +108,17 @@ def test_the_pipeline_records_a_question_after_the_video_as_bad_input(media):
         assert server.calls == []
     assert isinstance(r, JudgeError) and r.kind.value == "bad_input"
     assert SAID["single"] in r.message
+
+
+def test_a_leaderboard_refuses_a_question_after_the_video_before_any_battle(tmp_path, media):
+    files = []
+    for name, answer in (("new", "It shows 10."), ("old", "It shows 9.")):
+        path = media / f"{name}.jsonl"
+        path.write_text(json.dumps({**LATE["single"], "turns": [{**TURN, "response_a": answer, "time": 1e308}]}) + "\n")
+        files.append(f"{name}={path}")
+    battles = tmp_path / "battles.jsonl"
+    done = CliRunner().invoke(app, ["leaderboard", "--model", files[0], "--model", files[1], "--battles",
+                                    str(battles)])
+    assert done.exit_code == 2, done.output
+    assert "question time 1e+308 s is after the end of its video (2.000 s)" in done.output
+    assert not battles.exists() or battles.read_text() == ""
