@@ -31,7 +31,7 @@ from .calibration.reliability import reliability
 from .errors import FramejudgeError
 from .files import first_problem
 from .judge import Grader, load_items
-from .judge.batch import check_video_urls, checked_items
+from .judge.batch import check_question_times, check_video_urls, checked_items
 from .judge.base import preflight, unused_options
 from .records import ItemsError, Record, latest, read_records
 from .rubrics import get_rubric
@@ -117,6 +117,7 @@ async def agrade(
     if not root.is_dir():
         raise ItemsError(f"media_root {root}: " + ("not a folder" if root.exists() else "no such folder"))
     grader = Grader(the_judge, the_rubric, the_options, media_root=root)
+    await asyncio.to_thread(check_question_times, grader, the_items)  # no turn asked after its video ends
     with tempfile.TemporaryDirectory(prefix="framejudge-") as scratch:
         out_path = Path(out) if out is not None else Path(scratch) / "verdicts.jsonl"
         plan = plan_resume(grader, the_items, out_path, regrade=regrade)

@@ -14,7 +14,7 @@ from .. import config
 
 from .console import err, fail, flagged, out
 from .options import Frames, JudgeSpec, JudgesPath, MediaRoot, Yes, check_media_root
-from .outputs import check_cache_folder, check_outputs, report_problems, write_output
+from .outputs import check_cache_folder, check_outputs, exit_for_errors, report_problems, write_output
 
 
 def align(
@@ -39,7 +39,12 @@ def align(
     report: Annotated[Optional[Path], typer.Option(help="write the result (split, corrections, comparison) as JSON")] = None,
 ) -> None:
     """Write a new version of the rubric whose prompt carries the judge's corrected mistakes on some
-    of the labelled items, and compare base and new rubric on the items held apart."""
+    of the labelled items, and compare base and new rubric on the items held apart.
+
+    Exit status: 0 every turn it graded has a verdict (or --verdicts were given); 1 some turns could not
+    be graded (left out of the corrections and the comparison; the rubric is still written, and each kind
+    of error is named on stderr with its first message); 2 refused (bad input, a judge that cannot be
+    called, or no correction to make)."""
     import contextlib
     import re
     import sys
@@ -127,3 +132,5 @@ def align(
     if unlabelled:
         out.print(f"not measured (no held-apart unit has gold and verdicts for them): {', '.join(unlabelled)}")
     report_problems(problems)
+    exit_for_errors(r.judge_errors, r.judge_error_examples, "left out of the corrections and the comparison; a rerun "
+                                                           "grades them again")

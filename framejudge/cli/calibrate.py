@@ -27,7 +27,10 @@ def calibrate(
     gold: Annotated[Optional[Path], typer.Option(help="adjudicated gold labels (one row per unit, JSONL or CSV): "
                                                       "the judge against them beside the human majority")] = None,
 ) -> None:
-    """Judge vs human agreement beside the human-vs-human ceiling, with bootstrap intervals."""
+    """Judge vs human agreement beside the human-vs-human ceiling, with bootstrap intervals.
+
+    Exit status: 0 measured (it grades nothing: the judge error records in --judge are left out and
+    counted in the table's title); 2 refused (bad input)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from ..calibration.audit import audit, audit_slices, compare_runs, gold_shift

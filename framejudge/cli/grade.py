@@ -16,7 +16,7 @@ from ..schema import ServiceTier, Strategy, VideoInput
 from .console import err, fail, out
 from .options import (ApiBase, Fps, Frames, JudgeSpec, MediaRoot, NoCache, RubricRef, StrategyOption, Yes,
                       check_media_root, confirm_spending)
-from .outputs import check_cache_folder, check_outputs, exit_for_errors, report_problems, write_output
+from .outputs import check_cache_folder, check_outputs, exit_for_errors, report_problems, warn_unknown_usage, write_output
 
 
 class Engine(str, Enum):
@@ -104,6 +104,7 @@ def grade(
     from ..files import check_output, first_problem, write_problem
     from ..frame_sampler import make_params
     from ..judge import Grader, ItemsError, load_items
+    from ..judge.batch import check_question_times
     from ..judge.base import preflight, unused_options
     from ..rubrics import get_rubric
     from ..runner.judges import Judges
@@ -162,6 +163,7 @@ def grade(
             # the verdict cache (--no-cache: none), the frame cache of the decodes (FRAMEJUDGE_NO_CACHE: none)
             check_cache_folder("pass --no-cache and set FRAMEJUDGE_NO_CACHE=1 to use neither cache")
         grader = Grader(the_judge, the_rubric, options, media_root=media_root or items.resolve().parent)
+        check_question_times(grader, the_items)  # no turn asked after the end of its video
         if thresholds is not None:
             problem = mismatch(thresholds, the_judge.backend, the_judge.model_id, grader.rubric_hash)
             if problem:
@@ -230,5 +232,6 @@ def grade(
             out.print_json(summary.model_dump_json())
             fail(write_problem(summary_json, "summary", exc))
     out.print_json(summary.model_dump_json())
+    warn_unknown_usage(summary.usage_unknown)
     report_problems(problems)
     exit_for_errors(summary.errors, summary.error_examples)

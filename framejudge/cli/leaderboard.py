@@ -14,7 +14,7 @@ from rich.table import Table
 from ..env import cache_off
 from .console import err, fail, flagged, out
 from .options import ApiBase, Frames, JudgeSpec, JudgesPath, NoCache, RubricRef, Yes, check_media_root, confirm_spending
-from .outputs import check_cache_folder, check_outputs, report_problems, write_output
+from .outputs import check_cache_folder, check_outputs, exit_for_errors, report_problems, write_output
 
 
 class Pairs(str, Enum):
@@ -57,6 +57,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
     from ..frame_sampler import make_params
     from ..judge import Grader
     from ..judge.base import preflight
+    from ..judge.batch import check_question_times
     from ..records import read_records
     from ..leaderboard.plan import battle_options
     from ..rubrics import get_rubric
@@ -81,6 +82,7 @@ def grade_battles(plan: Any, battles: Path, inputs: list[Path], judge: str, api_
         grader = Grader(the_judge, the_rubric, battle_options(GradeOptions(sampler=params, swap=swap,
                                                                           cache=not no_cache)),
                         media_root=media_root or inputs[0].resolve().parent)
+        check_question_times(grader, items)  # no turn asked after the end of its video
         resume = plan.restrict(plan_resume(grader, items, battles, regrade=regrade))
         if resume.superseded:
             check_output(superseded_path(battles), "superseded verdicts", inputs=inputs, read_back=True)
@@ -154,7 +156,11 @@ def leaderboard(
     regrade: Regrade = False,
     yes: Yes = False,
 ) -> None:
-    """Grade battles between models' answers to the same turns, then print their leaderboard."""
+    """Grade battles between models' answers to the same turns, then print their leaderboard.
+
+    Exit status: 0 every battle has a verdict; 1 some battles could not be graded (their judge error
+    records are in --battles, left out of the board, and each kind of error is named on stderr with
+    its first message); 2 refused before grading (bad input, or a judge that cannot be called)."""
     from ..files import check_output
     from ..leaderboard.plan import model_pairs, outcomes, plan_battles
     from ..leaderboard.stats import check_slice_keys
@@ -188,6 +194,21 @@ def leaderboard(
     err.print(f"{len(results)} battle(s) graded, {failed} judge error(s)", highlight=False)
     report_problems(board_outputs(results, plan.baseline, replicates, seed, by or [], out_path, html,
                                   graded_under(rubric)))
+    exit_for_battle_errors(records, plan, battles, "board")
+
+
+def exit_for_battle_errors(records: list[Any], plan: Any, battles: Path, what: str) -> None:
+    """Exit 1 where some of the plan's battles could not be graded, with each kind of error, how many
+    and its first message (as `grade` does); else go on to exit 0."""
+    from collections import Counter
+
+    from ..judge.batch import first_errors
+    from ..leaderboard.plan import standing
+    from ..schema import JudgeError
+
+    failed = [r for _, _, r in standing(records, plan) if isinstance(r, JudgeError)]
+    exit_for_errors(dict(Counter(e.kind.value for e in failed)), first_errors(failed),
+                    f"judge error records in {battles}, left out of the {what}; a rerun grades them again")
 
 
 def graded_under(rubric: str) -> Any:
@@ -288,7 +309,11 @@ def compare(
     yes: Yes = False,
 ) -> None:
     """Grade NEW against BASELINE turn by turn: wins, ties and losses, an exact paired test on
-    Successful, and the turns that flipped."""
+    Successful, and the turns that flipped.
+
+    Exit status: 0 every turn's battle has a verdict; 1 some could not be graded (their judge error
+    records are in --battles, left out of the comparison, and each kind of error is named on stderr
+    with its first message); 2 refused before grading (bad input, or a judge that cannot be called)."""
     from ..files import check_output
     from ..leaderboard.compare import compare as compare_runs
     from ..leaderboard.plan import plan_battles
@@ -310,6 +335,7 @@ def compare(
         problems.append(write_output(out_path, "comparison", result.model_dump_json(indent=1) + "\n"))
     show_comparison(result)
     report_problems(problems)
+    exit_for_battle_errors(records, plan, battles, "comparison")
 
 
 def show_comparison(c: Any) -> None:

@@ -69,18 +69,30 @@ def check_image_name(path: Path) -> None:
         raise OutputError(f"{path}: an image file name ends in .jpg, .png or .webp{given}")
 
 
-def exit_for_errors(errors: dict[str, int], examples: dict[str, str]) -> None:
+def exit_for_errors(errors: dict[str, int], examples: dict[str, str],
+                    kept: str = "judge error records in the verdicts file; a rerun grades them again") -> None:
     """After a run's summary: where some turns could not be graded, each kind of error on stderr (how many,
-    and its first message) and exit 1; a run that graded every turn goes on to exit 0."""
+    and its first message) and exit 1; a run that graded every turn goes on to exit 0. `kept`: where the
+    errors are, and what becomes of them."""
     import typer
 
     if not errors:
         return
     total = sum(errors.values())
-    err.print(flagged("error:", "bold red", f"{total} turn(s) could not be graded (judge error records in the "
-                                             "verdicts file; a rerun grades them again)"),
+    err.print(flagged("error:", "bold red", f"{total} turn(s) could not be graded ({kept})"),
               highlight=False, soft_wrap=True)
     for kind, count in sorted(errors.items(), key=lambda kv: -kv[1]):
         err.print(f"  {kind}: {count} turn(s), the first: {examples.get(kind, '')}", highlight=False, soft_wrap=True,
                   markup=False)
     raise typer.Exit(1)
+
+
+def warn_unknown_usage(unknown: int) -> None:
+    """After a run's summary: the records whose token counts the model server misreported, whose
+    tokens and cost are unknown and in none of the summary's figures."""
+    if unknown:
+        err.print(flagged("warning:", "yellow", f"{unknown} record(s) with token usage the model server misreported "
+                                                "(not whole numbers of tokens): their tokens and cost are unknown and "
+                                                "left out of prompt_tokens, completion_tokens and cost_usd (the "
+                                                "verdicts' notes say what was sent)"),
+                  highlight=False, soft_wrap=True)

@@ -24,7 +24,7 @@ from .errors import (
 )
 from .isolate import IsolatedSampler, UnguardedScript
 from .probe import Limits, check_file
-from .sampler import EncodedFrame, SampledFrame, SampleResult, SamplingWarning, make_params, sample_frames
+from .sampler import EncodedFrame, SampledFrame, SampleResult, SamplingWarning, make_params, sample_frames, video_duration
 
 __all__ = [
     "MAX_CLIP_BYTES", "BadDimensions", "Clip", "ClipTooLarge", "DecodeFailed", "DecodeTimedOut", "DecoderDied", "EmptyFile", "FileTooLarge", "FrameCache", "FrameInfo",
@@ -32,5 +32,5 @@ __all__ = [
     "EncodedFrame", "NotARegularFile", "NotAVideo", "SampleResult", "SampledFrame", "SamplerParams",
     "SamplingWarning", "StreamNotFound", "Strategy", "UnguardedScript", "UnsupportedCodec", "VideoInfo",
     "VideoNotFound", "WindowOutOfRange", "check_file", "contact_sheet", "cut_clip", "format_timestamp", "make_params",
-    "sample_frames", "to_data_url", "to_jpeg",
+    "sample_frames", "to_data_url", "to_jpeg", "video_duration",
 ]

@@ -164,6 +164,22 @@ def sample_frames(
     return _warned(_sample_file(p, params, store, limits), str(p))
 
 
+def video_duration(path: str | os.PathLike[str], limits: Limits = Limits()) -> float:
+    """A local video's duration as sampling reads it (seconds from the first frame to the end of the
+    last: a demux scan, nothing decoded). Raises a FrameSamplerError where the file cannot be read."""
+    p = check_path(path, limits)
+    container = open_container(p)
+    try:
+        candidates = candidate_streams(container, p, None)
+        main, packets, damage = scan(container, candidates)
+        index = build_index(main, packets, damage, [s.index for s in candidates].index(main.index))
+        if len(index) == 0:
+            raise NoFrames("the video stream holds no frames", str(p))
+        return index.duration
+    finally:
+        container.close()
+
+
 def _warned(result: SampleResult, name: str) -> SampleResult:
     for w in result.warnings:
         pywarnings.warn(f"{name}: {w}", SamplingWarning, stacklevel=3)

@@ -64,6 +64,36 @@ def check_video_urls(named: Iterable[tuple[str, Item]], error: type[ValueError])
             raise error(str(exc)) from None
 
 
+def check_question_times(grader: Any, items: Iterable[Item], error: type[ValueError] = ItemsError) -> None:
+    """That no turn was asked after the end of its item's video, where that video is a local file
+    whose duration can be read (a demux scan, nothing decoded, for the items whose turns carry a
+    time); a problem names the item, the turn, its time and the video's duration. A video that cannot
+    be read, or one in object storage, is left to the grade (where such a turn is a bad_input judge
+    error)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..frame_sampler import FrameSamplerError, video_duration
+    from .pipeline import late_question
+
+    timed = [(it, grader._video_path(it)) for it in items if any(t.time is not None for t in it.turns)]
+    timed = [(it, path) for it, path in timed if isinstance(path, Path)]
+
+    def duration(path: Path) -> float | None:
+        try:
+            return video_duration(path)
+        except FrameSamplerError:
+            return None
+
+    paths = list(dict.fromkeys(path for _, path in timed))
+    with ThreadPoolExecutor(max_workers=min(4, len(paths) or 1)) as pool:
+        durations = dict(zip(paths, pool.map(duration, paths)))
+    for it, path in timed:
+        known = durations[path]
+        late = late_question(it, known) if known is not None else None
+        if late is not None:
+            raise error(late)
+
+
 class Interval(BaseModel):
     estimate: float | None
     low: float | None
@@ -98,9 +128,10 @@ class GradeSummary(BaseModel):
     blind_unchanged: int
     errors: dict[str, int]
     error_examples: dict[str, str] = {}  # each kind of error's first message (item, turn and what happened)
-    prompt_tokens: int
+    prompt_tokens: int  # of the turns whose token counts are known
     completion_tokens: int
-    cost_usd: float | None
+    cost_usd: float | None  # of the turns whose token counts are known; None: no cost known
+    usage_unknown: int = 0  # records whose token counts the model server misreported: tokens and cost unknown
     triage: TriageCounts | None = None  # where verdicts carry auto / to_review marks
 
 
@@ -121,7 +152,8 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
     wins_a, wins_b = prefs.get(Preference.A.value, 0), prefs.get(Preference.B.value, 0)
     swapped = [v for v in vs if v.swap is not None]
     blind = [v for v in vs if v.blind_unchanged is not None]
-    usages = [u for u in (r.provenance.usage for r in records if r.provenance) if u]
+    every_usage = [u for u in (r.provenance.usage for r in records if r.provenance) if u]
+    usages = [u for u in every_usage if u.known]
     costs = [u.cost_usd for u in usages if u.cost_usd is not None]
     return GradeSummary(
         items=items,
@@ -138,9 +170,10 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
         blind_unchanged=sum(bool(v.blind_unchanged) for v in blind),
         errors=dict(Counter(e.kind.value for e in errors.values())),
         error_examples=first_errors(list(errors.values())),
-        prompt_tokens=sum(u.prompt_tokens for u in usages),
-        completion_tokens=sum(u.completion_tokens for u in usages),
+        prompt_tokens=sum(u.prompt_tokens or 0 for u in usages),
+        completion_tokens=sum(u.completion_tokens or 0 for u in usages),
         cost_usd=sum(costs) if costs else None,
+        usage_unknown=len(every_usage) - len(usages),
         triage=triage_counts(vs),
     )
 

@@ -19,7 +19,9 @@ api_base), with validated JSON replies and retries through tenacity.
 - every attempt passes through the judge's `gate` (the runner's Endpoint: adaptive
   concurrency, endpoint-wide Retry-After pauses, rate limits) and reports its outcome there;
 - token usage and cost of every attempt, re-asks included, from litellm (or from a price
-  override, for self-hosted models); the video tokens where the provider counts them;
+  override, for self-hosted models); the video tokens where the provider counts them; a reply
+  whose counts are not counts of tokens (negative, a string, null, ...: judge/usage.py) makes the
+  turn's tokens and cost unknown, with a note;
 - video_input clip: the turn's window as an MP4 `file` part (`clip_parts`) for the providers that
   take video (gemini/, vertex_ai/gemini-..., hosted_vllm/); a reply whose usage counts no video
   tokens, where the provider counts them, is a judge error, never a verdict on frames it never saw;
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import random
 import re
@@ -50,10 +53,11 @@ from ..schema import JudgeConfig, Judgement, JudgeErrorKind, ServiceTier, Usage,
 from ..schema.judges_file import DEFAULT_TIMEOUT_S
 from .base import JudgeBase, JudgeFailure, JudgeRequest, JudgeResult, PlannedTurn
 from .confidence import LabelProbs, field_options, label_probabilities, steps_from_logprobs
-from .model_http import bound_litellm, limit_of, max_reply_bytes
+from .model_http import bound_litellm, limit_of, max_reply_bytes, reply_bodies
 from .openai_wire import (WireConnectionError, WireError, WireReplyRefused, WireStatusError, WireTimeout,
                           chat_completion, direct_route, wire_model)
 from .reask import InvalidReply, json_text, parse_judgement, problems, reask_messages, reply_schema
+from .usage import keep_reply, raw_reply, reply_tokens, token_count
 
 TOP_LOGPROBS = 5
 ESTIMATE_SAMPLE = 200  # planned turns whose prompts are rendered for a cost estimate
@@ -86,7 +90,7 @@ def video_tokens(usage: Any) -> int | None:
 
     count = get("video_tokens")
     if count is not None:
-        return int(count)
+        return token_count(count)
     return 0 if get("text_tokens") is not None else None
 
 
@@ -471,23 +475,28 @@ class LiteLLMJudge(JudgeBase):
             usage.attempts += 1
             u = getattr(response, "usage", None)
             seen = video_tokens(u) if clip is not None else None
-            if u is not None:
-                usage.prompt_tokens += int(getattr(u, "prompt_tokens", 0) or 0)
-                usage.completion_tokens += int(getattr(u, "completion_tokens", 0) or 0)
-                if seen is not None:
-                    usage.video_tokens = (usage.video_tokens or 0) + seen
-            if self.price is not None:
-                prompt, completion = self.price
-                tokens_in = int(getattr(u, "prompt_tokens", 0) or 0) if u is not None else 0
-                tokens_out = int(getattr(u, "completion_tokens", 0) or 0) if u is not None else 0
-                share = FLEX_PRICE if self.service_tier is ServiceTier.flex else 1.0
-                usage.cost_usd = (usage.cost_usd or 0.0) + (tokens_in * prompt + tokens_out * completion) * share
-            elif self._priced is not False:
-                try:
-                    usage.cost_usd = (usage.cost_usd or 0.0) + self._cost(response, notes)
-                    self._priced = True
-                except Exception:  # unknown price: cost stays unknown, never guessed (nor asked again)
-                    self._priced = False
+            tokens_in, tokens_out, misreported = reply_tokens(response, raw_reply(response))
+            if misreported is not None:
+                notes.append(misreported)
+            if seen is not None:
+                usage.video_tokens = (usage.video_tokens or 0) + seen
+            if tokens_in is None or tokens_out is None or not usage.known:
+                # a count unknown: the turn's counts and cost are unknown, never a guess
+                usage.prompt_tokens = usage.completion_tokens = usage.cost_usd = None
+            else:
+                usage.prompt_tokens = (usage.prompt_tokens or 0) + tokens_in
+                usage.completion_tokens = (usage.completion_tokens or 0) + tokens_out
+                if self.price is not None:
+                    prompt, completion = self.price
+                    share = FLEX_PRICE if self.service_tier is ServiceTier.flex else 1.0
+                    usage.cost_usd = (usage.cost_usd or 0.0) + (tokens_in * prompt + tokens_out * completion) * share
+                elif self._priced is not False:
+                    try:
+                        usage.cost_usd = (usage.cost_usd or 0.0) + self._cost(response, tokens_in, tokens_out,
+                                                                              notes)
+                        self._priced = True
+                    except Exception:  # unknown price: cost stays unknown, never guessed (nor asked again)
+                        self._priced = False
             model = getattr(response, "model", None)
             if model and model not in served:
                 served.append(model)
@@ -553,21 +562,22 @@ class LiteLLMJudge(JudgeBase):
             notes.append(f"{self.provider or 'the provider'} takes no seed: none sent")
         return JudgeResult(judgement, usage, rendered.hash, raws[-1] if raws else None, notes, label_probs=probs)
 
-    def _cost(self, response: Any, notes: list[str]) -> float:
+    def _cost(self, response: Any, tokens_in: int, tokens_out: int, notes: list[str]) -> float:
         """A reply's cost by litellm's price list, on the tier asked for; on the flex tier, half the
         standard price where the list has no flex price for the model. A reply read straight from
-        the server (openai_wire) is priced by its token counts."""
+        the server (openai_wire) is priced by its token counts (checked: judge/usage.py). A price
+        that is not a cost (negative, not finite) is no price."""
         import litellm
 
         tier = self.service_tier.value if self.service_tier is not None else None
         if isinstance(response, SimpleNamespace):
-            usage = getattr(response, "usage", None)
-            prompt, completion = litellm.cost_per_token(
-                model=self.model, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0), service_tier=tier)
+            prompt, completion = litellm.cost_per_token(model=self.model, prompt_tokens=tokens_in,
+                                                        completion_tokens=tokens_out, service_tier=tier)
             cost = float(prompt) + float(completion)
         else:
             cost = float(litellm.completion_cost(completion_response=response, service_tier=tier))
+        if not (cost >= 0 and math.isfinite(cost)):
+            raise ValueError(f"litellm priced the reply at {cost}")
         if self.service_tier is ServiceTier.flex and not self._flex_listed():
             cost *= FLEX_PRICE
             note = "flex tier: litellm lists no flex price for this model; its standard price halved"
@@ -650,7 +660,13 @@ class LiteLLMJudge(JudgeBase):
                 if direct:
                     response = await chat_completion(self.api_base or "", self._wire_key(), sent, self.timeout)
                 else:
-                    response = await litellm.acompletion(**sent)
+                    kept: list[bytes] = []
+                    keeping = reply_bodies.set(kept)
+                    try:
+                        response = await litellm.acompletion(**sent)
+                    finally:
+                        reply_bodies.reset(keeping)
+                    keep_reply(response, kept)
                 break
             except refusals as exc:
                 if direct and (_status(exc) not in (400, 422) or getattr(exc, "about_prompt", False)):

@@ -13,7 +13,9 @@ from typing import Any
 
 import diskcache
 
-from ..frame_sampler import MAX_CLIP_BYTES, Clip, FrameSamplerError, SampleResult, check_file, cut_clip, sample_frames
+from ..frame_sampler import (MAX_CLIP_BYTES, Clip, FrameSamplerError, SampleResult, WindowOutOfRange, check_file, cut_clip,
+                             sample_frames)
+from ..frame_sampler.plan import END_TOLERANCE
 from ..frame_sampler.cache import default_cache_dir
 from ..frame_sampler.clip import clip_bytes
 from ..frame_sampler.objects import check_object, is_url, local_path_of
@@ -103,12 +105,16 @@ def _add_usage(total: Usage | None, more: Usage | None) -> Usage | None:
         return total
     if total is None:
         return more.model_copy()
-    cost = None if total.cost_usd is None and more.cost_usd is None else (total.cost_usd or 0) + (more.cost_usd or 0)
     video = None if total.video_tokens is None and more.video_tokens is None else \
         (total.video_tokens or 0) + (more.video_tokens or 0)
+    attempts = total.attempts + more.attempts
+    if total.prompt_tokens is None or total.completion_tokens is None or more.prompt_tokens is None \
+            or more.completion_tokens is None:  # a count unknown: the sum's counts and cost are unknown
+        return Usage(prompt_tokens=None, completion_tokens=None, cost_usd=None, attempts=attempts, video_tokens=video)
+    cost = None if total.cost_usd is None and more.cost_usd is None else (total.cost_usd or 0) + (more.cost_usd or 0)
     return Usage(prompt_tokens=total.prompt_tokens + more.prompt_tokens,
                  completion_tokens=total.completion_tokens + more.completion_tokens,
-                 cost_usd=cost, attempts=total.attempts + more.attempts, video_tokens=video)
+                 cost_usd=cost, attempts=attempts, video_tokens=video)
 
 
 class _Frames:
@@ -135,6 +141,18 @@ class _Frames:
             self._encoded = await asyncio.to_thread(self._encode) if self.sampled else []
         return self._encoded
 
+
+
+def late_question(item: Item, duration: float, turns: range | None = None) -> str | None:
+    """Where a turn of `item` (of `turns`; all by default) was asked after the end of its video
+    (`duration` seconds, as sampling reads it; up to END_TOLERANCE past it is the end): which, and
+    the video's duration; else None."""
+    for k in turns if turns is not None else range(len(item.turns)):
+        time = item.turns[k].time
+        if time is not None and time > duration + END_TOLERANCE:
+            return (f"item {item.id!r} turn {k}: question time {time:g} s is after the end of its video "
+                    f"({duration:.3f} s)")
+    return None
 
 
 def turn_sampler(base: SamplerParams, item: Item, turn: int) -> SamplerParams:
@@ -203,6 +221,9 @@ class Grader:
             clip = self.cut(path, params, self.options.clip_fps, self.clip_max_bytes)
             return _Frames([], False, 0, clip), clip.sha256, params
         result = self.sample(path, params)
+        late = late_question(item, result.video.duration, range(turn, turn + 1))
+        if late is not None:  # a single-turn item's time, which its window does not end at
+            raise WindowOutOfRange(late, str(path))
         return _Frames(result.frames, self.judge.sees_images, self.options.jpeg_quality), result.video.sha256, params
 
     # ---------------------------------------------------------------- judge calls

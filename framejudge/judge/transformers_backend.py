@@ -316,8 +316,8 @@ class TransformersJudge(JudgeBase):
         def step(msgs: list[dict[str, Any]], schema: dict[str, Any], options: dict[str, list[str]]) -> dict[str, Any]:
             with self._lock:
                 text, p, c, steps = self._generate(msgs, images, schema, request.temperature, request.seed)
-            usage.prompt_tokens += p
-            usage.completion_tokens += c
+            usage.prompt_tokens = (usage.prompt_tokens or 0) + p  # the tokenizer's own counts
+            usage.completion_tokens = (usage.completion_tokens or 0) + c
             usage.attempts += 1
             raw_parts.append(text)
             try:

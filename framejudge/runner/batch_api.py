@@ -173,6 +173,7 @@ from ..judge.litellm_backend import LiteLLMJudge
 from ..judge.model_http import (ACCEPT_ENCODING, Decoder, RedirectRefused, ReplyLimit, ReplyTooLarge, bound_litellm,
                                 is_redirect, limit_of, max_reply_bytes, mb, read_capped, reply_cap)
 from ..judge.pipeline import Grader
+from ..judge.usage import RAW_REPLY
 from ..records import Record
 from ..schema import Item, JudgeError
 from ..schema.batches import BatchLedger, SubmittedBatch
@@ -1212,7 +1213,10 @@ class BatchedLiteLLM(LiteLLMJudge):
         if answer.get("error") is not None:
             raise BatchError(f"the batch API failed this request {self.failures.get(key, 0)} times: "
                              f"{json.dumps(answer['error'])[:500]}")
-        return self.api.reply(request, answer, messages), mode
+        response = self.api.reply(request, answer, messages)
+        if isinstance(answer.get("body"), dict) and isinstance(getattr(response, "_hidden_params", None), dict):
+            response._hidden_params[RAW_REPLY] = answer["body"]  # its usage checked as the provider sent it
+        return response, mode
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
         try:

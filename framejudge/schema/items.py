@@ -50,7 +50,9 @@ class Turn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    time: Number | None = Field(None, ge=0, description="seconds into the video the question was asked")
+    time: Number | None = Field(None, ge=0, allow_inf_nan=False, description=(
+        "seconds into the video the question was asked (within the video: a time past its end is refused where "
+        "its duration is known, else a bad_input judge error)"))
     question: str = Field(min_length=1, max_length=MAX_TEXT)
     golden: str | None = Field(None, max_length=MAX_TEXT)
     response_a: str = Field(max_length=MAX_TEXT)
@@ -123,7 +125,9 @@ class ModelTurn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    time: Number | None = Field(None, ge=0, description="seconds into the video the question was asked")
+    time: Number | None = Field(None, ge=0, allow_inf_nan=False, description=(
+        "seconds into the video the question was asked (within the video: a time past its end is refused where "
+        "its duration is known, else a bad_input judge error)"))
     question: str = Field(min_length=1, max_length=MAX_TEXT)
     golden: str | None = Field(None, max_length=MAX_TEXT)
     responses: dict[ModelName, Annotated[str, Field(max_length=MAX_TEXT)] | None] = Field(

@@ -13,11 +13,12 @@ older rubric still reads back.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any, Literal, Protocol, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from .grades import Category, Preference
 from .items import Metadata, TaskType
@@ -122,15 +123,46 @@ class Judgement(BaseModel):
         return self
 
 
+def _count(value: Any) -> int | None:
+    """A token count (an integer, not a bool, 0 or more), else None: unknown."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 class Usage(BaseModel):
+    """The tokens and cost of a turn's calls, every attempt counted. A count the model server did not
+    report as a whole number of tokens (0 or more) is null: unknown, never a guess (the verdict's
+    notes say what the server sent), and so is the cost of a turn with an unknown count."""
+
     model_config = ConfigDict(extra="forbid")
 
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None
+    prompt_tokens: int | None = Field(0, description="null: unknown (a reply's count was not a count of tokens)")
+    completion_tokens: int | None = Field(0, description="null: unknown (a reply's count was not a count of tokens)")
+    cost_usd: float | None = Field(None, description="null: no price known, or the token counts are unknown")
     attempts: int = 1
     video_tokens: int | None = Field(None, description="prompt tokens the provider counted for the video clip "
                                                        "(null: not reported, or no clip sent)")
+
+    @field_validator("prompt_tokens", "completion_tokens", "video_tokens", mode="before")
+    @classmethod
+    def _counts(cls, value: Any) -> int | None:
+        return _count(value)
+
+    @field_validator("cost_usd", mode="before")
+    @classmethod
+    def _cost(cls, value: Any) -> float | None:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+        return float(value) if ok else None
+
+    @model_validator(mode="after")
+    def _cost_of_known_counts(self) -> Usage:
+        if not self.known:
+            self.cost_usd = None
+        return self
+
+    @property
+    def known(self) -> bool:
+        """Both token counts known."""
+        return self.prompt_tokens is not None and self.completion_tokens is not None
 
 
 class ReadText(BaseModel):

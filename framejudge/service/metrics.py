@@ -1,4 +1,5 @@
-"""Prometheus metrics: requests and latency, jobs by state, verdicts, judge errors, tokens, cost."""
+"""Prometheus metrics: requests and latency, jobs by state, verdicts, judge errors, tokens, cost, and the
+records whose token usage is unknown."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ class Metrics:
         self.judge_errors = Counter("framejudge_judge_errors", "judge errors by kind", ["kind"], registry=self.registry)
         self.tokens = Counter("framejudge_tokens", "model tokens", ["kind"], registry=self.registry)
         self.cost = Counter("framejudge_cost_usd", "model cost in US dollars where known", registry=self.registry)
+        self.usage_unknown = Counter("framejudge_usage_unknown", "records whose token counts the model server "
+                                     "misreported (their tokens and cost unknown, in no other figure)",
+                                     registry=self.registry)
         self.job_items = Gauge("framejudge_job_items", "job items by state", ["state"], registry=self.registry)
 
     def record(self, records: list[Verdict | JudgeError]) -> None:
@@ -30,11 +34,15 @@ class Metrics:
             else:
                 self.judge_errors.labels(kind=r.kind.value).inc()
             usage = r.provenance.usage if r.provenance else None
-            if usage is not None:
-                self.tokens.labels(kind="prompt").inc(usage.prompt_tokens)
-                self.tokens.labels(kind="completion").inc(usage.completion_tokens)
-                if usage.cost_usd:
-                    self.cost.inc(usage.cost_usd)
+            if usage is None:
+                continue
+            if usage.prompt_tokens is None or usage.completion_tokens is None:
+                self.usage_unknown.inc()
+                continue
+            self.tokens.labels(kind="prompt").inc(usage.prompt_tokens)
+            self.tokens.labels(kind="completion").inc(usage.completion_tokens)
+            if usage.cost_usd:  # never negative (schema.Usage): a counter only adds
+                self.cost.inc(usage.cost_usd)
 
     def render(self, engine: Engine) -> bytes:
         from ..runner.queue import JobItem

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections import Counter
 import random
 import tempfile
 from collections.abc import Sequence, Set
@@ -29,12 +30,13 @@ from ..errors import FramejudgeError
 from ..calibration.inputs import judge_rows, video_qa_fields
 from ..frame_sampler import sample_frames
 from ..judge.base import Judge
+from ..judge.batch import first_errors
 from ..judge.pipeline import Grader, SampleFn
 from ..records import Record, latest, read_records
 from ..rubrics.model import Change, Correction, Rubric
 from ..rubrics.prompt import CORRECTIONS_HEADING, correction_text, estimate_tokens
 from ..runner.local import run_batch
-from ..schema import Cause, Category, GradeOptions, HumanLabel, Item, Preference, Standing, Verdict
+from ..schema import Cause, Category, GradeOptions, HumanLabel, Item, JudgeError, Preference, Standing, Verdict
 
 FIELDS = ("category_a", "category_b", "preference")
 GOLD = "gold"
@@ -100,6 +102,8 @@ class AlignResult(BaseModel):
     correction_tokens: int
     comparison: list[RunComparison]  # base (first) vs aligned (second), held-apart units only
     agreement: list[FieldAgreement]
+    judge_errors: dict[str, int] = {}  # turns the judge could not grade in this run's gradings, by kind
+    judge_error_examples: dict[str, str] = {}  # each kind's first message (item, turn and what happened)
 
 
 # ----------------------------------------------------------------------------- gold
@@ -361,8 +365,15 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
     split = split_gold(gold_labels(labels, shown), by_id, holdout, seed, base, shown, items_where)
     warnings: list[str] = []
     example_items = [by_id[i] for i in split.example_items]
+    failed: list[JudgeError] = []  # what this run's gradings could not grade
+
+    def graded(rubric: Rubric, these: list[Item]) -> dict[tuple[str, int], Verdict]:
+        verdicts, errors = latest(asyncio.run(grade_items(grader(rubric), these)))
+        failed.extend(errors.values())
+        return verdicts
+
     if verdicts is None:
-        judged = verdict_map(asyncio.run(grade_items(grader(base), example_items)))
+        judged = graded(base, example_items)
     else:
         judged = verdict_map(verdicts)
         other = sorted({v.provenance.rubric_hash for k, v in judged.items() if k[0] in set(split.example_items)}
@@ -392,8 +403,8 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
     sha = file_sha256(labels_path)
     new = aligned_rubric(base, chosen, labels_path.name, sha, judge_spec, today, rubric_id)
     held = [by_id[i] for i in split.held_apart_items]
-    before = verdict_map(asyncio.run(grade_items(grader(base), held)))
-    after = verdict_map(asyncio.run(grade_items(grader(new), held)))
+    before = graded(base, held)
+    after = graded(new, held)
     comparison, agreement = measure(split.held_apart, before, after, replicates, seed)
     unit = lambda g: Unit(item_id=g.item_id, turn=g.turn)  # noqa: E731
     result = AlignResult(
@@ -404,5 +415,6 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
         example_units=[unit(g) for g in split.example], held_apart_units=[unit(g) for g in split.held_apart],
         judge_mistakes=len(mistakes), unjudged_examples=len(unjudged),
         corrections=[Unit(item_id=c.item_id, turn=c.turn) for c in chosen], correction_tokens=correction_tokens(chosen),
-        comparison=comparison, agreement=agreement)
+        comparison=comparison, agreement=agreement, judge_errors=dict(Counter(e.kind.value for e in failed)),
+        judge_error_examples=first_errors(failed))
     return Aligned(new, result, warnings)

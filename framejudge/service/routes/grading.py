@@ -8,8 +8,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 
 from ...frame_sampler import (FrameSamplerError, NotARegularFile, SampleResult, VideoNotFound, contact_sheet,
-                              to_data_url)
+                              to_data_url, video_duration)
+from ...judge.pipeline import late_question
 from ...runner.worker import show_video_ref
+from ...schema import Item
 from ..bodies import StrictJsonRoute
 from ..context import PageDep, ServiceDep, authorized
 from ..jobs import aware
@@ -35,6 +37,7 @@ async def grade(body: GradeRequest, svc: ServiceDep, key: GradeKey) -> GradeResp
     fetched: list[Upload] = []  # videos fetched from URLs for this request only
     try:
         [item], [ref] = await svc.resolved([body.item], key, fetched)
+        await asyncio.to_thread(_asked_within, item, body.item.video)
         grader = svc.grader(body.judge, rubric, options.model_copy(update={"triage": None}))
         records = await grader.grade(item)
         if options.triage is not None:
@@ -48,6 +51,21 @@ async def grade(body: GradeRequest, svc: ServiceDep, key: GradeKey) -> GradeResp
         show_video_ref(records, ref, item.video)
     svc.metrics.record(records)
     return GradeResponse(records=records)
+
+
+def _asked_within(item: Item, ref: str | None) -> None:
+    """422 where a turn was asked after the end of the item's video (its duration read as sampling
+    reads it; a video that cannot be read is left to the grade, which records why)."""
+    if item.video is None or all(t.time is None for t in item.turns):
+        return
+    try:
+        duration = video_duration(item.video)
+    except FrameSamplerError:
+        return
+    late = late_question(item, duration)
+    if late is not None:
+        raise ProblemError(422, "Question after the video", f"{late} ({ref})" if ref else late,
+                           code="question_after_video")
 
 
 @router.post("/v1/frames", tags=["frames"], operation_id="sample_frames", response_model=FramesResponse,
