@@ -14,7 +14,7 @@ from itertools import islice
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import JSON, cast, delete, func, insert, select, type_coerce, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -113,6 +113,9 @@ class JobStatus(BaseModel):
     running: int
     cancelled_items: int
     judge_errors: int
+    errors: dict[str, int] = Field(default_factory=dict, description="the judge errors by kind")
+    error_examples: dict[str, str] = Field(default_factory=dict, description="each kind's first message (by the "
+                                                                             "item's position): item, turn and what happened")
     judge: str
     rubric: str
     options: GradeOptions
@@ -132,8 +135,8 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
             return None
         counts = dict(s.execute(select(JobItem.status, func.count()).where(JobItem.job_id == job_id)
                                 .group_by(JobItem.status)).all())
-        errors = s.scalar(select(func.count()).select_from(JobRecord).where(JobRecord.job_id == job_id,
-                                                                           JobRecord.kind == "judge_error")) or 0
+        by_kind, examples = _errors_by_kind(s, job_id)
+        errors = sum(by_kind.values())
         total = sum(counts.values())
         done = counts.get("done", 0)
         if job.cancelled:
@@ -149,9 +152,27 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
         waiting = untaken(s, job) if counts.get("pending", 0) and not job.cancelled else None
         return JobStatus(id=job.id, kind=job.kind or "grade", state=state, items=total, done=done,
                          pending=counts.get("pending", 0), running=counts.get("running", 0), cancelled_items=counts.get("cancelled", 0),
-                         judge_errors=errors, judge=job.judge, rubric=job.rubric, options=job.options(),
+                         judge_errors=errors, errors=by_kind, error_examples=examples, judge=job.judge, rubric=job.rubric, options=job.options(),
                          priority=job.priority or 0, created_at=aware(job.created_at), items_per_second=rate,
                          eta_s=left / rate if rate else None, waiting=waiting)
+
+
+def _errors_by_kind(s: Session, job_id: str) -> tuple[dict[str, int], dict[str, str]]:
+    """A job's judge errors counted by kind, and each kind's first message (the lowest item position's), read
+    from the records' JSON in the database (SQLite's json_extract, PostgreSQL's ->>)."""
+    column = JobRecord.record_json
+    document = cast(column, JSON) if s.get_bind().dialect.name == "postgresql" else type_coerce(column, JSON)
+    kind = document["kind"].as_string()
+    mine = (JobRecord.job_id == job_id, JobRecord.kind == "judge_error")
+    counts = {k or "unknown": n for k, n in s.execute(select(kind, func.count()).where(*mine).group_by(kind)).all()}
+    examples = {}
+    for name in counts:
+        first = s.scalars(select(column).where(*mine, kind == name if name != "unknown" else kind.is_(None))
+                          .order_by(JobRecord.position, JobRecord.turn).limit(1)).first()
+        if first is not None:
+            record = json.loads(first)
+            examples[name] = f"item {record.get('item_id')} turn {record.get('turn')}: {record.get('message')}"
+    return counts, examples
 
 
 def untaken(s: Session, job: Job) -> str | None:

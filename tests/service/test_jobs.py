@@ -176,8 +176,11 @@ def test_a_judge_that_cannot_be_made_fails_its_items_not_the_worker(db, tmp_path
     with TestClient(create_app(settings(judges=["reference", missing]))) as client:
         broken = client.post(f"/v1/jobs?judge={missing}", json=items(2), headers=auth(key)).json()["id"]
         fine = client.post("/v1/jobs", json=items(2), headers=auth(key)).json()["id"]
-        assert wait_done(client, broken, key)["judge_errors"] == 2
-        assert wait_done(client, fine, key)["judge_errors"] == 0  # the worker went on
+        status = wait_done(client, broken, key)
+        assert status["judge_errors"] == 2 and status["errors"] == {"backend_error": 2}
+        assert status["error_examples"]["backend_error"].startswith("item ") and "cannot use model" in status["error_examples"]["backend_error"]
+        fine_status = wait_done(client, fine, key)
+        assert fine_status["judge_errors"] == 0 and fine_status["errors"] == {}  # the worker went on
         records = client.get(f"/v1/jobs/{broken}/verdicts", headers=auth(key)).json()["records"]
     assert all(r["record"] == "judge_error" and r["kind"] == "backend_error" for r in records)
     assert "cannot use model" in records[0]["message"]
