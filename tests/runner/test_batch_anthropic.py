@@ -1,9 +1,10 @@
 """Batch runs of Anthropic judges against a loopback server that speaks Anthropic's Messages API and
 its Message Batches API (tests/judge/providers.py: AnthropicBatchServer): the batch's request lines
 are the bodies litellm sends online for the same calls (frames as image blocks in order, the
-rubric as the system text, the reply's schema, the model, the token limit), keyed by their sha256 as
-custom_id; a run submits, the next collects and writes the records an online run of the same items
-writes, at half the cost; errored, canceled and expired requests are asked again."""
+rubric as the system text, the reply's schema, the model, the token limit), each custom_id the
+batch's tag and the sha256 of its body; a run submits, the next collects and writes the records an
+online run of the same items writes, at half the cost; errored, canceled and expired requests are
+asked again."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from framejudge.api import InvalidOptions
 from framejudge.records import latest, read_records
 from framejudge.rubrics import get_rubric
 from framejudge.rubrics.prompt import render_prompt
+from framejudge.runner.batch_api import anthropic_key, key_label
 from framejudge.schema import Item, JudgeError, Verdict
 from tests.runner.batches import FPS, assert_collected_as_online, frame_number, judgement_for, write_items
 from tests.judge.providers import AnthropicBatchServer, AnthropicServer, Image
@@ -74,13 +76,15 @@ def test_a_batch_run_sends_the_online_bodies_and_writes_the_online_records_at_ha
         create = server.batch_calls[batch_id]
 
         # the batch file format: one request per call, its params the body litellm sent online for
-        # that call, its custom_id the sha256 of that body
+        # that call, its custom_id the batch's tag (the ledger's id for it) and the sha256 of that body
         assert len(requests) == 6
         assert sorted(json.dumps(r["params"], sort_keys=True) for r in requests) == \
             sorted(json.dumps(b, sort_keys=True) for b in sent_online)
+        [entry] = json.loads((tmp_path / "batch.batches.json").read_text())["batches"]
         for r in requests:
             canonical = json.dumps(r["params"], sort_keys=True, separators=(",", ":")).encode()
-            assert r["custom_id"] == hashlib.sha256(canonical).hexdigest()
+            assert r["custom_id"] == f"{entry['tag']}-{key_label(hashlib.sha256(canonical).hexdigest())}"
+            assert len(r["custom_id"]) <= 64
             params = r["params"]
             assert params["model"] == model and params["max_tokens"] == 1024 and params["temperature"] == 0
             assert server.system_text(params) == render_prompt(get_rubric("video-qa"), Item.model_validate(
@@ -133,14 +137,15 @@ def test_errored_canceled_and_expired_requests_are_asked_again(tmp_path, items):
         out = tmp_path / "batch.jsonl"
         run(items, out, judges, STRUCTURED, batch=True)
         [first] = server.batches
-        ids = [r["custom_id"] for r in server.requests_of(first)]
+        ids = [anthropic_key(r["custom_id"]) for r in server.requests_of(first)]
         fates = {ids[0]: ("errored", "api_error", "Internal server error"), ids[1]: "expired", ids[2]: "canceled"}
-        server.finish(first, lambda r: fates.get(r["custom_id"]) or judgement_for(r["params"]))
+        server.finish(first, lambda r: fates.get(anthropic_key(r["custom_id"])) or judgement_for(r["params"]))
 
         run(items, out, judges, STRUCTURED, batch=True)
         second = [b for b in server.batches if b != first]
         assert len(second) == 1
-        assert {r["custom_id"] for r in server.requests_of(second[0])} == set(ids[:3])  # the same requests again
+        # the same requests again
+        assert {anthropic_key(r["custom_id"]) for r in server.requests_of(second[0])} == set(ids[:3])
         ledger = json.loads((tmp_path / "batch.batches.json").read_text())
         assert ledger["failures"] == {ids[0]: 1}  # an errored request counts; a canceled or expired one does not
         replies = [json.loads(line) for line in (tmp_path / "batch.batch-replies.jsonl").read_text().splitlines()]
@@ -158,10 +163,10 @@ def test_a_request_anthropic_keeps_failing_becomes_a_judge_error(tmp_path, items
         judges = judges_file(tmp_path, server, STRUCTURED)
         out = tmp_path / "batch.jsonl"
         run(items, out, judges, STRUCTURED, batch=True)
-        doomed = server.requests_of(next(iter(server.batches)))[0]["custom_id"]
+        doomed = anthropic_key(server.requests_of(next(iter(server.batches)))[0]["custom_id"])
 
         def answers(r):
-            if r["custom_id"] == doomed:
+            if anthropic_key(r["custom_id"]) == doomed:
                 return ("errored", "overloaded_error", "Overloaded")
             return judgement_for(r["params"])
 
