@@ -611,7 +611,7 @@ class AnthropicBatchServer(AnthropicServer):
     it was made.
 
     `drop_creates = n`: the next n create calls make their batch and then close the connection
-    without an answer."""
+    without an answer; `lose_creates = n`: the next n close it without making one."""
 
     CUSTOM_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -621,6 +621,7 @@ class AnthropicBatchServer(AnthropicServer):
         self.batch_calls: dict[str, Recorded] = {}  # batch id -> the create call (headers, body)
         self.results: dict[str, str] = {}
         self.drop_creates = 0
+        self.lose_creates = 0
 
     def handles(self, path: str) -> bool:
         return path in ("/v1/messages", "/v1/messages/batches")
@@ -628,6 +629,9 @@ class AnthropicBatchServer(AnthropicServer):
     def answer(self, seen: Recorded) -> Answer:
         if seen.path != "/v1/messages/batches":
             return super().answer(seen)
+        if self.lose_creates:
+            self.lose_creates -= 1
+            return DROP
         requests = seen.body.get("requests") if isinstance(seen.body, dict) else None
         if not isinstance(requests, list) or not requests:
             return self.refuse(400, "requests: a non-empty list is required")

@@ -241,3 +241,96 @@ def test_requests_beyond_a_batchs_limit_go_in_more_batches(tmp_path, items, monk
             server.finish(batch_id)
         records = run(items, out, judges, STRUCTURED, batch=True)
         assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+
+
+def ledger_of(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "batch.batches.json").read_text())
+
+
+def test_a_batch_made_whose_answer_was_lost_is_found_and_collected_not_sent_again(tmp_path, items):
+    """Anthropic makes the batch and the connection drops before its answer: the run stops, the
+    batch kept in the ledger as asked for; the next run finds it in the listing (a batch carries no
+    metadata: the one made just after the intent with as many requests) and collects it: one batch."""
+    from framejudge.runner.batch_api import BatchError
+
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, STRUCTURED)
+        out = tmp_path / "batch.jsonl"
+        server.drop_creates = 1
+        with pytest.raises(BatchError, match=r"the batch of 6 request\(s\) was not accepted: .*the next run looks for "
+                                             r"it before sending its 6 request\(s\) again"):
+            run(items, out, judges, STRUCTURED, batch=True)
+        [made] = server.batches  # made, once
+        [intent] = ledger_of(tmp_path)["intents"]
+        assert {r["custom_id"] for r in server.requests_of(made)} == \
+            {f"{intent['tag']}-{key_label(k)}" for k in intent["keys"]}
+
+        server.finish(made)
+        records = run(items, out, judges, STRUCTURED, batch=True)
+        assert list(server.batches) == [made]  # exactly one batch: nothing paid twice
+        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+        ledger = ledger_of(tmp_path)
+        [found] = ledger["batches"]
+        assert ledger["intents"] == [] and (found["id"], found["status"]) == (made, "collected")
+        assert "with 6 request(s)" in found["found"]
+
+
+def test_a_batch_found_by_its_time_and_size_that_is_anothers_gives_its_requests_back(tmp_path, items):
+    """The create call's connection drops before Anthropic made the batch, and another run makes one
+    of the same size just after: the next run takes that one (Anthropic's batches carry no metadata),
+    and when it ends having answered none of the requests, they are sent again, in a batch of their
+    own; the other run's batch is left as it is."""
+    import httpx
+
+    from framejudge.runner.batch_api import BatchError
+
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, STRUCTURED)
+        out = tmp_path / "batch.jsonl"
+        server.lose_creates = 1
+        with pytest.raises(BatchError, match="the next run looks for it"):
+            run(items, out, judges, STRUCTURED, batch=True)
+        assert server.batches == {}
+        others = {"requests": [{"custom_id": f"other-{k}", "params": {
+            "model": STRUCTURED, "max_tokens": 16, "messages": [{"role": "user", "content": f"question {k}"}]}}
+            for k in range(6)]}
+        foreign = httpx.post(f"{server.api_base}/v1/messages/batches", json=others).json()["id"]
+
+        assert run(items, out, judges, STRUCTURED, batch=True) == []  # taken for the intent's: waits for it
+        assert list(server.batches) == [foreign]
+        assert ledger_of(tmp_path)["batches"][0]["id"] == foreign
+        server.finish(foreign, lambda r: judgement_for(r["params"]))
+        assert run(items, out, judges, STRUCTURED, batch=True) == []
+        [ours] = [b for b in server.batches if b != foreign]  # none answered: sent again
+        assert len(server.requests_of(ours)) == 6
+        server.finish(ours)
+        records = run(items, out, judges, STRUCTURED, batch=True)
+        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+        assert [b["status"] for b in ledger_of(tmp_path)["batches"]] == ["collected", "collected"]
+
+
+def test_two_different_replies_to_one_request_are_an_error_naming_it(tmp_path, items):
+    """Anthropic's results answer one request twice, differently: the turn is an error naming the
+    request; a request answered twice alike is taken."""
+    other = json.dumps({"response_a": {"category": "Not Successful", "rationale": "misses the heron"},
+                        "response_b": {"category": "Successful", "rationale": "a jay"}, "preference": "B",
+                        "deciding_criterion": "category"})
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, STRUCTURED)
+        out = tmp_path / "batch.jsonl"
+        run(items, out, judges, STRUCTURED, batch=True)
+        [first] = server.batches
+        requests = server.requests_of(first)
+        twice, same = requests[0]["custom_id"], requests[1]["custom_id"]
+
+        def answers(r):
+            text = judgement_for(r["params"])
+            return [text, other] if r["custom_id"] == twice else [text, text] if r["custom_id"] == same else text
+
+        server.finish(first, answers)
+        records = run(items, out, judges, STRUCTURED, batch=True)
+        errors = [r for r in records if isinstance(r, JudgeError)]
+        assert len(errors) == 1
+        assert f"the batch API gave 2 different replies to request {anthropic_key(twice)}" in errors[0].message
+        assert len([r for r in records if isinstance(r, Verdict)]) == 2
+        assert list(server.batches) == [first]
