@@ -4,11 +4,12 @@ by running the same command again.
 
 Each run of the command does three things, in this order:
 
-1. **Collect.** Every batch in the ledger (`<out>.batches.json`) that is not collected yet is asked
-   for its status; an ended one's results are read into the replies file
-   (`<out>.batch-replies.jsonl`, one line per request: its key and the provider's answer). A batch
-   that failed, expired or was cancelled without results gives its requests back to be submitted
-   again.
+1. **Collect.** Every batch an earlier run asked for without recording the provider's answer (an
+   intent in the ledger, `<out>.batches.json`) is looked for at the provider first (see "Paid once"
+   below). Then every batch in the ledger that is not collected yet is asked for its status; an
+   ended one's results are read into the replies file (`<out>.batch-replies.jsonl`, one line per
+   request: its key and the provider's answer). A batch that failed, expired or was cancelled
+   without results gives its requests back to be submitted again.
 2. **Grade.** The turns still to grade (the same resume rules as an online run: `runner/resume.py`)
    go through the same pipeline as an online run, with `BatchedLiteLLM` as the judge: where the
    call it would make has a reply, the reply is used exactly as an online reply would be (usage,
@@ -18,14 +19,40 @@ Each run of the command does three things, in this order:
    `MAX_FAILURES` times, then the turn is recorded as a JudgeError. Turns that finish are appended to
    the verdicts file as records, as an online run writes them.
 3. **Submit.** The requests set aside that no open batch carries are submitted as batches (as many
-   as the provider's limits on requests and bytes per batch ask), each recorded in the ledger before
-   anything else happens.
+   as the provider's limits on requests and bytes per batch ask), each written to the ledger as an
+   intent before anything is sent (see "Paid once").
 
 A request's key is the sha256 of the body the provider is sent (model, messages, the reply's schema
 or JSON mode, temperature, seed, token limit), so the same call in a later run finds its reply, and a
 call that changed (another rubric, other frames) is a new request. The key is the request's
-`custom_id` in the batch (Gemini: its `key`; Gemini's request carries no model, which is named in
-the batch's URL instead, and a ledger holds one judge's batches).
+`custom_id` in the batch (Anthropic: the batch's tag, `-`, then the key in base32; Gemini: its `key`;
+Vertex AI: a label of the request; Gemini's request carries no model, which is named in the batch's
+URL instead, and a ledger holds one judge's batches).
+
+**Paid once.** A batch is written to the ledger as an intent (`BatchIntent`: a tag, the ledger's id
+for it; the request keys and their sha256; the time) before its requests file is uploaded, the
+file's id is added once it is, and the intent is replaced by the batch (its id, with the tag) once
+the provider answers the create call. The create call is made once: never retried, by framejudge
+or by the client under it (the OpenAI SDK's retries are turned off for it), since a retry after an
+answer that was lost makes a second batch of the same requests. A create call refused (a 4xx, a
+redirect) made nothing: the intent goes. One that got no answer (a dropped connection, a timeout, a
+5xx, a run killed or stopped while it waited) leaves the intent, and the run stops with an error
+that says so; the next run looks for the batch before anything else, by the tag it carries, and
+takes the one it finds into the ledger (`found` says how), to be collected as any other, or, where
+there is none, sends its requests again. What carries the tag: OpenAI, the batch's `metadata`
+(`framejudge_batch`), found in the listing of batches (`GET /v1/batches`) with its input file as a
+second key; the Gemini API, the batch's display name (`framejudge-<tag>`) and input file, found in
+`GET /v1beta/batches`; Vertex AI, the job's label `framejudge_batch`, its display name and its
+requests file's folder, found with `GET .../batchPredictionJobs?filter=labels.framejudge_batch=<tag>`;
+Anthropic's Message Batches carry no metadata, and a batch's custom_ids (which carry the tag) can be
+read only once it has ended, so the batch found is the one in `GET /v1/messages/batches` with as many
+requests as the intent, made nearest after it; a batch so found whose results answer other requests
+than the intent's was another's, and its requests are sent again (the other batch is left alone).
+A listing that cannot be read stops the run before anything is sent. Two different replies to one
+request (in one results file, or from two batches; a reply's own id and time aside) are never
+chosen between: the turn is recorded as a JudgeError that names the request and its batches, and
+the run says so; deleting the line not wanted from the replies file settles it. The same reply
+twice is taken, and an error never replaces a reply.
 
 **Providers** are one table, `BATCH_APIS`: one `BatchAPI` each, which builds a call's request line,
 submits a batch, asks where it stands, reads its results, turns a result into the reply an online
@@ -1614,7 +1641,8 @@ class BatchRun:
             if poll.ended:
                 known = set(batch.keys)
                 rows = []
-                for row in await self.api.results(self.inner, batch, poll):
+                read = await self.api.results(self.inner, batch, poll)
+                for row in read:
                     if row["key"] not in known:
                         continue
                     row["batch"] = batch.id
@@ -1623,8 +1651,8 @@ class BatchRun:
                     rows.append(row)
                 self._keep_replies(rows)
                 answered = {r["key"] for r in rows}
-                if batch.found is not None and not answered:
-                    report.strangers.append(batch.id)  # not the batch the intent asked for: asked again
+                if batch.found is not None and read and not answered:
+                    report.strangers.append(batch.id)  # it answers other requests: not the batch the intent asked for
                 for key in batch.keys:
                     seen = self.replies.get(key)
                     if key not in answered and (seen is None or seen.get("error") is not None):

@@ -500,7 +500,11 @@ def test_a_run_killed_while_the_provider_makes_its_batch_is_followed_by_one_that
 @pytest.mark.parametrize("status, kept", [(400, 0), (500, 1)], ids=["refused", "server-error"])
 def test_a_create_refused_or_failed_without_a_batch_is_sent_once_more(tmp_path, openai_key, status, kept):
     """A create answered 400 made nothing: its intent goes. One answered 500 may have made a batch:
-    its intent stays, the next run finds none and sends the requests once. Either way: one batch."""
+    its intent stays, the next run finds none, says so and sends the requests once. Either way: one
+    batch."""
+    from typer.testing import CliRunner
+
+    from framejudge.cli import app
     from framejudge.runner.batch_api import BatchError
 
     items = write_items(tmp_path)
@@ -512,7 +516,14 @@ def test_a_create_refused_or_failed_without_a_batch_is_sent_once_more(tmp_path, 
             api_grade(items, out, judges)
         assert server.batches == {}
         assert len(ledger_of(out)["intents"]) == kept and ledger_of(out)["batches"] == []
-        assert api_grade(items, out, judges) == []
+        done = CliRunner().invoke(app, ["grade", str(items), "--out", str(out), "--judges", str(judges), "--judge",
+                                        "litellm:openai/batch-model", "--batch", "--yes", "--no-cache"],
+                                  env={"COLUMNS": "400"})
+        assert done.exit_code == 0, done.output
+        said = " ".join(done.stderr.split())
+        assert ("6 request(s) of batches an earlier run asked for without an answer: the provider has no such batch, "
+                "so they are sent again" in said) == bool(kept)
+        assert "submitted batch batch_1 (3 turn(s) waiting)" in said
         assert list(server.batches) == ["batch_1"]
         ledger = ledger_of(out)
         assert ledger["intents"] == [] and [b["id"] for b in ledger["batches"]] == ["batch_1"]
