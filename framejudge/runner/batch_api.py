@@ -1622,7 +1622,9 @@ class BatchRun:
                 raise BatchError(f"{exc} -- a batch of {len(intent.keys)} request(s) was asked for at "
                                  f"{intent.written_at} (tag {intent.tag}) and no answer was recorded; it is looked "
                                  "for before its requests are sent again, so nothing was sent: run the same command "
-                                 "again") from None
+                                 "again (where the provider cannot list its batches, delete that entry from "
+                                 f"\"intents\" in {ledger_path(self.out)} to send the requests again, paying again "
+                                 "if the batch was made)") from None
             self.ledger.intents.remove(intent)
             if found is not None:
                 self.ledger.batches.append(found)

@@ -49,7 +49,8 @@ class BatchServer:
     `drop_creates = n`: the next n create calls make their batch and then close the connection
     without an answer (what a client cut off while it waits sees). `hold_creates = True`: each create
     call makes its batch, sets `held`, and answers only once `release` is set. `refuse_creates`: the
-    next create calls are answered with these (status, error body), no batch made."""
+    next create calls are answered with these (status, error body), no batch made; `refuse_listings`:
+    the next listings of batches likewise."""
 
     def __init__(self) -> None:
         self.files: dict[str, dict] = {}
@@ -57,6 +58,7 @@ class BatchServer:
         self.calls: list[tuple[str, str]] = []
         self.drop_creates = 0
         self.refuse_creates: list[tuple[int, dict]] = []
+        self.refuse_listings: list[tuple[int, dict]] = []
         self.hold_creates = False
         self.held = threading.Event()
         self.release = threading.Event()
@@ -103,6 +105,10 @@ class BatchServer:
                     if server.hold_creates:
                         server.held.set()
                         server.release.wait(60)
+                        try:
+                            return self.reply(200, server.batches[batch_id])
+                        except (BrokenPipeError, ConnectionResetError):
+                            return None  # the client is gone
                     return self.reply(200, server.batches[batch_id])
                 return self.reply(404, {"error": {"message": "no such route"}})
 
@@ -110,6 +116,8 @@ class BatchServer:
                 server.calls.append(("GET", self.path))
                 path, _, query = self.path.partition("?")
                 if path.endswith("/batches"):
+                    if server.refuse_listings:
+                        return self.reply(*server.refuse_listings.pop(0))
                     return self.reply(200, server.listing(parse_qs(query)))
                 parts = path.split("/")
                 if "batches" in parts:
@@ -495,6 +503,31 @@ def test_a_run_killed_while_the_provider_makes_its_batch_is_followed_by_one_that
         assert "collected 1 batch(es): batch_1" in said
         assert "3 turn(s) graded from batch replies (0 error(s))" in said
         assert len([r for r in read_records(out) if isinstance(r, Verdict)]) == 3
+
+
+def test_a_batch_that_cannot_be_looked_for_stops_the_run_before_anything_is_sent(tmp_path, openai_key):
+    """The listing of batches fails while a batch asked for without an answer is looked for: the run
+    stops, saying what to do, and sends nothing; the next run finds the batch."""
+    from framejudge.runner.batch_api import BatchError
+
+    items = write_items(tmp_path)
+    out = tmp_path / "verdicts.jsonl"
+    with BatchServer() as server:
+        judges = judges_file(tmp_path, server.base)
+        server.drop_creates = 1
+        with pytest.raises(BatchError):
+            api_grade(items, out, judges)
+        server.refuse_listings = [(404, {"error": {"message": "no such route", "type": "invalid_request_error"}})]
+        with pytest.raises(BatchError, match=r"the batches could not be listed: .*a batch of 6 request\(s\) was asked "
+                                             r"for at .* and no answer was recorded; .*nothing was sent: run the same "
+                                             r"command again \(where the provider cannot list its batches, delete that "
+                                             r"entry from \"intents\""):
+            api_grade(items, out, judges)
+        assert list(server.batches) == ["batch_1"] and len(server.files) == 1
+        assert len(ledger_of(out)["intents"]) == 1
+        server.refuse_listings = []
+        assert api_grade(items, out, judges) == []  # found, still in progress
+        assert list(server.batches) == ["batch_1"] and [b["id"] for b in ledger_of(out)["batches"]] == ["batch_1"]
 
 
 @pytest.mark.parametrize("status, kept", [(400, 0), (500, 1)], ids=["refused", "server-error"])
