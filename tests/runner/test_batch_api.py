@@ -431,6 +431,11 @@ def api_grade(items: Path, out: Path, judges: Path) -> list:
                        options={"cache": False}, batch=True)
 
 
+def bare(text: str) -> str:
+    """`text` without its whitespace, to find in a console's output however it wraps."""
+    return "".join(text.split())
+
+
 def ledger_of(out: Path) -> dict:
     return json.loads(out.with_name(out.name.removesuffix(".jsonl") + ".batches.json").read_text())
 
@@ -550,13 +555,12 @@ def test_a_create_refused_or_failed_without_a_batch_is_sent_once_more(tmp_path, 
         assert server.batches == {}
         assert len(ledger_of(out)["intents"]) == kept and ledger_of(out)["batches"] == []
         done = CliRunner().invoke(app, ["grade", str(items), "--out", str(out), "--judges", str(judges), "--judge",
-                                        "litellm:openai/batch-model", "--batch", "--yes", "--no-cache"],
-                                  env={"COLUMNS": "400"})
+                                        "litellm:openai/batch-model", "--batch", "--yes", "--no-cache"])
         assert done.exit_code == 0, done.output
-        said = " ".join(done.stderr.split())
-        assert ("6 request(s) of batches an earlier run asked for without an answer: the provider has no such batch, "
-                "so they are sent again" in said) == bool(kept)
-        assert "submitted batch batch_1 (3 turn(s) waiting)" in said
+        said = "".join(done.stderr.split())  # however the console wraps its lines
+        assert (bare("6 request(s) of batches an earlier run asked for without an answer: the provider has no such "
+                     "batch, so they are sent again") in said) == bool(kept)
+        assert bare("submitted batch batch_1 (3 turn(s) waiting)") in said
         assert list(server.batches) == ["batch_1"]
         ledger = ledger_of(out)
         assert ledger["intents"] == [] and [b["id"] for b in ledger["batches"]] == ["batch_1"]
@@ -591,11 +595,11 @@ def test_two_different_replies_to_one_request_are_an_error_naming_it(tmp_path, o
         server.finish("batch_1", answers)
         command = ["grade", str(items), "--out", str(out), "--judges", str(judges), "--judge",
                    "litellm:openai/batch-model", "--batch", "--yes", "--no-cache"]
-        done = CliRunner().invoke(app, command, env={"COLUMNS": "400"})
+        done = CliRunner().invoke(app, command)
         assert done.exit_code == 1, done.output  # a turn failed
-        said = " ".join(done.stderr.split())
-        assert (f"1 request(s) have different replies from the batch API in {tmp_path / 'verdicts.batch-replies.jsonl'}: "
-                f"{twice} (batches batch_1, batch_1)") in said
+        said = "".join(done.stderr.split())  # however the console wraps its lines
+        assert bare(f"1 request(s) have different replies from the batch API in "
+                    f"{tmp_path / 'verdicts.batch-replies.jsonl'}: {twice} (batches batch_1, batch_1)") in said
         verdicts, errors = latest(read_records(out))
         [error] = errors.values()
         assert f"the batch API gave 2 different replies to request {twice}" in error.message
