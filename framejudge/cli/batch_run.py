@@ -195,8 +195,24 @@ def run_through_batches(grader: Grader, items: list[Item], out_path: Path, *, sp
     finally:
         if decoder is not None:
             decoder.close()
-    from ..runner.batch_api import errors_of, ledger_path
+    from ..runner.batch_api import errors_of, ledger_path, replies_path
 
+    for batch in report.found:
+        err.print(f"found batch {batch.id} at the provider, asked for by an earlier run that got no answer (by "
+                  f"{batch.found}): taken into the ledger, its {len(batch.keys)} request(s) not sent again",
+                  highlight=False)
+    if report.unmade:
+        err.print(f"{report.unmade} request(s) of batches an earlier run asked for without an answer: the provider "
+                  "has no such batch, so they are sent again", highlight=False)
+    for batch_id in report.strangers:
+        err.print(f"batch {batch_id}, found by its time and size, answered none of its requests: it was another's "
+                  "(left as it is); its requests are sent again", highlight=False)
+    if report.conflicts:
+        named = "; ".join(f"{key} (batches {', '.join(batches)})" for key, batches in list(report.conflicts.items())[:3])
+        err.print(f"{len(report.conflicts)} request(s) have different replies from the batch API in "
+                  f"{replies_path(out_path)}: {named}{' ...' if len(report.conflicts) > 3 else ''}; their turns are "
+                  "recorded as errors: keep the reply to use (delete the other lines with that key) and run again",
+                  highlight=False)
     if report.collected:
         err.print(f"collected {len(report.collected)} batch(es): {', '.join(report.collected)}", highlight=False)
     err.print(f"{len(report.written)} turn(s) graded from batch replies ({errors_of(report)} error(s)) into "

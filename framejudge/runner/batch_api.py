@@ -4,11 +4,12 @@ by running the same command again.
 
 Each run of the command does three things, in this order:
 
-1. **Collect.** Every batch in the ledger (`<out>.batches.json`) that is not collected yet is asked
-   for its status; an ended one's results are read into the replies file
-   (`<out>.batch-replies.jsonl`, one line per request: its key and the provider's answer). A batch
-   that failed, expired or was cancelled without results gives its requests back to be submitted
-   again.
+1. **Collect.** Every batch an earlier run asked for without recording the provider's answer (an
+   intent in the ledger, `<out>.batches.json`) is looked for at the provider first (see "Paid once"
+   below). Then every batch in the ledger that is not collected yet is asked for its status; an
+   ended one's results are read into the replies file (`<out>.batch-replies.jsonl`, one line per
+   request: its key and the provider's answer). A batch that failed, expired or was cancelled
+   without results gives its requests back to be submitted again.
 2. **Grade.** The turns still to grade (the same resume rules as an online run: `runner/resume.py`)
    go through the same pipeline as an online run, with `BatchedLiteLLM` as the judge: where the
    call it would make has a reply, the reply is used exactly as an online reply would be (usage,
@@ -18,14 +19,40 @@ Each run of the command does three things, in this order:
    `MAX_FAILURES` times, then the turn is recorded as a JudgeError. Turns that finish are appended to
    the verdicts file as records, as an online run writes them.
 3. **Submit.** The requests set aside that no open batch carries are submitted as batches (as many
-   as the provider's limits on requests and bytes per batch ask), each recorded in the ledger before
-   anything else happens.
+   as the provider's limits on requests and bytes per batch ask), each written to the ledger as an
+   intent before anything is sent (see "Paid once").
 
 A request's key is the sha256 of the body the provider is sent (model, messages, the reply's schema
 or JSON mode, temperature, seed, token limit), so the same call in a later run finds its reply, and a
 call that changed (another rubric, other frames) is a new request. The key is the request's
-`custom_id` in the batch (Gemini: its `key`; Gemini's request carries no model, which is named in
-the batch's URL instead, and a ledger holds one judge's batches).
+`custom_id` in the batch (Anthropic: the batch's tag, `-`, then the key in base32; Gemini: its `key`;
+Vertex AI: a label of the request; Gemini's request carries no model, which is named in the batch's
+URL instead, and a ledger holds one judge's batches).
+
+**Paid once.** A batch is written to the ledger as an intent (`BatchIntent`: a tag, the ledger's id
+for it; the request keys and their sha256; the time) before its requests file is uploaded, the
+file's id is added once it is, and the intent is replaced by the batch (its id, with the tag) once
+the provider answers the create call. The create call is made once: never retried, by framejudge
+or by the client under it (the OpenAI SDK's retries are turned off for it), since a retry after an
+answer that was lost makes a second batch of the same requests. A create call refused (a 4xx, a
+redirect) made nothing: the intent goes. One that got no answer (a dropped connection, a timeout, a
+5xx, a run killed or stopped while it waited) leaves the intent, and the run stops with an error
+that says so; the next run looks for the batch before anything else, by the tag it carries, and
+takes the one it finds into the ledger (`found` says how), to be collected as any other, or, where
+there is none, sends its requests again. What carries the tag: OpenAI, the batch's `metadata`
+(`framejudge_batch`), found in the listing of batches (`GET /v1/batches`) with its input file as a
+second key; the Gemini API, the batch's display name (`framejudge-<tag>`) and input file, found in
+`GET /v1beta/batches`; Vertex AI, the job's label `framejudge_batch`, its display name and its
+requests file's folder, found with `GET .../batchPredictionJobs?filter=labels.framejudge_batch=<tag>`;
+Anthropic's Message Batches carry no metadata, and a batch's custom_ids (which carry the tag) can be
+read only once it has ended, so the batch found is the one in `GET /v1/messages/batches` with as many
+requests as the intent, made nearest after it; a batch so found whose results answer other requests
+than the intent's was another's, and its requests are sent again (the other batch is left alone).
+A listing that cannot be read stops the run before anything is sent. Two different replies to one
+request (in one results file, or from two batches; a reply's own id and time aside) are never
+chosen between: the turn is recorded as a JudgeError that names the request and its batches, and
+the run says so; deleting the line not wanted from the replies file settles it. The same reply
+twice is taken, and an error never replaces a reply.
 
 **Providers** are one table, `BATCH_APIS`: one `BatchAPI` each, which builds a call's request line,
 submits a batch, asks where it stands, reads its results, turns a result into the reply an online
@@ -158,7 +185,7 @@ import json
 import logging
 import os
 import re
-import uuid
+import secrets
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -176,7 +203,7 @@ from ..judge.pipeline import Grader
 from ..judge.usage import RAW_REPLY
 from ..records import Record
 from ..schema import Item, JudgeError
-from ..schema.batches import BatchLedger, SubmittedBatch
+from ..schema.batches import BatchIntent, BatchLedger, SubmittedBatch
 from .resume import ResumePlan, apply_plan
 
 MAX_FAILURES = 3  # times a request the provider failed is submitted again before the turn is an error
@@ -193,6 +220,11 @@ class BatchError(FramejudgeError, RuntimeError):
     """The provider's batch API refused an upload or a batch, or its files could not be read."""
 
     code = "batch_failed"
+
+
+class BatchRefused(BatchError):
+    """The provider answered a call with a refusal (4xx, or a redirect, which is never followed):
+    nothing was made. Other failures (no answer, a dropped connection, a 5xx) leave it unknown."""
 
 
 class Deferred(BaseException):  # a signal, not an error: it passes every `except Exception`
@@ -261,7 +293,21 @@ class BatchAPI:
     def check(self, judge: LiteLLMJudge) -> None:
         """Refuses, before anything is sent, a judge this API cannot batch as configured."""
 
-    async def submit(self, judge: LiteLLMJudge, requests: dict[str, Pending]) -> SubmittedBatch:
+    async def upload(self, judge: LiteLLMJudge, requests: dict[str, Pending], intent: BatchIntent) -> str | None:
+        """Puts the requests where the batch will read them (a file the provider keeps, or Cloud
+        Storage), named after `intent.tag`; the file's id, or None where the requests go in the create
+        call itself (Anthropic). Nothing is billed for it."""
+        return None
+
+    async def create(self, judge: LiteLLMJudge, requests: dict[str, Pending], intent: BatchIntent) -> SubmittedBatch:
+        """Asks the provider to make the batch, carrying `intent.tag` as the provider allows; made once
+        (never retried: a retry after a lost answer could make it twice). BatchRefused where the
+        provider answered no; any other BatchError leaves it unknown whether the batch was made."""
+        raise NotImplementedError
+
+    async def find(self, judge: LiteLLMJudge, intent: BatchIntent, taken: set[str]) -> SubmittedBatch | None:
+        """The batch `intent` asked for, where the provider made it (batches whose ids are in `taken`
+        are another's); None where it has none. A BatchError where the provider cannot be asked."""
         raise NotImplementedError
 
     async def poll(self, judge: LiteLLMJudge, batch: SubmittedBatch) -> Poll:
@@ -293,13 +339,57 @@ async def _send(method: str, url: str, headers: dict[str, str], what: str, *, pa
     kept = [(k, v) for k, v in streamed.headers.multi_items() if k.lower() not in ("content-encoding", "content-length")]
     response = httpx.Response(streamed.status_code, headers=kept, content=data, request=streamed.request)
     if response.status_code >= 400:
-        raise BatchError(f"{what}: HTTP {response.status_code}: {response.text}"[:800])
+        error = BatchRefused if response.status_code < 500 else BatchError
+        raise error(f"{what}: HTTP {response.status_code}: {response.text}"[:800])
     return response
 
 
 def _refuse_redirect(response: Any, what: str) -> None:
     if is_redirect(response.status_code):
-        raise BatchError(f"{what}: {RedirectRefused(response.status_code, response.headers.get('location'))}"[:800])
+        raise BatchRefused(f"{what}: {RedirectRefused(response.status_code, response.headers.get('location'))}"[:800])
+
+
+def _failed_call(exc: BaseException, what: str) -> BatchError:
+    """A failed call through litellm as a BatchError: BatchRefused where the provider answered with
+    a refusal (a 4xx status, or a redirect, not followed)."""
+    limit = limit_of(exc)
+    status = getattr(exc, "status_code", None)
+    refused = isinstance(limit, RedirectRefused) or (isinstance(status, int) and 400 <= status < 500)
+    return (BatchRefused if refused else BatchError)(f"{what}: {limit or exc}"[:800])
+
+
+TAG_KEY = "framejudge_batch"  # the metadata key (OpenAI) or label (Vertex AI) that carries a batch's tag
+LOOKBACK_S = 3600  # how long before its intent was written a batch may say it was made (clocks differ)
+FIND_PAGES = 20  # pages of the provider's batch listing read for a batch an intent asked for
+
+
+def new_tag() -> str:
+    """The ledger's id for a batch about to be made: 10 lowercase letters and digits, which every
+    provider takes where it is carried (OpenAI metadata, Anthropic custom_id prefixes, Gemini display
+    names, Vertex AI labels)."""
+    return "fj" + secrets.token_hex(4)
+
+
+def requests_digest(keys: Iterable[str]) -> str:
+    return hashlib.sha256("".join(k + "\n" for k in keys).encode()).hexdigest()
+
+
+def _when(text: Any) -> float | None:
+    """An RFC 3339 time (any number of fractional digits), or epoch seconds, as epoch seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    if not isinstance(text, str):
+        return None
+    found = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)?", text.strip())
+    if found is None:
+        return None
+    stamp = datetime.fromisoformat(found.group(1) + (found.group(3) or "Z").replace("Z", "+00:00"))
+    return stamp.timestamp() + float("0." + (found.group(2) or "0"))
+
+
+def _found(intent: BatchIntent, batch_id: str, status: Any, how: str) -> SubmittedBatch:
+    return SubmittedBatch(id=batch_id, tag=intent.tag, input_file_id=intent.input_file_id, keys=list(intent.keys),
+                          submitted_at=intent.written_at, provider_status=str(status or "") or None, found=how)
 
 
 @dataclass(frozen=True)
@@ -438,21 +528,57 @@ class OpenAIBatches(BatchAPI):
 
         return litellm.ModelResponse(**answer["body"])
 
-    async def submit(self, judge: LiteLLMJudge, requests: dict[str, Pending]) -> SubmittedBatch:
+    async def upload(self, judge: LiteLLMJudge, requests: dict[str, Pending], intent: BatchIntent) -> str | None:
         import litellm
 
         lines = "".join(json.dumps({"custom_id": key, "method": "POST", "url": self.endpoint, "body": p.body}) + "\n"
                         for key, p in requests.items())
-        name = f"framejudge-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.jsonl"
         try:
-            uploaded = await litellm.acreate_file(file=(name, lines.encode("utf-8"), "application/jsonl"),
-                                                  purpose="batch", **self._kwargs(judge))
-            batch = await litellm.acreate_batch(completion_window="24h", endpoint=self.endpoint,
-                                                input_file_id=uploaded.id, **self._kwargs(judge))
+            uploaded = await litellm.acreate_file(file=(f"framejudge-{intent.tag}.jsonl", lines.encode("utf-8"),
+                                                        "application/jsonl"), purpose="batch", **self._kwargs(judge))
         except Exception as exc:
-            raise BatchError(f"the batch of {len(requests)} request(s) was not accepted: {exc}"[:800]) from None
-        return SubmittedBatch(id=batch.id, input_file_id=uploaded.id, keys=list(requests), submitted_at=_now(),
-                              provider_status=str(batch.status))
+            raise _failed_call(exc, f"the requests file of {len(requests)} request(s) was not uploaded") from None
+        return str(uploaded.id)
+
+    async def create(self, judge: LiteLLMJudge, requests: dict[str, Pending], intent: BatchIntent) -> SubmittedBatch:
+        import litellm
+
+        try:
+            # max_retries 0: the OpenAI SDK would send the create again after a dropped answer
+            batch = await litellm.acreate_batch(completion_window="24h", endpoint=self.endpoint,
+                                                input_file_id=str(intent.input_file_id), metadata={TAG_KEY: intent.tag},
+                                                max_retries=0, **self._kwargs(judge))
+        except Exception as exc:
+            raise _failed_call(exc, f"the batch of {len(requests)} request(s) was not accepted") from None
+        return SubmittedBatch(id=batch.id, tag=intent.tag, input_file_id=intent.input_file_id, keys=list(requests),
+                              submitted_at=_now(), provider_status=str(batch.status))
+
+    async def find(self, judge: LiteLLMJudge, intent: BatchIntent, taken: set[str]) -> SubmittedBatch | None:
+        """The batch whose metadata carries the intent's tag, or that reads its uploaded file, in the
+        listing of batches (`GET /v1/batches`, newest first), read back to an hour before the intent."""
+        import litellm
+
+        since = (_when(intent.written_at) or 0) - LOOKBACK_S
+        after: str | None = None
+        for _ in range(FIND_PAGES):
+            try:
+                page = await litellm.alist_batches(after=after, limit=100, **self._kwargs(judge))
+            except Exception as exc:
+                raise _failed_call(exc, "the batches could not be listed") from None
+            found = list(getattr(page, "data", None) or [])
+            for batch in found:
+                metadata = getattr(batch, "metadata", None) or {}
+                if batch.id in taken:
+                    continue
+                if metadata.get(TAG_KEY) == intent.tag:
+                    return _found(intent, batch.id, batch.status, f"its metadata {TAG_KEY}={intent.tag}")
+                if intent.input_file_id and getattr(batch, "input_file_id", None) == intent.input_file_id:
+                    return _found(intent, batch.id, batch.status, f"its input file {intent.input_file_id}")
+            oldest = _when(getattr(found[-1], "created_at", None)) if found else None
+            if not found or not getattr(page, "has_more", False) or (oldest is not None and oldest < since):
+                return None
+            after = found[-1].id
+        return None
 
     async def poll(self, judge: LiteLLMJudge, batch: SubmittedBatch) -> Poll:
         import litellm
@@ -581,22 +707,64 @@ class AnthropicBatches(BatchAPI):
                                                   "input_file_id": ""})
         return url, {k: str(v) for k, v in sent.items()}
 
-    async def submit(self, judge: LiteLLMJudge, requests: dict[str, Pending]) -> SubmittedBatch:
+    async def create(self, judge: LiteLLMJudge, requests: dict[str, Pending], intent: BatchIntent) -> SubmittedBatch:
+        """The create call carries the requests; a batch has no metadata, so each request's custom_id
+        carries the tag (`anthropic_custom_id`)."""
         from litellm.llms.anthropic.common_utils import merge_anthropic_beta_headers
 
         beta: str | None = None
         for p in requests.values():
             beta = merge_anthropic_beta_headers(beta, p.headers.get("anthropic-beta"))
         url, headers = self._endpoint(judge, {"anthropic-beta": beta} if beta else None)
-        payload = {"requests": [{"custom_id": key, "params": p.body} for key, p in requests.items()]}
+        payload = {"requests": [{"custom_id": anthropic_custom_id(intent.tag, key), "params": p.body}
+                                for key, p in requests.items()]}
         response = await _send("POST", url, headers, f"the batch of {len(requests)} request(s) was not accepted",
                                payload=payload)
         try:
             batch = response.json()
-            return SubmittedBatch(id=batch["id"], keys=list(requests), submitted_at=_now(),
+            return SubmittedBatch(id=batch["id"], tag=intent.tag, keys=list(requests), submitted_at=_now(),
                                   provider_status=str(batch.get("processing_status")))
         except (ValueError, KeyError, TypeError):
             raise BatchError(f"the batch was sent, but the answer names no batch: {response.text[:300]}") from None
+
+    async def find(self, judge: LiteLLMJudge, intent: BatchIntent, taken: set[str]) -> SubmittedBatch | None:
+        """Anthropic's batches carry no metadata, and the custom_ids (which carry the tag) can be read
+        only once a batch has ended: the batch found is the one, in the listing of batches (`GET
+        /v1/messages/batches`, newest first), that holds as many requests as the intent and was made
+        nearest after it (within an hour before it, as clocks differ). When it is collected, a batch
+        whose results answer none of the intent's requests is said to be another's, and the requests
+        are sent again."""
+        url, headers = self._endpoint(judge)
+        written = _when(intent.written_at) or 0
+        since = written - LOOKBACK_S
+        best: tuple[float, dict[str, Any]] | None = None
+        after: str | None = None
+        for _ in range(FIND_PAGES):
+            response = await _send("GET", f"{url}?limit=100" + (f"&after_id={after}" if after else ""), headers,
+                                   "the batches could not be listed")
+            try:
+                page = response.json()
+                found = [b for b in page.get("data") or [] if isinstance(b, dict) and isinstance(b.get("id"), str)]
+            except (ValueError, AttributeError):
+                raise BatchError(f"the batches could not be listed: not a list of batches: {response.text[:300]}") from None
+            for batch in found:
+                made = _when(batch.get("created_at"))
+                counts = batch.get("request_counts") or {}
+                size = sum(v for v in counts.values() if isinstance(v, int)) if isinstance(counts, dict) else -1
+                if batch["id"] in taken or made is None or made < since or size != len(intent.keys):
+                    continue
+                distance = made - written if made >= written else (written - made) * 10  # after it, likelier
+                if best is None or distance < best[0]:
+                    best = (distance, batch)
+            oldest = _when(found[-1].get("created_at")) if found else None
+            if not found or not page.get("has_more") or (oldest is not None and oldest < since):
+                break
+            after = found[-1]["id"]
+        if best is None:
+            return None
+        return _found(intent, best[1]["id"], best[1].get("processing_status"),
+                      f"made {best[1].get('created_at')} with {len(intent.keys)} request(s), as the intent (tag "
+                      f"{intent.tag}) asked")
 
     async def poll(self, judge: LiteLLMJudge, batch: SubmittedBatch) -> Poll:
         import litellm
@@ -618,7 +786,7 @@ class AnthropicBatches(BatchAPI):
             result = row.get("result")
             if "custom_id" not in row or not isinstance(result, dict) or "type" not in result:
                 return None
-            key, kind = row["custom_id"], result["type"]
+            key, kind = anthropic_key(str(row["custom_id"])), result["type"]
             if kind == "succeeded" and isinstance(result.get("message"), dict):
                 return answer_row(key, 200, result["message"])
             if kind == "errored":
@@ -632,6 +800,18 @@ class AnthropicBatches(BatchAPI):
         return await _read_results(f"{url.rstrip('/')}/{batch.id}/results", headers,
                                    f"batch {batch.id}: its results could not be read", file_caps(self, batch),
                                    batch.keys, read)
+
+
+def anthropic_custom_id(tag: str, key: str) -> str:
+    """An Anthropic request's custom_id (^[a-zA-Z0-9_-]{1,64}$): the batch's tag, then the request's
+    key in base32 (`key_label`): 10 + 1 + 52 characters."""
+    return f"{tag}-{key_label(key)}"
+
+
+def anthropic_key(custom_id: str) -> str:
+    """The request key an Anthropic custom_id stands for (a bare key: batches made before custom_ids
+    carried the tag)."""
+    return label_key(custom_id.rpartition("-")[2]) or custom_id
 
 
 GEMINI_ROOT = "https://generativelanguage.googleapis.com"
@@ -752,22 +932,58 @@ class GeminiBatches(BatchAPI):
         except (ValueError, KeyError, TypeError):
             raise BatchError(f"{what}: the Files API's answer names no file: {done.text[:300]}") from None
 
-    async def submit(self, judge: LiteLLMJudge, requests: dict[str, Pending]) -> SubmittedBatch:
-        name = f"framejudge-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}"
+    async def upload(self, judge: LiteLLMJudge, requests: dict[str, Pending], intent: BatchIntent) -> str | None:
         lines = "".join(json.dumps({"key": key, "request": p.body}) + "\n" for key, p in requests.items())
-        file_name = await self._upload(judge, lines.encode("utf-8"), name + ".jsonl")
+        return await self._upload(judge, lines.encode("utf-8"), f"framejudge-{intent.tag}.jsonl")
+
+    async def create(self, judge: LiteLLMJudge, requests: dict[str, Pending], intent: BatchIntent) -> SubmittedBatch:
+        """The batch's display name carries the tag (`framejudge-<tag>`)."""
         model = self._model(judge)
         response = await _send(
             "POST", f"{self._root(judge)}/v1beta/models/{model}:batchGenerateContent",
             {**self._key(judge), "Content-Type": "application/json"},
             f"the batch of {len(requests)} request(s) was not accepted",
-            payload={"batch": {"display_name": name, "input_config": {"file_name": file_name}}})
+            payload={"batch": {"display_name": f"framejudge-{intent.tag}",
+                               "input_config": {"file_name": intent.input_file_id}}})
         try:
             batch = response.json()
-            return SubmittedBatch(id=str(batch["name"]), input_file_id=file_name, keys=list(requests),
-                                  submitted_at=_now(), provider_status=_gemini_state(batch) or None)
+            return SubmittedBatch(id=str(batch["name"]), tag=intent.tag, input_file_id=intent.input_file_id,
+                                  keys=list(requests), submitted_at=_now(), provider_status=_gemini_state(batch) or None)
         except (ValueError, KeyError, TypeError):
             raise BatchError(f"the batch was sent, but the answer names no batch: {response.text[:300]}") from None
+
+    async def find(self, judge: LiteLLMJudge, intent: BatchIntent, taken: set[str]) -> SubmittedBatch | None:
+        """The batch whose display name carries the intent's tag, or that reads its uploaded file, in
+        the listing of batches (`GET /v1beta/batches`: their operations, page by page)."""
+        from urllib.parse import quote
+
+        name = f"framejudge-{intent.tag}"
+        page = ""
+        for _ in range(FIND_PAGES):
+            response = await _send("GET", f"{self._root(judge)}/v1beta/batches?pageSize=100"
+                                          + (f"&pageToken={quote(page, safe='')}" if page else ""), self._key(judge),
+                                   "the batches could not be listed")
+            try:
+                listing = response.json()
+                operations = [o for o in listing.get("operations") or [] if isinstance(o, dict)]
+            except (ValueError, AttributeError):
+                raise BatchError(f"the batches could not be listed: not a list of batches: {response.text[:300]}") from None
+            for operation in operations:
+                meta = operation.get("metadata")
+                batch: dict[str, Any] = meta if isinstance(meta, dict) else operation
+                if not isinstance(operation.get("name"), str) or operation["name"] in taken:
+                    continue
+                source = batch.get("inputConfig") or batch.get("input_config") or {}
+                source = source.get("fileName") or source.get("file_name") if isinstance(source, dict) else None
+                if (batch.get("displayName") or batch.get("display_name")) == name:
+                    return _found(intent, operation["name"], _gemini_state(operation), f"its display name {name}")
+                if intent.input_file_id and source == intent.input_file_id:
+                    return _found(intent, operation["name"], _gemini_state(operation),
+                                  f"its input file {intent.input_file_id}")
+            page = str(listing.get("nextPageToken") or "")
+            if not page:
+                return None
+        return None
 
     async def poll(self, judge: LiteLLMJudge, batch: SubmittedBatch) -> Poll:
         response = await _send("GET", f"{self._root(judge)}/v1beta/{batch.id}", self._key(judge),
@@ -928,14 +1144,18 @@ class VertexBatches(GeminiBatches):
     def line_size(self, key: str, pending: Pending) -> int:
         return len(json.dumps({"request": pending.body})) + 96
 
-    async def submit(self, judge: LiteLLMJudge, requests: dict[str, Pending]) -> SubmittedBatch:
+    def _folder(self, judge: LiteLLMJudge, intent: BatchIntent) -> tuple[str, str]:
+        """The bucket, and the batch's folder in it (under the bucket's prefix, named after the tag)."""
+        bucket, prefix = split_gs(str(judge.batch_bucket))
+        name = f"framejudge-{intent.tag}"
+        return bucket, f"{prefix.rstrip('/')}/{name}" if prefix.rstrip("/") else name
+
+    async def upload(self, judge: LiteLLMJudge, requests: dict[str, Pending], intent: BatchIntent) -> str | None:
         from urllib.parse import quote
 
         self.check(judge)
-        auth, project = await self._auth(judge)
-        bucket, prefix = split_gs(str(judge.batch_bucket))
-        name = f"framejudge-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-        folder = f"{prefix}/{name}" if prefix else name
+        auth, _ = await self._auth(judge)
+        bucket, folder = self._folder(judge, intent)
         lines = "".join(json.dumps({"request": {**p.body, "labels": {KEY_LABEL: key_label(key)}}}) + "\n"
                         for key, p in requests.items()).encode("utf-8")
         # the Cloud Storage JSON API's simple (media) upload, of up to 5 GB
@@ -944,21 +1164,65 @@ class VertexBatches(GeminiBatches):
                     {**auth, "Content-Type": "application/octet-stream"},  # Cloud Storage's type for any file
                     f"the batch's requests file ({len(lines)} bytes) was not written to gs://{bucket}/{folder}/",
                     content=lines)
-        source = f"gs://{bucket}/{folder}/requests.jsonl"
+        return f"gs://{bucket}/{folder}/requests.jsonl"
+
+    async def create(self, judge: LiteLLMJudge, requests: dict[str, Pending], intent: BatchIntent) -> SubmittedBatch:
+        """The job's display name (`framejudge-<tag>`) and its label `framejudge_batch` carry the tag."""
+        self.check(judge)
+        auth, project = await self._auth(judge)
+        bucket, folder = self._folder(judge, intent)
         location = self._location(judge)
         response = await _send(
             "POST", f"{self._root(judge)}/v1/projects/{project}/locations/{location}/batchPredictionJobs",
             {**auth, "Content-Type": "application/json"}, f"the batch of {len(requests)} request(s) was not accepted",
-            payload={"displayName": name, "model": f"publishers/google/models/{self._model(judge)}",
-                     "inputConfig": {"instancesFormat": "jsonl", "gcsSource": {"uris": [source]}},
+            payload={"displayName": f"framejudge-{intent.tag}", "labels": {TAG_KEY: intent.tag},
+                     "model": f"publishers/google/models/{self._model(judge)}",
+                     "inputConfig": {"instancesFormat": "jsonl", "gcsSource": {"uris": [str(intent.input_file_id)]}},
                      "outputConfig": {"predictionsFormat": "jsonl",
                                       "gcsDestination": {"outputUriPrefix": f"gs://{bucket}/{folder}/output"}}})
         try:
             job = response.json()
-            return SubmittedBatch(id=str(job["name"]), input_file_id=source, keys=list(requests),
-                                  submitted_at=_now(), provider_status=str(job.get("state") or "") or None)
+            return SubmittedBatch(id=str(job["name"]), tag=intent.tag, input_file_id=intent.input_file_id,
+                                  keys=list(requests), submitted_at=_now(),
+                                  provider_status=str(job.get("state") or "") or None)
         except (ValueError, KeyError, TypeError):
             raise BatchError(f"the batch was sent, but the answer names no job: {response.text[:300]}") from None
+
+    async def find(self, judge: LiteLLMJudge, intent: BatchIntent, taken: set[str]) -> SubmittedBatch | None:
+        """The job labelled with the intent's tag (`labels.framejudge_batch`, asked of the listing of
+        batch prediction jobs as its filter, and checked on each job listed), or named after it, or
+        that reads its requests file."""
+        from urllib.parse import quote
+
+        auth, project = await self._auth(judge)
+        name = f"framejudge-{intent.tag}"
+        where = (f"{self._root(judge)}/v1/projects/{project}/locations/{self._location(judge)}/batchPredictionJobs"
+                 f"?pageSize=100&filter={quote(f'labels.{TAG_KEY}={intent.tag}', safe='')}")
+        page = ""
+        for _ in range(FIND_PAGES):
+            response = await _send("GET", where + (f"&pageToken={quote(page, safe='')}" if page else ""), auth,
+                                   "the batch prediction jobs could not be listed")
+            try:
+                listing = response.json()
+                jobs = [j for j in listing.get("batchPredictionJobs") or [] if isinstance(j, dict)]
+            except (ValueError, AttributeError):
+                raise BatchError("the batch prediction jobs could not be listed: not a list of jobs: "
+                                 f"{response.text[:300]}") from None
+            for job in jobs:
+                if not isinstance(job.get("name"), str) or job["name"] in taken:
+                    continue
+                labels = job["labels"] if isinstance(job.get("labels"), dict) else {}
+                uris = ((job.get("inputConfig") or {}).get("gcsSource") or {}).get("uris") or []
+                if labels.get(TAG_KEY) == intent.tag:
+                    return _found(intent, job["name"], job.get("state"), f"its label {TAG_KEY}={intent.tag}")
+                if job.get("displayName") == name:
+                    return _found(intent, job["name"], job.get("state"), f"its display name {name}")
+                if intent.input_file_id and intent.input_file_id in uris:
+                    return _found(intent, job["name"], job.get("state"), f"its requests file {intent.input_file_id}")
+            page = str(listing.get("nextPageToken") or "")
+            if not page:
+                return None
+        return None
 
     async def poll(self, judge: LiteLLMJudge, batch: SubmittedBatch) -> Poll:
         auth, _ = await self._auth(judge)
@@ -1177,11 +1441,14 @@ class BatchedLiteLLM(LiteLLMJudge):
     exactly this request, or raises Deferred after setting the request aside."""
 
     def __init__(self, inner: LiteLLMJudge, api: BatchAPI, replies: dict[str, dict[str, Any]],
-                 failures: dict[str, int]) -> None:
+                 failures: dict[str, int], conflicts: dict[str, list[str]] | None = None,
+                 replies_file: Path | None = None) -> None:
         self.__dict__.update(inner.__dict__)
         self.api = api
         self.replies = replies  # key -> the provider's answer line ({"status_code", "body"} or {"error"})
         self.failures = failures
+        self.conflicts = conflicts or {}  # key -> the batches that gave it different replies
+        self.replies_file = replies_file
         self.pending: dict[str, Pending] = {}  # key -> request, for the next batch
         self.logprobs = False  # a batch line's reply carries none unless asked; asked for none
         self.gate = UnlimitedGate()  # no call is made: nothing to pace
@@ -1199,6 +1466,12 @@ class BatchedLiteLLM(LiteLLMJudge):
         mode = self.output  # `fields` are for clips, which no batch API here takes
         request = self.api.request(self, messages, temperature, seed, mode)
         key = request_key(request.body)
+        if key in self.conflicts:
+            batches = ", ".join(self.conflicts[key])
+            raise BatchError(f"the batch API gave {len(self.conflicts[key])} different replies to request {key} "
+                             f"(batch(es) {batches}): none is taken; keep the one to use in "
+                             f"{self.replies_file or 'the replies file'} (delete the other lines with this key) "
+                             "and run again")
         answer = self.replies.get(key)
         if (answer is not None and answer.get("error") is not None and mode == "schema"
                 and answer.get("status_code") in (400, 422)):
@@ -1252,6 +1525,10 @@ class BatchReport:
     open: list[str] = field(default_factory=list)  # batch ids still being processed
     collected: list[str] = field(default_factory=list)  # batch ids read by this run
     resubmitted: int = 0  # requests given back by a failed or expired batch, or failed by the provider
+    found: list[SubmittedBatch] = field(default_factory=list)  # batches an earlier, cut-off run asked for
+    unmade: int = 0  # requests of batches an earlier run asked for that the provider never made: sent again
+    strangers: list[str] = field(default_factory=list)  # found batches whose results answer none of their requests
+    conflicts: dict[str, list[str]] = field(default_factory=dict)  # request key -> batches with different replies
 
 
 def chunks(api: BatchAPI, requests: dict[str, Pending]) -> list[dict[str, Pending]]:
@@ -1279,7 +1556,9 @@ class BatchRun:
         self.out = out
         self.inner: LiteLLMJudge = grader.judge
         self.ledger = self._read_ledger()
-        self.replies = self._read_replies()
+        self.replies: dict[str, dict[str, Any]] = {}
+        self.conflicts: dict[str, list[str]] = {}  # key -> the batches that gave it different replies
+        self._read_replies()
 
     # ------------------------------------------------------------------ files
     def _read_ledger(self) -> BatchLedger:
@@ -1302,17 +1581,29 @@ class BatchRun:
         scratch.write_text(self.ledger.model_dump_json(indent=1), encoding="utf-8")
         scratch.replace(path)  # whole or not at all: the ids are what a later run collects
 
-    def _read_replies(self) -> dict[str, dict[str, Any]]:
-        replies: dict[str, dict[str, Any]] = {}
+    def _read_replies(self) -> None:
         path = replies_path(self.out)
         if path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
                     row = json.loads(line)
-                    replies[row["key"]] = row
+                    if not isinstance(row["key"], str):
+                        continue
                 except (ValueError, KeyError, TypeError):
                     continue  # a torn last line of an interrupted run: that batch's lines are read again
-        return replies
+                self._take(row)
+
+    def _take(self, row: dict[str, Any]) -> None:
+        """One answer row into the replies: an error gives way to a reply, a reply stands against a
+        later error, and a second reply to the same request that differs from the first is a conflict
+        (the turn is recorded as an error naming the request: which reply is right is not known)."""
+        key = row["key"]
+        seen = self.replies.get(key)
+        if seen is None or seen.get("error") is not None:
+            self.replies[key] = row
+        elif row.get("error") is None and _reply_of(row) != _reply_of(seen):
+            batches = self.conflicts.setdefault(key, [str(seen.get("batch", "?"))])
+            batches.append(str(row.get("batch", "?")))
 
     def _keep_replies(self, rows: list[dict[str, Any]]) -> None:
         with open(replies_path(self.out), "a", encoding="utf-8") as f:
@@ -1320,10 +1611,34 @@ class BatchRun:
                 f.write(json.dumps(row) + "\n")
             f.flush()
         for row in rows:
-            self.replies[row["key"]] = row
+            self._take(row)
 
     # ------------------------------------------------------------------ the provider
+    async def _find_intents(self, report: BatchReport) -> None:
+        """Each batch an earlier run asked for without recording the answer (killed, or cut off while
+        it waited) is looked for at the provider: one found is taken into the ledger and collected as
+        any other; where there is none, the provider never made it, and its requests are sent again."""
+        for intent in list(self.ledger.intents):
+            taken = {b.id for b in self.ledger.batches}
+            try:
+                found = await self.api.find(self.inner, intent, taken)
+            except BatchError as exc:
+                raise BatchError(f"{exc} -- a batch of {len(intent.keys)} request(s) was asked for at "
+                                 f"{intent.written_at} (tag {intent.tag}) and no answer was recorded; it is looked "
+                                 "for before its requests are sent again, so nothing was sent: run the same command "
+                                 "again (where the provider cannot list its batches, delete that entry from "
+                                 f"\"intents\" in {ledger_path(self.out)} to send the requests again, paying again "
+                                 "if the batch was made)") from None
+            self.ledger.intents.remove(intent)
+            if found is not None:
+                self.ledger.batches.append(found)
+                report.found.append(found)
+            else:
+                report.unmade += len(intent.keys)
+            self._write_ledger()
+
     async def _collect(self, report: BatchReport) -> None:
+        await self._find_intents(report)
         for batch in self.ledger.batches:
             if batch.status != "submitted":
                 continue
@@ -1332,7 +1647,8 @@ class BatchRun:
             if poll.ended:
                 known = set(batch.keys)
                 rows = []
-                for row in await self.api.results(self.inner, batch, poll):
+                read = await self.api.results(self.inner, batch, poll)
+                for row in read:
                     if row["key"] not in known:
                         continue
                     row["batch"] = batch.id
@@ -1341,6 +1657,8 @@ class BatchRun:
                     rows.append(row)
                 self._keep_replies(rows)
                 answered = {r["key"] for r in rows}
+                if batch.found is not None and read and not answered:
+                    report.strangers.append(batch.id)  # it answers other requests: not the batch the intent asked for
                 for key in batch.keys:
                     seen = self.replies.get(key)
                     if key not in answered and (seen is None or seen.get("error") is not None):
@@ -1355,11 +1673,40 @@ class BatchRun:
             self._write_ledger()
 
     async def _submit(self, requests: dict[str, Pending], report: BatchReport) -> None:
+        """Each batch written to the ledger as an intent before anything is sent, its file uploaded,
+        then made with one create call. Where that call is refused, the intent goes (nothing was made);
+        where it gets no answer (a dropped connection, a 5xx, a run killed or cut off while waiting),
+        the intent stays, and the next run looks for the batch before sending its requests again."""
         for part in chunks(self.api, requests):
-            batch = await self.api.submit(self.inner, part)
+            keys = list(part)
+            intent = BatchIntent(tag=new_tag(), keys=keys, requests_sha256=requests_digest(keys), written_at=_now())
+            self.ledger.intents.append(intent)
+            self._write_ledger()
+            try:
+                intent.input_file_id = await self.api.upload(self.inner, part, intent)
+            except Exception:
+                self._forget(intent)  # no create call was sent: no batch can have been made
+                raise
+            if intent.input_file_id is not None:
+                self._write_ledger()
+            try:
+                batch = await self.api.create(self.inner, part, intent)
+            except BatchRefused:
+                self._forget(intent)
+                raise
+            except BatchError as exc:
+                raise BatchError(f"{exc} -- the provider may have made the batch before its answer was lost: it "
+                                 f"stays in the ledger ({ledger_path(self.out)}) as asked for (tag {intent.tag}), "
+                                 f"and the next run looks for it before sending its {len(keys)} request(s) again"
+                                 ) from None
+            self.ledger.intents.remove(intent)
             self.ledger.batches.append(batch)
             self._write_ledger()
             report.submitted.append(batch.id)
+
+    def _forget(self, intent: BatchIntent) -> None:
+        self.ledger.intents.remove(intent)
+        self._write_ledger()
 
     # ------------------------------------------------------------------ the run
     async def run(self, items: list[Item], plan: ResumePlan,
@@ -1367,7 +1714,9 @@ class BatchRun:
         """Collect, grade what has its replies, submit what has none (see the module's description)."""
         report = BatchReport()
         await self._collect(report)
-        judge = BatchedLiteLLM(self.inner, self.api, self.replies, self.ledger.failures)
+        judge = BatchedLiteLLM(self.inner, self.api, self.replies, self.ledger.failures, self.conflicts,
+                               replies_path(self.out))
+        report.conflicts = {k: list(v) for k, v in self.conflicts.items()}
         # the verdict cache would keep a waiting turn's stand-in judgements: the replies file is this
         # run's cache instead
         cache, self.grader._cache = self.grader._cache, None
@@ -1405,6 +1754,19 @@ class BatchRun:
             await self._submit(fresh, report)
         report.open = sorted(set(report.open) | set(report.submitted))
         return report
+
+
+# what differs between two answers to one request that say the same: the reply's own id and time
+REPLY_STAMPS = ("id", "created", "created_at", "responseId", "createTime", "request_id")
+
+
+def _reply_of(row: dict[str, Any]) -> str:
+    """What a reply row says (its reply without its id and time), to tell two replies to one request
+    apart."""
+    body = row.get("body")
+    if isinstance(body, dict):
+        body = {k: v for k, v in body.items() if k not in REPLY_STAMPS}
+    return json.dumps([row.get("status_code"), body], sort_keys=True)
 
 
 def errors_of(report: BatchReport) -> int:

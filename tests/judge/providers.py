@@ -30,6 +30,7 @@ from typing import Any
 
 Answer = tuple[int, Any, dict[str, str]]  # status, JSON body (or raw text), extra headers
 Reply = str | Callable[["Recorded"], Answer | str]
+DROP: Answer = (0, None, {})  # no answer: the connection is closed (what a client cut off while it waits sees)
 
 JSON_ONLY = {"type": "json_object"}
 
@@ -97,7 +98,11 @@ class ProviderServer:
                 if not server.handles(seen.path):
                     self._send(404, server.error_body(404, f"no route {seen.path}"), {})
                     return
-                self._send(*server.answer(seen))
+                answer = server.answer(seen)
+                if answer is DROP:
+                    self.close_connection = True
+                    return
+                self._send(*answer)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -341,6 +346,11 @@ class GeminiBatchServer(GeminiServer):
       responses file in `response.responsesFile` (and `metadata.output`); after `end`, the state given.
     - GET /download/v1beta/files/{id}:download?alt=media: a file's bytes (the responses file: one
       `{"key", "response": GenerateContentResponse}` or `{"key", "error": google.rpc.Status}` a line).
+    - GET /v1beta/batches?pageSize=&pageToken=: the batches' operations, newest first
+      (`{"operations", "nextPageToken"}`).
+
+    `drop_creates = n`: the next n batchGenerateContent calls make their batch and then close the
+    connection without an answer.
 
     Every call but the upload of the bytes (the upload URL is the credential) needs the key in
     x-goog-api-key: 403 PERMISSION_DENIED without it; where `key` is given, another key is answered
@@ -355,6 +365,7 @@ class GeminiBatchServer(GeminiServer):
         self.batches: dict[str, dict] = {}  # batch name -> its operation
         self.batch_calls: dict[str, Recorded] = {}  # batch name -> the create call
         self.lines: dict[str, list[dict]] = {}  # batch name -> its input file's lines
+        self.drop_creates = 0
 
     def handles(self, path: str) -> bool:
         return (super().handles(path) or path.startswith("/upload/v1beta/files")
@@ -454,16 +465,31 @@ class GeminiBatchServer(GeminiServer):
             "state": f"{self.states}PENDING", "name": name}}
         self.batch_calls[name] = seen
         self.lines[name] = lines
+        if self.drop_creates:
+            self.drop_creates -= 1
+            return DROP
         return 200, self.batches[name], {}
 
     def get(self, seen: Recorded) -> Answer:
+        from urllib.parse import parse_qs
+
         batch = re.fullmatch(r"/v1beta/(batches/[^/?:]+)", seen.path)
         download = re.fullmatch(r"/download/v1beta/(files/[^/?:]+):download\?alt=media", seen.path)
-        if not batch and not download:
+        listing = re.fullmatch(r"/v1beta/batches(?:\?(.*))?", seen.path)
+        if not batch and not download and not listing:
             return super().get(seen)
         refused = self._unkeyed(seen)
         if refused is not None:
             return refused
+        if listing:
+            query = parse_qs(listing.group(1) or "")
+            start = int((query.get("pageToken") or ["0"])[0])
+            size = int((query.get("pageSize") or ["25"])[0])
+            newest = list(reversed(self.batches.values()))
+            page: dict = {"operations": newest[start:start + size]}
+            if start + size < len(newest):
+                page["nextPageToken"] = str(start + size)
+            return 200, page, {}
         if batch:
             found = self.batches.get(batch.group(1))
             return (200, found, {}) if found else self.refuse(404, f"{batch.group(1)} not found")
@@ -476,20 +502,22 @@ class GeminiBatchServer(GeminiServer):
 
     def finish(self, name: str, answer: Callable[[dict], Any] | None = None) -> None:
         """The batch succeeded: `answer(line)` gives each line's result: a reply text (as `reply`
-        would), ("error", gRPC code, message) for a google.rpc.Status, or None for no line; by
-        default `reply`. Its responses file is written and named in the operation."""
+        would), ("error", gRPC code, message) for a google.rpc.Status, None for no line, or a list of
+        those (a line each); by default `reply`. Its responses file is written and named in the
+        operation."""
         rows, failed = [], 0
         operation = self.batches[name]
         for line in self.requests_of(name):
             seen = Recorded("POST", f"/v1beta/{operation['metadata']['model']}:generateContent", {}, line["request"])
             got = answer(line) if answer is not None else (self.reply(seen) if callable(self.reply) else self.reply)
-            if got is None:
-                continue
-            if isinstance(got, tuple) and got[0] == "error":
-                failed += 1
-                rows.append({"key": line["key"], "error": {"code": got[1], "message": got[2]}})
-            else:
-                rows.append({"key": line["key"], "response": self.success(got, seen)})
+            for one in got if isinstance(got, list) else [got]:
+                if one is None:
+                    continue
+                if isinstance(one, tuple) and one[0] == "error":
+                    failed += 1
+                    rows.append({"key": line["key"], "error": {"code": one[1], "message": one[2]}})
+                else:
+                    rows.append({"key": line["key"], "response": self.success(one, seen)})
         responses = "files/batch-" + name.removeprefix("batches/")
         self.files[responses] = "".join(json.dumps(r) + "\n" for r in rows).encode()
         n = len(self.requests_of(name))
@@ -578,7 +606,12 @@ class AnthropicBatchServer(AnthropicServer):
     `{"custom_id", "result": {"type": succeeded|errored|canceled|expired, ...}}` a request). A
     create call whose requests break Anthropic's rules (no requests, a custom_id outside
     ^[a-zA-Z0-9_-]{1,64}$ or twice, params without model, max_tokens or messages) is answered 400
-    invalid_request_error, as Anthropic answers it."""
+    invalid_request_error, as Anthropic answers it. GET /v1/messages/batches?limit=&after_id=: the
+    batches, newest first (`{"data", "has_more", "first_id", "last_id"}`), each stamped with the time
+    it was made.
+
+    `drop_creates = n`: the next n create calls make their batch and then close the connection
+    without an answer; `lose_creates = n`: the next n close it without making one."""
 
     CUSTOM_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -587,6 +620,8 @@ class AnthropicBatchServer(AnthropicServer):
         self.batches: dict[str, dict] = {}
         self.batch_calls: dict[str, Recorded] = {}  # batch id -> the create call (headers, body)
         self.results: dict[str, str] = {}
+        self.drop_creates = 0
+        self.lose_creates = 0
 
     def handles(self, path: str) -> bool:
         return path in ("/v1/messages", "/v1/messages/batches")
@@ -594,6 +629,9 @@ class AnthropicBatchServer(AnthropicServer):
     def answer(self, seen: Recorded) -> Answer:
         if seen.path != "/v1/messages/batches":
             return super().answer(seen)
+        if self.lose_creates:
+            self.lose_creates -= 1
+            return DROP
         requests = seen.body.get("requests") if isinstance(seen.body, dict) else None
         if not isinstance(requests, list) or not requests:
             return self.refuse(400, "requests: a non-empty list is required")
@@ -606,16 +644,36 @@ class AnthropicBatchServer(AnthropicServer):
                 return self.refuse(400, f"requests.{k}.params.{missing[0]}: Field required")
         if len(set(ids)) != len(ids):
             return self.refuse(400, "requests: custom_id values must be unique within a batch")
+        from datetime import datetime, timedelta, timezone
+
         batch_id = "msgbatch_" + uuid.uuid4().hex[:24]
+        now = datetime.now(timezone.utc)
         self.batches[batch_id] = {
             "id": batch_id, "type": "message_batch", "processing_status": "in_progress",
             "request_counts": {"processing": len(requests), "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0},
-            "ended_at": None, "created_at": "2026-12-02T12:00:00.000000Z", "expires_at": "2026-12-03T12:00:00.000000Z",
+            "ended_at": None, "created_at": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "expires_at": (now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "archived_at": None, "cancel_initiated_at": None, "results_url": None}
         self.batch_calls[batch_id] = seen
+        if self.drop_creates:
+            self.drop_creates -= 1
+            return DROP
         return 200, self.batches[batch_id], {}
 
     def listing(self, path: str) -> Answer:
+        from urllib.parse import parse_qs
+
+        every = re.fullmatch(r"/v1/messages/batches(?:\?(.*))?", path)
+        if every:
+            query = parse_qs(every.group(1) or "")
+            newest = list(reversed(self.batches.values()))
+            after = (query.get("after_id") or [None])[0]
+            if after:
+                newest = newest[[b["id"] for b in newest].index(after) + 1:]
+            limit = int((query.get("limit") or ["20"])[0])
+            page = newest[:limit]
+            return 200, {"data": page, "has_more": len(newest) > limit, "first_id": page[0]["id"] if page else None,
+                         "last_id": page[-1]["id"] if page else None}, {}
         found = re.fullmatch(r"/v1/messages/batches/([^/?]+)(/results)?", path)
         if not found:
             return super().listing(path)
@@ -634,19 +692,22 @@ class AnthropicBatchServer(AnthropicServer):
 
     def finish(self, batch_id: str, answer: Callable[[dict], Any] | None = None) -> None:
         """End the batch: `answer(request)` gives each request's result: a reply text (as `reply`
-        would), ("errored", error type, message), or "canceled" / "expired"; by default `reply`."""
+        would), ("errored", error type, message), "canceled" / "expired", or a list of those (a line
+        each); by default `reply`."""
         lines, counts = [], {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
         for request in self.requests_of(batch_id):
             seen = Recorded("POST", "/v1/messages", {}, request["params"])
             got = answer(request) if answer is not None else (self.reply(seen) if callable(self.reply) else self.reply)
-            if got in ("canceled", "expired"):
-                result: dict = {"type": got}
-            elif isinstance(got, tuple) and got[0] == "errored":
-                result = {"type": "errored", "error": {"type": "error", "error": {"type": got[1], "message": got[2]}}}
-            else:
-                result = {"type": "succeeded", "message": self.success(got, seen)}
-            counts[result["type"]] += 1
-            lines.append(json.dumps({"custom_id": request["custom_id"], "result": result}) + "\n")
+            for one in got if isinstance(got, list) else [got]:
+                if one in ("canceled", "expired"):
+                    result: dict = {"type": one}
+                elif isinstance(one, tuple) and one[0] == "errored":
+                    result = {"type": "errored", "error": {"type": "error", "error": {"type": one[1],
+                                                                                      "message": one[2]}}}
+                else:
+                    result = {"type": "succeeded", "message": self.success(one, seen)}
+                counts[result["type"]] += 1
+                lines.append(json.dumps({"custom_id": request["custom_id"], "result": result}) + "\n")
         self.results[batch_id] = "".join(lines)
         self.batches[batch_id].update(processing_status="ended", request_counts=counts,
                                       ended_at="2026-12-02T13:00:00.000000Z",

@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, quote
 
 import httpx
 
-from tests.judge.providers import Answer, GeminiServer, Recorded, Reply
+from tests.judge.providers import DROP, Answer, GeminiServer, Recorded, Reply
 
 PROJECT = "frame-judge-tests"
 LOCATION = "us-central1"
@@ -178,6 +178,11 @@ class VertexServer(GeminiServer):
       JOB_STATE_SUCCEEDED and `outputInfo.gcsOutputDirectory`, under which its predictions.jsonl was
       written: one line per request, `{"status": "", "processed_time", "request", "response"}` (the
       request as it was sent, its labels with it), or a failed one's `status` (an error's text).
+    - GET /v1/projects/{p}/locations/{l}/batchPredictionJobs?filter=&pageSize=&pageToken=: the jobs,
+      newest first (`{"batchPredictionJobs", "nextPageToken"}`), those a `labels.KEY=VALUE` filter names.
+
+    `drop_creates = n`: the next n create calls make their job and then close the connection without
+    an answer.
 
     Every call needs an access token the token endpoint granted (401 UNAUTHENTICATED otherwise),
     and names project `project` (403 PERMISSION_DENIED otherwise)."""
@@ -195,6 +200,7 @@ class VertexServer(GeminiServer):
         self.jobs: dict[str, dict] = {}
         self.job_calls: dict[str, Recorded] = {}
         self.lines: dict[str, list[dict]] = {}
+        self.drop_creates = 0
 
     def _where(self, path: str) -> re.Match[str] | None:
         return re.fullmatch(r"/v1/projects/([^/]+)/locations/([^/]+)/(.+)", path)
@@ -226,8 +232,23 @@ class VertexServer(GeminiServer):
         refused = self._refused(seen)
         if refused is not None:
             return refused
-        job = self.jobs.get(seen.path.removeprefix("/v1/"))
+        path, _, query = seen.path.partition("?")
+        if path.endswith("/batchPredictionJobs"):
+            return 200, self._listing(parse_qs(query)), {}
+        job = self.jobs.get(path.removeprefix("/v1/"))
         return (200, job, {}) if job else self.refuse(404, f"{seen.path} not found")
+
+    def _listing(self, query: dict[str, list[str]]) -> dict:
+        jobs = list(reversed(self.jobs.values()))
+        wanted = re.fullmatch(r'labels\.(\w+)\s*=\s*"?([\w-]*)"?', (query.get("filter") or [""])[0].strip())
+        if wanted:
+            jobs = [j for j in jobs if (j.get("labels") or {}).get(wanted.group(1)) == wanted.group(2)]
+        start = int((query.get("pageToken") or ["0"])[0])
+        size = int((query.get("pageSize") or ["100"])[0])
+        page: dict = {"batchPredictionJobs": jobs[start:start + size]}
+        if start + size < len(jobs):
+            page["nextPageToken"] = str(start + size)
+        return page
 
     # ---------------------------------------------------------------- storage, as the service agent
 
@@ -277,9 +298,13 @@ class VertexServer(GeminiServer):
         self.jobs[name] = {"name": name, "displayName": body["displayName"], "model": model,
                            "inputConfig": body["inputConfig"], "outputConfig": body["outputConfig"],
                            "state": "JOB_STATE_PENDING", "createTime": "2026-12-02T12:00:00.000000Z",
-                           "updateTime": "2026-12-02T12:00:00.000000Z", "modelVersionId": "1"}
+                           "updateTime": "2026-12-02T12:00:00.000000Z", "modelVersionId": "1",
+                           **({"labels": body["labels"]} if body.get("labels") else {})}
         self.job_calls[name] = seen
         self.lines[name] = lines
+        if self.drop_creates:
+            self.drop_creates -= 1
+            return DROP
         return 200, self.jobs[name], {}
 
     def requests_of(self, name: str) -> list[dict]:
@@ -288,8 +313,9 @@ class VertexServer(GeminiServer):
 
     def finish(self, name: str, answer: Callable[[dict], Any] | None = None, state: str = "SUCCEEDED") -> None:
         """The job ended (`state`) with predictions: `answer(line)` gives each line's result: a reply
-        text, ("error", HTTP status, status name, message) for a failed request, or None for no line;
-        by default `reply`. Its predictions.jsonl is written under the output prefix."""
+        text, ("error", HTTP status, status name, message) for a failed request, None for no line, or a
+        list of those (a line each); by default `reply`. Its predictions.jsonl is written under the
+        output prefix."""
         job = self.jobs[name]
         rows = []
         model = job["model"].rpartition("/")[2]
@@ -297,14 +323,15 @@ class VertexServer(GeminiServer):
             seen = Recorded("POST", f"/v1/{name.rsplit('/', 2)[0]}/publishers/google/models/{model}:generateContent",
                             {}, line["request"])
             got = answer(line) if answer is not None else (self.reply(seen) if callable(self.reply) else self.reply)
-            if got is None:
-                continue
-            row: dict[str, Any] = {"processed_time": "2026-12-02T12:30:00.000+00:00", "request": line["request"]}
-            if isinstance(got, tuple) and got[0] == "error":
-                row.update(status=json.dumps({"code": got[1], "message": got[3], "status": got[2]}), response=None)
-            else:
-                row.update(status="", response=self.success(got, seen))
-            rows.append(row)
+            for one in got if isinstance(got, list) else [got]:
+                if one is None:
+                    continue
+                row: dict[str, Any] = {"processed_time": "2026-12-02T12:30:00.000+00:00", "request": line["request"]}
+                if isinstance(one, tuple) and one[0] == "error":
+                    row.update(status=json.dumps({"code": one[1], "message": one[3], "status": one[2]}), response=None)
+                else:
+                    row.update(status="", response=self.success(one, seen))
+                rows.append(row)
         directory = f"{job['outputConfig']['gcsDestination']['outputUriPrefix']}/prediction-model-2026-12-02T12:00:00.000000Z"
         self._write(f"{directory}/predictions.jsonl", "".join(json.dumps(r) + "\n" for r in rows).encode())
         job.update(state=f"JOB_STATE_{state}", endTime="2026-12-02T13:00:00.000000Z",

@@ -1,9 +1,10 @@
 """Batch runs of Anthropic judges against a loopback server that speaks Anthropic's Messages API and
 its Message Batches API (tests/judge/providers.py: AnthropicBatchServer): the batch's request lines
 are the bodies litellm sends online for the same calls (frames as image blocks in order, the
-rubric as the system text, the reply's schema, the model, the token limit), keyed by their sha256 as
-custom_id; a run submits, the next collects and writes the records an online run of the same items
-writes, at half the cost; errored, canceled and expired requests are asked again."""
+rubric as the system text, the reply's schema, the model, the token limit), each custom_id the
+batch's tag and the sha256 of its body; a run submits, the next collects and writes the records an
+online run of the same items writes, at half the cost; errored, canceled and expired requests are
+asked again."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from framejudge.api import InvalidOptions
 from framejudge.records import latest, read_records
 from framejudge.rubrics import get_rubric
 from framejudge.rubrics.prompt import render_prompt
+from framejudge.runner.batch_api import anthropic_key, key_label
 from framejudge.schema import Item, JudgeError, Verdict
 from tests.runner.batches import FPS, assert_collected_as_online, frame_number, judgement_for, write_items
 from tests.judge.providers import AnthropicBatchServer, AnthropicServer, Image
@@ -74,13 +76,15 @@ def test_a_batch_run_sends_the_online_bodies_and_writes_the_online_records_at_ha
         create = server.batch_calls[batch_id]
 
         # the batch file format: one request per call, its params the body litellm sent online for
-        # that call, its custom_id the sha256 of that body
+        # that call, its custom_id the batch's tag (the ledger's id for it) and the sha256 of that body
         assert len(requests) == 6
         assert sorted(json.dumps(r["params"], sort_keys=True) for r in requests) == \
             sorted(json.dumps(b, sort_keys=True) for b in sent_online)
+        [entry] = json.loads((tmp_path / "batch.batches.json").read_text())["batches"]
         for r in requests:
             canonical = json.dumps(r["params"], sort_keys=True, separators=(",", ":")).encode()
-            assert r["custom_id"] == hashlib.sha256(canonical).hexdigest()
+            assert r["custom_id"] == f"{entry['tag']}-{key_label(hashlib.sha256(canonical).hexdigest())}"
+            assert len(r["custom_id"]) <= 64
             params = r["params"]
             assert params["model"] == model and params["max_tokens"] == 1024 and params["temperature"] == 0
             assert server.system_text(params) == render_prompt(get_rubric("video-qa"), Item.model_validate(
@@ -133,14 +137,15 @@ def test_errored_canceled_and_expired_requests_are_asked_again(tmp_path, items):
         out = tmp_path / "batch.jsonl"
         run(items, out, judges, STRUCTURED, batch=True)
         [first] = server.batches
-        ids = [r["custom_id"] for r in server.requests_of(first)]
+        ids = [anthropic_key(r["custom_id"]) for r in server.requests_of(first)]
         fates = {ids[0]: ("errored", "api_error", "Internal server error"), ids[1]: "expired", ids[2]: "canceled"}
-        server.finish(first, lambda r: fates.get(r["custom_id"]) or judgement_for(r["params"]))
+        server.finish(first, lambda r: fates.get(anthropic_key(r["custom_id"])) or judgement_for(r["params"]))
 
         run(items, out, judges, STRUCTURED, batch=True)
         second = [b for b in server.batches if b != first]
         assert len(second) == 1
-        assert {r["custom_id"] for r in server.requests_of(second[0])} == set(ids[:3])  # the same requests again
+        # the same requests again
+        assert {anthropic_key(r["custom_id"]) for r in server.requests_of(second[0])} == set(ids[:3])
         ledger = json.loads((tmp_path / "batch.batches.json").read_text())
         assert ledger["failures"] == {ids[0]: 1}  # an errored request counts; a canceled or expired one does not
         replies = [json.loads(line) for line in (tmp_path / "batch.batch-replies.jsonl").read_text().splitlines()]
@@ -158,10 +163,10 @@ def test_a_request_anthropic_keeps_failing_becomes_a_judge_error(tmp_path, items
         judges = judges_file(tmp_path, server, STRUCTURED)
         out = tmp_path / "batch.jsonl"
         run(items, out, judges, STRUCTURED, batch=True)
-        doomed = server.requests_of(next(iter(server.batches)))[0]["custom_id"]
+        doomed = anthropic_key(server.requests_of(next(iter(server.batches)))[0]["custom_id"])
 
         def answers(r):
-            if r["custom_id"] == doomed:
+            if anthropic_key(r["custom_id"]) == doomed:
                 return ("errored", "overloaded_error", "Overloaded")
             return judgement_for(r["params"])
 
@@ -236,3 +241,104 @@ def test_requests_beyond_a_batchs_limit_go_in_more_batches(tmp_path, items, monk
             server.finish(batch_id)
         records = run(items, out, judges, STRUCTURED, batch=True)
         assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+
+
+def ledger_of(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "batch.batches.json").read_text())
+
+
+def test_a_batch_made_whose_answer_was_lost_is_found_and_collected_not_sent_again(tmp_path, items):
+    """Anthropic makes the batch and the connection drops before its answer: the run stops, the
+    batch kept in the ledger as asked for; the next run finds it in the listing (a batch carries no
+    metadata: the one made just after the intent with as many requests) and collects it: one batch."""
+    from framejudge.runner.batch_api import BatchError
+
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, STRUCTURED)
+        out = tmp_path / "batch.jsonl"
+        server.drop_creates = 1
+        with pytest.raises(BatchError, match=r"the batch of 6 request\(s\) was not accepted: .*the next run looks for "
+                                             r"it before sending its 6 request\(s\) again"):
+            run(items, out, judges, STRUCTURED, batch=True)
+        [made] = server.batches  # made, once
+        [intent] = ledger_of(tmp_path)["intents"]
+        assert {r["custom_id"] for r in server.requests_of(made)} == \
+            {f"{intent['tag']}-{key_label(k)}" for k in intent["keys"]}
+
+        server.finish(made)
+        records = run(items, out, judges, STRUCTURED, batch=True)
+        assert list(server.batches) == [made]  # exactly one batch: nothing paid twice
+        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+        ledger = ledger_of(tmp_path)
+        [found] = ledger["batches"]
+        assert ledger["intents"] == [] and (found["id"], found["status"]) == (made, "collected")
+        assert "with 6 request(s)" in found["found"]
+
+
+def test_a_batch_found_by_its_time_and_size_that_is_anothers_gives_its_requests_back(tmp_path, items):
+    """The create call's connection drops before Anthropic made the batch, and another run makes one
+    of the same size just after: the next run takes that one (Anthropic's batches carry no metadata),
+    and when it ends having answered none of the requests, they are sent again, in a batch of their
+    own; the other run's batch is left as it is."""
+    import httpx
+    from typer.testing import CliRunner
+
+    from framejudge.cli import app
+    from framejudge.runner.batch_api import BatchError
+
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, STRUCTURED)
+        out = tmp_path / "batch.jsonl"
+        server.lose_creates = 1
+        with pytest.raises(BatchError, match="the next run looks for it"):
+            run(items, out, judges, STRUCTURED, batch=True)
+        assert server.batches == {}
+        others = {"requests": [{"custom_id": f"other-{k}", "params": {
+            "model": STRUCTURED, "max_tokens": 16, "messages": [{"role": "user", "content": f"question {k}"}]}}
+            for k in range(6)]}
+        foreign = httpx.post(f"{server.api_base}/v1/messages/batches", json=others).json()["id"]
+
+        assert run(items, out, judges, STRUCTURED, batch=True) == []  # taken for the intent's: waits for it
+        assert list(server.batches) == [foreign]
+        assert ledger_of(tmp_path)["batches"][0]["id"] == foreign
+        server.finish(foreign, lambda r: judgement_for(r["params"]))
+        done = CliRunner().invoke(app, ["grade", str(items), "--out", str(out), "--judges", str(judges), "--judge",
+                                        f"litellm:anthropic/{STRUCTURED}", "--batch", "--yes", "--no-cache", "-n", "4"])
+        assert done.exit_code == 0, done.output
+        [ours] = [b for b in server.batches if b != foreign]  # none answered: sent again
+        said = "".join(done.stderr.split())  # however the console wraps its lines
+        assert "".join(f"batch {foreign}, found by its time and size, answered none of its requests: it was another's "
+                       "(left as it is); its requests are sent again".split()) in said
+        assert "".join(f"submitted batch {ours} (3 turn(s) waiting, 6 request(s) asked again)".split()) in said
+        assert len(server.requests_of(ours)) == 6
+        server.finish(ours)
+        records = run(items, out, judges, STRUCTURED, batch=True)
+        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+        assert [b["status"] for b in ledger_of(tmp_path)["batches"]] == ["collected", "collected"]
+
+
+def test_two_different_replies_to_one_request_are_an_error_naming_it(tmp_path, items):
+    """Anthropic's results answer one request twice, differently: the turn is an error naming the
+    request; a request answered twice alike is taken."""
+    other = json.dumps({"response_a": {"category": "Not Successful", "rationale": "misses the heron"},
+                        "response_b": {"category": "Successful", "rationale": "a jay"}, "preference": "B",
+                        "deciding_criterion": "category"})
+    with AnthropicBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server, STRUCTURED)
+        out = tmp_path / "batch.jsonl"
+        run(items, out, judges, STRUCTURED, batch=True)
+        [first] = server.batches
+        requests = server.requests_of(first)
+        twice, same = requests[0]["custom_id"], requests[1]["custom_id"]
+
+        def answers(r):
+            text = judgement_for(r["params"])
+            return [text, other] if r["custom_id"] == twice else [text, text] if r["custom_id"] == same else text
+
+        server.finish(first, answers)
+        records = run(items, out, judges, STRUCTURED, batch=True)
+        errors = [r for r in records if isinstance(r, JudgeError)]
+        assert len(errors) == 1
+        assert f"the batch API gave 2 different replies to request {anthropic_key(twice)}" in errors[0].message
+        assert len([r for r in records if isinstance(r, Verdict)]) == 2
+        assert list(server.batches) == [first]

@@ -14,6 +14,7 @@ from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
 
@@ -42,12 +43,25 @@ def completion(content: dict | str) -> dict:
 
 class BatchServer:
     """OpenAI's Files and Batches APIs on loopback: uploads kept, batches left `in_progress` until
-    the test calls `finish(answer)`, which writes the output and error files as OpenAI does."""
+    the test calls `finish(answer)`, which writes the output and error files as OpenAI does; the
+    batches listed newest first (`GET /v1/batches?limit=&after=`), with their metadata.
+
+    `drop_creates = n`: the next n create calls make their batch and then close the connection
+    without an answer (what a client cut off while it waits sees). `hold_creates = True`: each create
+    call makes its batch, sets `held`, and answers only once `release` is set. `refuse_creates`: the
+    next create calls are answered with these (status, error body), no batch made; `refuse_listings`:
+    the next listings of batches likewise."""
 
     def __init__(self) -> None:
         self.files: dict[str, dict] = {}
         self.batches: dict[str, dict] = {}
         self.calls: list[tuple[str, str]] = []
+        self.drop_creates = 0
+        self.refuse_creates: list[tuple[int, dict]] = []
+        self.refuse_listings: list[tuple[int, dict]] = []
+        self.hold_creates = False
+        self.held = threading.Event()
+        self.release = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -74,20 +88,38 @@ class BatchServer:
                     purpose = parts["purpose"].get_payload(decode=True).decode()
                     return self.reply(200, server.add_file(content, purpose))
                 if self.path.endswith("/batches"):
+                    if server.refuse_creates:
+                        return self.reply(*server.refuse_creates.pop(0))
                     request = json.loads(body)
                     batch_id = f"batch_{len(server.batches) + 1}"
                     server.batches[batch_id] = {
                         "id": batch_id, "object": "batch", "endpoint": request["endpoint"], "errors": None,
                         "input_file_id": request["input_file_id"], "completion_window": request["completion_window"],
                         "status": "in_progress", "output_file_id": None, "error_file_id": None,
-                        "created_at": int(time.time()),
+                        "created_at": int(time.time()), "metadata": request.get("metadata"),
                         "request_counts": {"total": 0, "completed": 0, "failed": 0}}
+                    if server.drop_creates:
+                        server.drop_creates -= 1
+                        self.close_connection = True
+                        return  # made, and no answer
+                    if server.hold_creates:
+                        server.held.set()
+                        server.release.wait(60)
+                        try:
+                            return self.reply(200, server.batches[batch_id])
+                        except (BrokenPipeError, ConnectionResetError):
+                            return None  # the client is gone
                     return self.reply(200, server.batches[batch_id])
                 return self.reply(404, {"error": {"message": "no such route"}})
 
             def do_GET(self):
                 server.calls.append(("GET", self.path))
-                parts = self.path.split("/")
+                path, _, query = self.path.partition("?")
+                if path.endswith("/batches"):
+                    if server.refuse_listings:
+                        return self.reply(*server.refuse_listings.pop(0))
+                    return self.reply(200, server.listing(parse_qs(query)))
+                parts = path.split("/")
                 if "batches" in parts:
                     return self.reply(200, server.batches[parts[-1]])
                 if parts[-1] == "content":
@@ -104,21 +136,35 @@ class BatchServer:
                                "content": content}
         return {k: v for k, v in self.files[file_id].items() if k != "content"}
 
+    def listing(self, query: dict[str, list[str]]) -> dict:
+        """A page of the batches, newest first, after the batch `after` names, `limit` of them."""
+        batches = sorted(self.batches.values(), key=lambda b: int(b["id"].removeprefix("batch_")), reverse=True)
+        after = (query.get("after") or [None])[0]
+        if after:
+            batches = batches[[b["id"] for b in batches].index(after) + 1:]
+        limit = int((query.get("limit") or ["20"])[0])
+        page = batches[:limit]
+        return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None, "has_more": len(batches) > limit}
+
     def requests(self, batch_id: str) -> list[dict]:
         data = self.files[self.batches[batch_id]["input_file_id"]]["content"].decode()
         return [json.loads(line) for line in data.splitlines() if line.strip()]
 
     def finish(self, batch_id: str, answer) -> None:
-        """`answer(request line)`: a chat completion body, or (status, error body) for a failed line."""
+        """`answer(request line)`: a chat completion body, or (status, error body) for a failed line,
+        or a list of those: a line each."""
         done, failed = [], []
         for line in self.requests(batch_id):
             got = answer(line)
-            if isinstance(got, tuple):
-                failed.append({"id": f"r-{line['custom_id'][:8]}", "custom_id": line["custom_id"],
-                               "response": {"status_code": got[0], "request_id": "x", "body": got[1]}, "error": None})
-            else:
-                done.append({"id": f"r-{line['custom_id'][:8]}", "custom_id": line["custom_id"],
-                             "response": {"status_code": 200, "request_id": "x", "body": got}, "error": None})
+            for one in got if isinstance(got, list) else [got]:
+                if isinstance(one, tuple):
+                    failed.append({"id": f"r-{line['custom_id'][:8]}", "custom_id": line["custom_id"],
+                                   "response": {"status_code": one[0], "request_id": "x", "body": one[1]},
+                                   "error": None})
+                else:
+                    done.append({"id": f"r-{line['custom_id'][:8]}", "custom_id": line["custom_id"],
+                                 "response": {"status_code": 200, "request_id": "x", "body": one}, "error": None})
         batch = self.batches[batch_id]
         batch["status"] = "completed"
         if done:
@@ -373,3 +419,198 @@ def test_the_estimate_before_a_batch_run_is_at_the_batch_apis_share_of_the_price
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ---------------------------------------------------------------------- answers lost, replies twice
+
+def api_grade(items: Path, out: Path, judges: Path) -> list:
+    """A batch run through the Python API (what `grade --batch` runs)."""
+    from framejudge import grade as grade_items
+
+    return grade_items(items, judge="litellm:openai/batch-model", judges_file=judges, out=out,
+                       options={"cache": False}, batch=True)
+
+
+def bare(text: str) -> str:
+    """`text` without its whitespace, to find in a console's output however it wraps."""
+    return "".join(text.split())
+
+
+def ledger_of(out: Path) -> dict:
+    return json.loads(out.with_name(out.name.removesuffix(".jsonl") + ".batches.json").read_text())
+
+
+@pytest.fixture
+def openai_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+
+
+def test_a_batch_made_whose_answer_was_lost_is_found_and_collected_not_sent_again(tmp_path, openai_key):
+    """The provider makes the batch and the connection drops before its answer: the run stops with
+    the batch kept in the ledger as asked for (its tag in the batch's metadata), the create call not
+    sent again; the next run finds the batch by its tag and collects it: one batch, paid once."""
+    from framejudge.runner.batch_api import BatchError
+
+    items = write_items(tmp_path)
+    out = tmp_path / "verdicts.jsonl"
+    with BatchServer() as server:
+        judges = judges_file(tmp_path, server.base)
+        server.drop_creates = 1
+        with pytest.raises(BatchError, match=r"the batch of 6 request\(s\) was not accepted: .*the provider may have "
+                                             r"made the batch before its answer was lost.*the next run looks for it "
+                                             r"before sending its 6 request\(s\) again"):
+            api_grade(items, out, judges)
+        assert list(server.batches) == ["batch_1"]  # made once: the create call was not sent again
+        ledger = ledger_of(out)
+        [intent] = ledger["intents"]
+        assert ledger["batches"] == []
+        assert intent["keys"] == [line["custom_id"] for line in server.requests("batch_1")]
+        assert intent["input_file_id"] == server.batches["batch_1"]["input_file_id"]
+        assert server.batches["batch_1"]["metadata"] == {"framejudge_batch": intent["tag"]}
+
+        server.finish("batch_1", answer_by_order)
+        records = api_grade(items, out, judges)
+        assert list(server.batches) == ["batch_1"]  # exactly one batch: nothing paid twice
+        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+        ledger = ledger_of(out)
+        assert ledger["intents"] == []
+        [found] = ledger["batches"]
+        assert (found["id"], found["tag"], found["status"]) == ("batch_1", intent["tag"], "collected")
+        assert found["found"] == f"its metadata framejudge_batch={intent['tag']}"
+
+
+def test_a_run_killed_while_the_provider_makes_its_batch_is_followed_by_one_that_collects_it(tmp_path):
+    """`grade --batch` killed (SIGKILL) after the provider made the batch, before the create call
+    returned: the next run finds the batch, says so, and collects it; nothing is submitted again."""
+    items = write_items(tmp_path)
+    out = tmp_path / "verdicts.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "test-key", "FRAMEJUDGE_NO_CACHE": "1"}
+    with BatchServer() as server:
+        judges = judges_file(tmp_path, server.base)
+        server.hold_creates = True
+        proc = subprocess.Popen([sys.executable, "-m", "framejudge.cli", "grade", str(items), "--out", str(out),
+                                 "--judges", str(judges), "--judge", "litellm:openai/batch-model", "--batch", "--yes",
+                                 "--no-cache"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        try:
+            assert server.held.wait(240), "the run never asked for its batch"
+        finally:
+            proc.kill()
+            proc.wait(60)
+            server.hold_creates = False
+            server.release.set()
+        assert list(server.batches) == ["batch_1"]
+        server.finish("batch_1", answer_by_order)
+        again = grade(items, out, judges)
+        assert again.returncode == 0, again.stderr
+        assert list(server.batches) == ["batch_1"]  # nothing submitted again
+        said = " ".join(again.stderr.split())
+        assert "found batch batch_1 at the provider, asked for by an earlier run that got no answer" in said
+        assert "collected 1 batch(es): batch_1" in said
+        assert "3 turn(s) graded from batch replies (0 error(s))" in said
+        assert len([r for r in read_records(out) if isinstance(r, Verdict)]) == 3
+
+
+def test_a_batch_that_cannot_be_looked_for_stops_the_run_before_anything_is_sent(tmp_path, openai_key):
+    """The listing of batches fails while a batch asked for without an answer is looked for: the run
+    stops, saying what to do, and sends nothing; the next run finds the batch."""
+    from framejudge.runner.batch_api import BatchError
+
+    items = write_items(tmp_path)
+    out = tmp_path / "verdicts.jsonl"
+    with BatchServer() as server:
+        judges = judges_file(tmp_path, server.base)
+        server.drop_creates = 1
+        with pytest.raises(BatchError):
+            api_grade(items, out, judges)
+        server.refuse_listings = [(404, {"error": {"message": "no such route", "type": "invalid_request_error"}})]
+        with pytest.raises(BatchError, match=r"the batches could not be listed: .*a batch of 6 request\(s\) was asked "
+                                             r"for at .* and no answer was recorded; .*nothing was sent: run the same "
+                                             r"command again \(where the provider cannot list its batches, delete that "
+                                             r"entry from \"intents\""):
+            api_grade(items, out, judges)
+        assert list(server.batches) == ["batch_1"] and len(server.files) == 1
+        assert len(ledger_of(out)["intents"]) == 1
+        server.refuse_listings = []
+        assert api_grade(items, out, judges) == []  # found, still in progress
+        assert list(server.batches) == ["batch_1"] and [b["id"] for b in ledger_of(out)["batches"]] == ["batch_1"]
+
+
+@pytest.mark.parametrize("status, kept", [(400, 0), (500, 1)], ids=["refused", "server-error"])
+def test_a_create_refused_or_failed_without_a_batch_is_sent_once_more(tmp_path, openai_key, status, kept):
+    """A create answered 400 made nothing: its intent goes. One answered 500 may have made a batch:
+    its intent stays, the next run finds none, says so and sends the requests once. Either way: one
+    batch."""
+    from typer.testing import CliRunner
+
+    from framejudge.cli import app
+    from framejudge.runner.batch_api import BatchError
+
+    items = write_items(tmp_path)
+    out = tmp_path / "verdicts.jsonl"
+    with BatchServer() as server:
+        judges = judges_file(tmp_path, server.base)
+        server.refuse_creates = [(status, {"error": {"message": "not now", "type": "server_error"}})]
+        with pytest.raises(BatchError, match=f"the batch of 6 request\\(s\\) was not accepted: .*{status}"):
+            api_grade(items, out, judges)
+        assert server.batches == {}
+        assert len(ledger_of(out)["intents"]) == kept and ledger_of(out)["batches"] == []
+        done = CliRunner().invoke(app, ["grade", str(items), "--out", str(out), "--judges", str(judges), "--judge",
+                                        "litellm:openai/batch-model", "--batch", "--yes", "--no-cache"])
+        assert done.exit_code == 0, done.output
+        said = "".join(done.stderr.split())  # however the console wraps its lines
+        assert (bare("6 request(s) of batches an earlier run asked for without an answer: the provider has no such "
+                     "batch, so they are sent again") in said) == bool(kept)
+        assert bare("submitted batch batch_1 (3 turn(s) waiting)") in said
+        assert list(server.batches) == ["batch_1"]
+        ledger = ledger_of(out)
+        assert ledger["intents"] == [] and [b["id"] for b in ledger["batches"]] == ["batch_1"]
+        assert ledger["batches"][0]["found"] is None
+        assert len(server.requests("batch_1")) == 6
+
+
+def test_two_different_replies_to_one_request_are_an_error_naming_it(tmp_path, openai_key):
+    """A results file answers one request twice, differently: its turn is recorded as an error that
+    names the request, the run says so, and nothing is asked again; the same reply twice is taken.
+    Once the line not wanted is deleted from the replies file, the next run grades the turn."""
+    from typer.testing import CliRunner
+
+    from framejudge.cli import app
+
+    items = write_items(tmp_path)
+    out = tmp_path / "verdicts.jsonl"
+    other = {**GOOD, "response_a": {"category": "Not Successful", "rationale": "misses the heron"}, "preference": "B"}
+    with BatchServer() as server:
+        judges = judges_file(tmp_path, server.base)
+        assert api_grade(items, out, judges) == []
+        lines = server.requests("batch_1")
+        twice, same = lines[0]["custom_id"], lines[1]["custom_id"]
+
+        def answers(line):
+            if line["custom_id"] == twice:
+                return [answer_by_order(line), completion(other)]
+            if line["custom_id"] == same:
+                return [answer_by_order(line), {**answer_by_order(line), "id": "chatcmpl-2", "created": 1}]
+            return answer_by_order(line)
+
+        server.finish("batch_1", answers)
+        command = ["grade", str(items), "--out", str(out), "--judges", str(judges), "--judge",
+                   "litellm:openai/batch-model", "--batch", "--yes", "--no-cache"]
+        done = CliRunner().invoke(app, command)
+        assert done.exit_code == 1, done.output  # a turn failed
+        said = "".join(done.stderr.split())  # however the console wraps its lines
+        assert bare(f"1 request(s) have different replies from the batch API in "
+                    f"{tmp_path / 'verdicts.batch-replies.jsonl'}: {twice} (batches batch_1, batch_1)") in said
+        verdicts, errors = latest(read_records(out))
+        [error] = errors.values()
+        assert f"the batch API gave 2 different replies to request {twice}" in error.message
+        assert len(verdicts) == 2
+        assert list(server.batches) == ["batch_1"]  # nothing asked again
+
+        replies = tmp_path / "verdicts.batch-replies.jsonl"
+        kept = [line for line in replies.read_text().splitlines()
+                if not (json.loads(line)["key"] == twice and "misses the heron" in json.dumps(json.loads(line)))]
+        assert len(kept) == len(replies.read_text().splitlines()) - 1
+        replies.write_text("".join(line + "\n" for line in kept))
+        records = api_grade(items, out, judges)
+        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+        assert list(server.batches) == ["batch_1"]

@@ -315,3 +315,62 @@ def test_the_api_root_and_the_status_a_failed_line_reads_as(monkeypatch):
     assert [_http_status(e) for e in ({"code": 3, "message": "m"}, {"code": 8}, {"code": 13}, {"code": 14},
                                       {"code": 400, "status": "INVALID_ARGUMENT"}, {"status": "RESOURCE_EXHAUSTED"},
                                       {"code": 429}, "broken")] == [400, 429, 500, 503, 400, 429, 429, 500]
+
+
+def ledger_of(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "batch.batches.json").read_text())
+
+
+def test_a_batch_made_whose_answer_was_lost_is_found_and_collected_not_sent_again(tmp_path, items):
+    """The Gemini API makes the batch and the connection drops before its answer: the run stops, the
+    batch kept in the ledger as asked for (its tag in the batch's display name, its file recorded);
+    the next run finds it in the listing and collects it: one batch, one file, paid once."""
+    from framejudge.runner.batch_api import BatchError
+
+    with GeminiBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server)
+        out = tmp_path / "batch.jsonl"
+        server.drop_creates = 1
+        with pytest.raises(BatchError, match=r"the batch of 6 request\(s\) was not accepted: .*the next run looks for "
+                                             r"it before sending its 6 request\(s\) again"):
+            run(items, out, judges, batch=True)
+        name = only_batch(server)  # made, once
+        [intent] = ledger_of(tmp_path)["intents"]
+        assert server.batches[name]["metadata"]["displayName"] == f"framejudge-{intent['tag']}"
+        assert intent["input_file_id"] == server.batches[name]["metadata"]["inputConfig"]["fileName"]
+        assert intent["keys"] == [line["key"] for line in server.requests_of(name)]
+
+        server.finish(name, by_line)
+        records = run(items, out, judges, batch=True)
+        assert list(server.batches) == [name] and len(server.files) == 2  # the requests and the responses
+        assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+        ledger = ledger_of(tmp_path)
+        [found] = ledger["batches"]
+        assert ledger["intents"] == [] and (found["id"], found["status"]) == (name, "collected")
+        assert found["found"] == f"its display name framejudge-{intent['tag']}"
+
+
+def test_two_different_replies_to_one_request_are_an_error_naming_it(tmp_path, items):
+    """A responses file answers one key twice, differently: the turn is an error naming the request;
+    a key answered twice alike is taken."""
+    other = json.dumps({"response_a": {"category": "Not Successful", "rationale": "misses the heron"},
+                        "response_b": {"category": "Successful", "rationale": "a jay"}, "preference": "B",
+                        "deciding_criterion": "category"})
+    with GeminiBatchServer(by_order) as server:
+        judges = judges_file(tmp_path, server)
+        out = tmp_path / "batch.jsonl"
+        run(items, out, judges, batch=True)
+        name = only_batch(server)
+        lines = server.requests_of(name)
+        twice, same = lines[0]["key"], lines[1]["key"]
+
+        def answers(line):
+            text = by_line(line)
+            return [text, other] if line["key"] == twice else [text, text] if line["key"] == same else text
+
+        server.finish(name, answers)
+        records = run(items, out, judges, batch=True)
+        errors = [r for r in records if isinstance(r, JudgeError)]
+        assert len(errors) == 1 and f"the batch API gave 2 different replies to request {twice}" in errors[0].message
+        assert len([r for r in records if isinstance(r, Verdict)]) == 2
+        assert list(server.batches) == [name]

@@ -403,3 +403,60 @@ def test_the_judges_file_refuses_google_settings_that_cannot_apply(tmp_path, ent
     good.write_text(f"judges:\n  - spec: {SPEC}\n    batch_bucket: gs://frames/runs/\n    vertex_project: my-project\n")
     [config] = load_judges_file(good)
     assert (config.batch_bucket, config.vertex_project) == ("gs://frames/runs", "my-project")
+
+
+def test_a_job_made_whose_answer_was_lost_is_found_and_collected_not_sent_again(tmp_path, items, cloud):
+    """Vertex AI makes the job and the connection drops before its answer: the run stops, the job
+    kept in the ledger as asked for (its tag in the job's label and display name); the next run finds
+    it by its label in the listing of jobs and collects it: one job, one requests file, paid once."""
+    from framejudge.runner.batch_api import BatchError
+
+    vertex = cloud.vertex
+    judges = judges_file(tmp_path, cloud)
+    out = tmp_path / "batch.jsonl"
+    vertex.drop_creates = 1
+    with pytest.raises(BatchError, match=r"the batch of 6 request\(s\) was not accepted: .*the next run looks for it "
+                                         r"before sending its 6 request\(s\) again"):
+        run(items, out, judges, batch=True)
+    name = only_job(cloud)  # made, once
+    [intent] = json.loads((tmp_path / "batch.batches.json").read_text())["intents"]
+    job = vertex.jobs[name]
+    assert job["labels"] == {"framejudge_batch": intent["tag"]} and job["displayName"] == f"framejudge-{intent['tag']}"
+    assert job["inputConfig"]["gcsSource"]["uris"] == [intent["input_file_id"]]
+
+    vertex.finish(name, by_line)
+    records = run(items, out, judges, batch=True)
+    assert list(vertex.jobs) == [name] and len(cloud.objects("runs/")) == 2  # the requests and the predictions
+    assert len(records) == 3 and all(isinstance(r, Verdict) for r in records)
+    ledger = json.loads((tmp_path / "batch.batches.json").read_text())
+    [found] = ledger["batches"]
+    assert ledger["intents"] == [] and (found["id"], found["status"]) == (name, "collected")
+    assert found["found"] == f"its label framejudge_batch={intent['tag']}"
+
+
+def test_two_different_replies_to_one_request_are_an_error_naming_it(tmp_path, items, cloud):
+    """The predictions answer one request twice, differently: the turn is an error naming the
+    request; a request answered twice alike is taken."""
+    from framejudge.runner.batch_api import label_key
+
+    other = json.dumps({"response_a": {"category": "Not Successful", "rationale": "misses the heron"},
+                        "response_b": {"category": "Successful", "rationale": "a jay"}, "preference": "B",
+                        "deciding_criterion": "category"})
+    vertex = cloud.vertex
+    judges = judges_file(tmp_path, cloud)
+    out = tmp_path / "batch.jsonl"
+    run(items, out, judges, batch=True)
+    name = only_job(cloud)
+    labels = [line["request"]["labels"]["framejudge_key"] for line in vertex.requests_of(name)]
+
+    def answers(line):
+        text, label = by_line(line), line["request"]["labels"]["framejudge_key"]
+        return [text, other] if label == labels[0] else [text, text] if label == labels[1] else text
+
+    vertex.finish(name, answers)
+    records = run(items, out, judges, batch=True)
+    errors = [r for r in records if isinstance(r, JudgeError)]
+    assert len(errors) == 1
+    assert f"the batch API gave 2 different replies to request {label_key(labels[0])}" in errors[0].message
+    assert len([r for r in records if isinstance(r, Verdict)]) == 2
+    assert list(vertex.jobs) == [name]
