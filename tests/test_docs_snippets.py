@@ -237,8 +237,8 @@ def _package_strings() -> list[str]:
 
 
 # what a quoted message holds that the reader's case fills in: ..., <placeholders>, $VARIABLES, quoted
-# values, numbers, N and FILE:LINE positions
-_FILLED = re.compile(r"\.\.\.|<[^>]*>|\$\w+|'[^']*'|\"[^\"]*\"|\b\d+(?:\.\d+)?\b|\bN\b|\b[A-Z]{2,}\b|\S+\.ya?ml:\S*|\S+/\S+|\w+(?:\.\w+)+")
+# values, exception names, numbers, N and FILE:LINE positions
+_FILLED = re.compile(r"\.\.\.|<[^>]*>|\$\w+|'[^']*'|\"[^\"]*\"|\b[A-Z]\w*Error\b|\b\d+(?:\.\d+)?\b|\bN\b|\b[A-Z]{2,}\b|\S+\.ya?ml:\S*|\S+/\S+|\w+(?:\.\w+)+")
 # what the package passes on from the libraries under it, word for word: pydantic's validation messages,
 # the HTTP clients' connection errors, the providers' own replies
 FROM_LIBRARIES = ("input should be", "cannot connect to host", "api key not valid")
