@@ -12,9 +12,10 @@ In-process, on an ephemeral port, in a background thread with its own event loop
         server.configure(overload_for=2.0)
         print(server.stats())
 
-As a subprocess (prints `ready http://127.0.0.1:PORT/v1` once listening; stops on SIGTERM/SIGINT):
+As a subprocess (prints `ready http://127.0.0.1:PORT/v1` once listening; stops on SIGTERM/SIGINT), set up
+by ./run (the bench environment):
 
-    python bench/model_server.py --port 18100 --latency 0.5 --rate-limit 20
+    ./run bench model_server --port 18100 --latency 0.5 --rate-limit 20
 
 Routes: POST /v1/chat/completions (and /chat/completions), GET /v1/models (and /models),
 GET /admin/stats, POST /admin/configure (a JSON object of settings), POST /admin/reset.
@@ -51,7 +52,11 @@ import zlib
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from aiohttp import web
+try:
+    from aiohttp import web
+except ModuleNotFoundError as exc:  # run without the bench environment (./run grade sets up less)
+    raise SystemExit(f"error: the stand-in model server needs {exc.name}: run it as ./run bench model_server "
+                     "(which sets up the bench environment)") from None
 
 TAG = re.compile(r"\[item ([^\]]+)\]")
 TIME_LABEL = re.compile(r"\[t = ([0-9.]+) s\]")
