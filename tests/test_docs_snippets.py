@@ -319,3 +319,14 @@ def test_install_lines_name_extras_and_pins_that_exist() -> None:
         for name, version in re.findall(r"pip install --no-deps ([\w-]+)==([\w.]+)", text):
             assert carried.get(name) == version, f"{page}: {name}=={version}, where ./run installs {carried.get(name)}"
     assert seen >= 8
+
+
+def test_the_stand_in_model_server_says_how_to_start_it_where_its_environment_is_missing() -> None:
+    """After ./run grade alone (no aiohttp), bench/model_server.py names the command that sets it up, not a
+    traceback."""
+    blocked = ("import runpy, sys; sys.modules['aiohttp'] = None; sys.argv = ['model_server.py', '--help']; "
+               "runpy.run_path('bench/model_server.py', run_name='__main__')")
+    ran = subprocess.run([sys.executable, "-c", blocked], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
+    assert ran.stderr.strip() == ("error: the stand-in model server needs aiohttp: run it as ./run bench model_server "
+                                  "(which sets up the bench environment)")
