@@ -439,6 +439,10 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
                            "golden:same_state")
         if _NAME_Q.search(question) and _entities(golden) - _entities(question) and not _entities(response):
             return Decided(Category.irrelevant, "the question asks for a brand or maker and the answer names none: it describes instead of answering", "golden:names_none")
+        g_col, r_col = _colours(golden), _colours(response)
+        if re.search(r"\bcolou?rs?\b", question, re.I) and g_col and set(r_col) == set(g_col):
+            return Decided(Category.successful, f"names the colour the golden response gives ({', '.join(g_col)})",
+                           "golden:same_colour")
         g_content = _content(golden)
         # a shared number, or most of the response's words in the golden response, keeps the words' decision
         shared = _overlap(r_content, g_content)
