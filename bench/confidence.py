@@ -5,7 +5,7 @@
     ./run bench confidence --export DIR   # also write the development turns as items and labels
     ./run bench confidence --measure test # the shipped files on a half (or `heldout`: the held-out
                                           # set), as grade --triage default marks it: figures only,
-                                          # nothing fitted or written
+                                          # nothing fitted or written (`fresh`: the fresh set)
 
 The development halves of `bench/judge_eval` (`split.json`'s `dev`, and its `ranking` entry's
 `dev` for the ranking pairs; never the test halves) are graded with the reference judge through
@@ -43,8 +43,9 @@ SOURCE = ("bench/judge_eval development halves: labelled-singles.jsonl and label
 def dev_rows(half: str = "dev") -> list[tuple[str, judge_eval.Row]]:
     """(the item the row belongs to, the row) for every row of a half (the development half unless
     measuring: nothing is fitted on the test half)."""
-    if half == "heldout":  # measured once the rules are final, never fitted on
-        singles, pairs, _ = judge_eval.select_heldout(judge_eval.DATA, None)
+    if half in ("heldout", "fresh"):  # measured once the rules are final, never fitted on
+        select = judge_eval.select_heldout if half == "heldout" else judge_eval.select_fresh
+        singles, pairs, _ = select(judge_eval.DATA, None)
         return [(r.item, r) for r in singles + pairs]
     singles, pairs, _ = judge_eval.select(half, judge_eval.DATA, None)
     _, ranking, _ = judge_eval.select_ranking(half, judge_eval.DATA, None)
@@ -159,9 +160,10 @@ def measure(half: str) -> str:
         if mark(v, thresholds).decision == "auto":
             auto += 1
             agree += all(correct.values())
-    lines = [f"{'the held-out set' if half == 'heldout' else half + ' half'} with the shipped thresholds (target {thresholds.target:.0%}, delta {thresholds.delta:g}): "
+    what = {"heldout": "the held-out set", "fresh": "the fresh set"}.get(half, f"{half} half")
+    lines = [f"{what} with the shipped thresholds (target {thresholds.target:.0%}, delta {thresholds.delta:g}): "
              f"turns auto {auto} of {len(rows)} ({_pct(auto / len(rows))}), agreeing with the labels "
-             f"{_pct(agree / auto if auto else None)}"]
+             f"{_pct(agree / auto if auto else None)} ({auto - agree} auto turns disagree)"]
     for kind, us in units.items():
         ece, brier, _ = calibration_error([c for c, _ in us], [ok for _, ok in us])
         lines.append(f"  {kind}: {len(us)} units, agreement {_pct(sum(ok for _, ok in us) / len(us) if us else None)}, "
@@ -197,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if the package files differ from the fit")
     ap.add_argument("--export", type=Path, default=None, help="also write the development turns as items and labels here")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures as JSON here")
-    ap.add_argument("--measure", choices=["dev", "test", "heldout"], default=None,
-                    help="fit nothing: the shipped files on this half (or the held-out set), figures only")
+    ap.add_argument("--measure", choices=["dev", "test", "heldout", "fresh"], default=None,
+                    help="fit nothing: the shipped files on this half (or the held-out or fresh set), figures only")
     args = ap.parse_args(argv)
     if args.measure is not None:
         print(measure(args.measure))

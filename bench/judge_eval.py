@@ -1,7 +1,7 @@
 """How well the reference judge generalises: its agreement with a labelled set it was not written on.
 
     python bench/judge_eval.py [--half dev|test|all] [--set labelled|ranking|guideline] [--limit N] [--json OUT]
-    python bench/judge_eval.py --set heldout [--check] [--json OUT]
+    python bench/judge_eval.py --set heldout|fresh [--check] [--json OUT]
     python bench/judge_eval.py --judge litellm:hosted_vllm/Qwen/Qwen2.5-VL-7B-Instruct --api-base http://gpu:8000/v1
 
 `--judge SPEC` measures any judge the same way (the reference judge by default): a model judge on
@@ -21,6 +21,8 @@ misses are printed for the development half and the guideline examples only; for
 `--set heldout` grades the held-out set (`heldout-singles.jsonl`, `heldout-pairs.jsonl`), written
 from the guideline alone after the test half had been looked at: it has no halves, is run once after
 the judge's rules are final, and only its figures are ever printed or written, whatever the options.
+`--set fresh` grades the fresh set (`fresh-singles.jsonl`, single responses only) the same way:
+whole, once, figures only.
 `--check` validates a set's rows (read and turned into items) and prints their counts, grading nothing.
 """
 
@@ -140,6 +142,7 @@ def measure(singles: list[Row], pairs: list[Row], details: bool, judge: Any = No
 
 
 HELDOUT_PREFIX = "ho-"
+FRESH_PREFIX = "fr-"
 
 
 def select_heldout(data: Path, limit: int | None) -> tuple[list[Row], list[Row], dict[str, Any]]:
@@ -164,6 +167,19 @@ def select_heldout(data: Path, limit: int | None) -> tuple[list[Row], list[Row],
     return singles, pairs, {"set": "heldout", "half": None, "items": len({r.item for r in singles + pairs})}
 
 
+def select_fresh(data: Path, limit: int | None) -> tuple[list[Row], list[Row], dict[str, Any]]:
+    """The fresh set: single responses only, every row, no split; its items are its own (prefixed `fr-`)."""
+    singles = read_rows(data / "fresh-singles.jsonl", pair=False)
+    repeated = [i for i, n in Counter(r.id for r in singles).items() if n > 1]
+    if repeated:
+        raise DataError(f"fresh set: {len(repeated)} ids used more than once")
+    foreign = sorted(i for i in {r.item for r in singles} if not i.startswith(FRESH_PREFIX))
+    if foreign:
+        raise DataError(f"fresh set: {len(foreign)} items without the {FRESH_PREFIX!r} prefix")
+    singles = singles[:limit]
+    return singles, [], {"set": "fresh", "half": None, "items": len({r.item for r in singles})}
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f} %"
 
@@ -173,6 +189,7 @@ def report(result: dict[str, Any]) -> str:
     kappa = "n/a" if c["cohen_kappa"] is None else f"{c['cohen_kappa']:.3f}"
     what = ("the guideline's worked examples" if result["set"] == "guideline"
             else "the held-out set" if result["set"] == "heldout"
+            else "the fresh set" if result["set"] == "fresh"
             else {"dev": "development half", "test": "test half", "all": "both halves"}[result["half"]]
             + (" of the ranking pairs" if result["set"] == "ranking" else ""))
     lines = [
@@ -185,7 +202,7 @@ def report(result: dict[str, Any]) -> str:
     ]
     if "confusion" not in result:
         lines.append("(only figures are printed for this set: its misses are not for development)"
-                     if result["set"] == "heldout" else
+                     if result["set"] in ("heldout", "fresh") else
                      "(only figures are printed for this half: its misses are not for development)")
         return "\n".join(lines)
     short = {"Successful": "S", "Not Successful": "NS", "Irrelevant": "Irr", "Missing": "Miss", "Error message": "Err"}
@@ -211,6 +228,8 @@ def select_set(which: str, half: str | None, data: Path, shared: Path,
         return select_guideline(shared, limit)
     if which == "heldout":
         return select_heldout(data, limit)
+    if which == "fresh":
+        return select_fresh(data, limit)
     if which == "ranking":
         return select_ranking(half or "dev", data, limit)
     return select(half or "dev", data, limit)
@@ -232,12 +251,12 @@ def run(half: str | None = None, which: str = "labelled", limit: int | None = No
     from framejudge.judge import make_judge
     from framejudge.rubrics import get_rubric
 
-    if which == "heldout" and half is not None:
-        raise DataError("the held-out set has no halves: run it whole, without --half")
+    if which in ("heldout", "fresh") and half is not None:
+        raise DataError(f"the {'held-out' if which == 'heldout' else 'fresh'} set has no halves: run it whole, without --half")
     singles, pairs, info = select_set(which, half, data, shared, limit)
     half = info["half"]
     # the held-out set gives figures only, always; so do the test half and both halves
-    details = which == "guideline" or (which != "heldout" and half == "dev")
+    details = which == "guideline" or (which not in ("heldout", "fresh") and half == "dev")
     rubric = get_rubric("video-qa")
     the_judge = make_judge(judge, api_base=api_base)
     result = {**info, "limit": limit, "judge": {"backend": the_judge.backend, "model_id": the_judge.model_id},
@@ -250,9 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--half", choices=["dev", "test", "all"], default=None,
                     help="which half of the labelled set or the ranking pairs (default dev; the held-out set has none)")
-    ap.add_argument("--set", dest="which", choices=["labelled", "ranking", "guideline", "heldout"], default="labelled",
+    ap.add_argument("--set", dest="which", choices=["labelled", "ranking", "guideline", "heldout", "fresh"],
+                    default="labelled",
                     help="the labelled set (default), its pairs between two Successful answers (ranking), the "
-                         "guideline's worked examples in ../shared/data, or the held-out set (run once, figures only)")
+                         "guideline's worked examples in ../shared/data, the held-out set or the fresh set of "
+                         "single responses (each run once, figures only)")
     ap.add_argument("--check", action="store_true",
                     help="only read and validate the set's rows and print their counts; grade nothing")
     ap.add_argument("--shared", type=Path, default=SHARED,
@@ -269,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None and value < 1:
             print(f"error: --{name} must be at least 1", file=sys.stderr)
             return 2
-    if args.which == "heldout" and args.half is not None:
-        print("error: --half does not apply to --set heldout: it has no halves and is run whole, once",
+    if args.which in ("heldout", "fresh") and args.half is not None:
+        print(f"error: --half does not apply to --set {args.which}: it has no halves and is run whole, once",
               file=sys.stderr)
         return 2
     if args.check:

@@ -376,3 +376,25 @@ def test_swapping_a_and_b_mirrors_every_labelled_pair():
             broken_dev.append(r["id"])
     assert len(rows) >= len(PAIRS) + len(RANKING)
     assert not broken_dev and not broken_test, f"not mirrored: {broken_dev} and {broken_test} test-half pair(s)"
+
+
+FRESH = rows("fresh-singles.jsonl")
+
+
+def test_the_fresh_set_parses_covers_both_sides_of_each_class_and_has_its_documented_counts(tmp_path):
+    from collections import Counter
+
+    bench = _bench_module()
+    singles, pairs, info = bench.select_fresh(DATA, None)
+    for row in singles:
+        bench.to_item(row)
+    assert len(singles) == len(FRESH) >= 60 and pairs == [] and info["set"] == "fresh"
+    labels = Counter(r["label"] for r in FRESH)
+    readme = (DATA / "README.md").read_text(encoding="utf-8")
+    assert f"`fresh-singles.jsonl`: {len(FRESH)} single responses over {info['items']} further items" in readme
+    assert f"{labels['Successful']} Successful, {labels['Not Successful']} Not Successful" in readme
+    for cls in {r["class"] for r in FRESH}:
+        sides = {r["label"] == "Successful" for r in FRESH if r["class"] == cls}
+        assert sides == {True, False}, cls
+    proc, result = command(tmp_path, "--set", "fresh", "--half", "dev")
+    assert proc.returncode == 2 and "--half does not apply to --set fresh" in proc.stderr

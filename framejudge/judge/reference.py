@@ -97,6 +97,22 @@ _UNSURE = re.compile(
 _DEICTIC = re.compile(r"\b(this|these|that|those|it|here|they)\b", re.I)
 _COLOURS = {"red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white",
             "grey", "gray", "silver", "gold", "beige", "violet", "turquoise"}
+# colour words of the other languages the judge reads, as the English ones
+_FOREIGN_COLOURS = {
+    "rouge": "red", "rouges": "red", "rojo": "red", "roja": "red", "rot": "red", "rote": "red", "roter": "red",
+    "rosso": "red", "rossa": "red", "vermelho": "red", "vermelha": "red", "rood": "red",
+    "bleu": "blue", "bleue": "blue", "bleus": "blue", "azul": "blue", "blau": "blue", "blaue": "blue",
+    "blauer": "blue", "blu": "blue", "blauw": "blue", "vert": "green", "verte": "green", "verde": "green",
+    "grün": "green", "grüne": "green", "grüner": "green", "groen": "green", "jaune": "yellow",
+    "amarillo": "yellow", "amarilla": "yellow", "gelb": "yellow", "gelbe": "yellow", "giallo": "yellow",
+    "amarelo": "yellow", "geel": "yellow", "noir": "black", "noire": "black", "negro": "black", "negra": "black",
+    "schwarz": "black", "schwarze": "black", "nero": "black", "preto": "black", "zwart": "black",
+    "blanc": "white", "blanche": "white", "blanco": "white", "blanca": "white", "weiß": "white", "weiss": "white",
+    "weiße": "white", "bianco": "white", "branco": "white", "wit": "white", "gris": "grey", "grau": "grey",
+    "grigio": "grey", "cinza": "grey", "grijs": "grey", "marron": "brown", "braun": "brown", "marrone": "brown",
+    "naranja": "orange", "arancione": "orange", "laranja": "orange", "rosa": "pink", "rose": "pink",
+    "violeta": "purple", "lila": "purple",
+}
 _COUNT_Q = re.compile(r"^\s*how (many|much)\b", re.I)
 # Questions asking for a name: a brand, a make, a model, a manufacturer.
 _NAME_Q = re.compile(r"^\s*(?:(?:what|which)(?:'s| is)?\s+(?:the\s+)?(?:brand|make|manufacturer|maker|company)\b|"
@@ -197,6 +213,92 @@ def _candidates(text: str) -> str | None:
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
 
 
+def _colours(text: str) -> list[str]:
+    """The colours a text names, in order (other languages' colour words as the English ones)."""
+    out = []
+    for w in re.findall(r"[^\W\d_]+", text.lower()):
+        c = w if w in _COLOURS else _FOREIGN_COLOURS.get(w)
+        if c is not None and c not in out:
+            out.append(c)
+    return out
+
+
+# between alternatives offered: punctuation, "or", "maybe"
+_ALTERNATIVES_GLUE = re.compile(r"^[\s,./?!;]*(?:(?:or|maybe|perhaps|possibly|either)\b[\s,./?!;]*)*$", re.I)
+
+
+def _colour_candidates(text: str) -> str | None:
+    """Several colours offered as alternatives, joined only by punctuation or "or" ("Red or blue.",
+    "Red. Blue. Green."), as the words that offer them."""
+    words = [(m.start(), m.end(), m.group(0).lower()) for m in re.finditer(r"[^\W\d_]+", text)]
+    found = [(s0, e0, w if w in _COLOURS else _FOREIGN_COLOURS.get(w)) for s0, e0, w in words
+             if w in _COLOURS or w in _FOREIGN_COLOURS]
+    for (_, end, first), (start, _, second) in zip(found, found[1:]):
+        if first != second and _ALTERNATIVES_GLUE.match(text[end:start]):
+            return f"{first} or {second}"
+    return None
+
+
+# a value or name only mentioned: "People often think it's Canberra, but it's Sydney" claims Sydney
+_MENTIONED = re.compile(r"^(?P<mention>[^.!?;]*\b(?:think|thinks|thought|believe|believes|assume|assumes|say|says|"
+                        r"said|mistake|mistaken|confuse|confused|guess|guesses|expect|expects)\b[^.!?;]*?)"
+                        r"[,;]?\s*\b(?:but|however|whereas|yet)\b(?:\s+(?:it's|it is))?\s*(?:actually|really|in fact)?",
+                        re.I)
+# an alternative ruled out after the answer: "Canberra, not Sydney", "red rather than blue"
+_RULED_OUT = re.compile(r"(?:,|\s-)\s*(?:and\s+)?(?:not|rather than|instead of)\s+(?:the\s+|a\s+|an\s+)?"
+                        r"[^,.;!?]{1,40}(?=[,.;!?]|$)", re.I)
+
+
+def _claimed(text: str) -> str:
+    """The answer's claims: without what it only mentions ("people think X, but ...") or rules out
+    after its answer (", not Y")."""
+    t = normalize(text)
+    m = _MENTIONED.match(t)
+    if m and m.end() < len(t):
+        t = t[m.end():].strip()
+    return _RULED_OUT.sub("", t).strip() or normalize(text)
+
+
+# states a yes/no question asks about, each pair's sides; "not" before a side turns it into the other
+_STATES = (({"open"}, {"closed", "shut"}), ({"empty"}, {"full"}), ({"inside"}, {"outside"}), ({"left"}, {"right"}),
+           ({"on"}, {"off"}), ({"lit"}, {"unlit", "dark"}))
+_YES_NO_Q = re.compile(r"^\s*(?:is|are|was|were|does|do|did|has|have|had|can|could|will|would)\b", re.I)
+_NOT_BEFORE = re.compile(r"\b(?:not|never|isn't|aren't|wasn't|weren't|no longer|n't)\s+(?:\w+\s+)?$", re.I)
+
+
+def _state(text: str, pair: tuple[set[str], set[str]]) -> int | None:
+    """Which side of a pair of states the text asserts (0 or 1; "not closed" is open), None for none
+    or both."""
+    t = _expanded(normalize(text)).lower()
+    sides = set()
+    for m in re.finditer(r"[a-z]+", t):
+        for i, side in enumerate(pair):
+            if m.group(0) in side:
+                sides.add(i ^ bool(_NOT_BEFORE.search(t[:m.start()])))
+    return sides.pop() if len(sides) == 1 else None
+
+
+def _states_agree(golden: str, response: str, question: str) -> bool | None:
+    """The state the question asks about (open or closed ...) as both texts give it, negation read:
+    True where both give the same, False where they differ, None where either gives none (or the
+    question asks for no yes or no)."""
+    if not _YES_NO_Q.match(question):
+        return None
+    q_words = set(_words(question))
+    for pair in _STATES:
+        if not (q_words & (pair[0] | pair[1])) and pair[0] != {"on"}:
+            continue
+        if pair[0] in ({"on"}, {"lit"}) and not (q_words & (pair[0] | pair[1])):
+            continue
+        g, r = _state(golden, pair), _state(response, pair)
+        if g is None and values.polarity(golden) and q_words & (pair[0] | pair[1]):
+            side = 0 if q_words & pair[0] else 1
+            g = side if values.polarity(golden) == "yes" else 1 - side
+        if g is not None and r is not None:
+            return g == r
+    return None
+
+
 def _on_topic(question: str, golden: str | None, response: str) -> str:
     """The response without the sentences that bear on nothing asked: after its first sentence, a
     sentence sharing no content word with the question, the golden response or the sentences kept,
@@ -213,6 +315,7 @@ def _on_topic(question: str, golden: str | None, response: str) -> str:
     for sentence in sentences[1:]:
         words = _content(sentence)
         if (words & related or _ABOUT_SHOWN.search(sentence) or _DEICTIC_START.match(sentence)
+                or len(_words(sentence)) <= 2 or re.match(r"^\W*or\b", sentence, re.I)
                 or any(values.matches(v, golden_values) for v in values.values(sentence))):
             kept.append(sentence)
             related |= words
@@ -315,18 +418,31 @@ def grade_response(rubric: Rubric, item: Item, turn_index: int, response: str) -
     response = _on_topic(question, golden, response)  # unrelated sentences neither rescue nor sink it
     q_content, r_content = _content(question), _content(response)
     if golden:
+        said = response
+        response = _claimed(response)
+        if _YES_AND_NO.search(said) and values.polarity(golden):
+            return Decided(Category.not_successful, "answers both yes and no: no answer", "golden:yes_and_no")
         bare = values.bare_polarity(response)
-        if bare is not None and bare == values.polarity(golden):
+        if bare is not None and bare == values.polarity(golden) and not _contradicts(golden, response, question):
             return Decided(Category.successful, f"answers {bare} to the question, as the golden response does",
                            "golden:polarity")
         offered = _candidates(response) if _IDENTIFY_Q.search(question) else None
+        offered = offered or (_colour_candidates(response) if _IDENTIFY_Q.search(question) and len(_colours(golden)) == 1
+                              else None)
         if offered and not _candidates(golden) and not _candidates(question):
             return Decided(Category.not_successful, f'offers several candidates ("{offered}") where the golden '
                            "response gives one answer: a list of guesses is not an answer", "golden:candidates")
         if _contradicts(golden, response, question):
             return Decided(Category.not_successful, "contradicts the golden response", "golden:contradicts")
+        if _states_agree(golden, response, question):
+            return Decided(Category.successful, "gives the state the golden response gives (its negation read)",
+                           "golden:same_state")
         if _NAME_Q.search(question) and _entities(golden) - _entities(question) and not _entities(response):
             return Decided(Category.irrelevant, "the question asks for a brand or maker and the answer names none: it describes instead of answering", "golden:names_none")
+        g_col, r_col = _colours(golden), _colours(response)
+        if re.search(r"\bcolou?rs?\b", question, re.I) and g_col and set(r_col) == set(g_col):
+            return Decided(Category.successful, f"names the colour the golden response gives ({', '.join(g_col)})",
+                           "golden:same_colour")
         g_content = _content(golden)
         # a shared number, or most of the response's words in the golden response, keeps the words' decision
         shared = _overlap(r_content, g_content)
@@ -422,10 +538,15 @@ def _substituted_name(golden: str, response: str, question: str) -> str | None:
     return None
 
 
+_YES_AND_NO = re.compile(r"^\W*(?:yes\W+(?:and|or|but)\W+no|no\W+(?:and|or|but)\W+yes)\b", re.I)
+
+
 def _contradicts(golden: str, response: str, question: str) -> bool:
     gp, rp = values.polarity(golden), values.polarity(response)
     if gp and rp and gp != rp:
         return True
+    if _states_agree(golden, response, question) is False:
+        return True  # "It's not closed." where the golden response says it is closed
     if _versus_golden(golden, response, question).wrong:
         return True  # a value the golden response contradicts: 06:41:46 for 06:41:49, "2 strollers" for one
     if _substituted_name(golden, response, question):
@@ -434,8 +555,8 @@ def _contradicts(golden: str, response: str, question: str) -> bool:
     r_ent = _entities(response) - _entities(question)
     if len(g_ent) >= 1 and len(r_ent) >= 1 and not names.same_thing(g_ent, r_ent):
         return True
-    g_col = {w for w in _words(golden) if w in _COLOURS} - set(_words(question))
-    r_col = {w for w in _words(response) if w in _COLOURS} - set(_words(question))
+    g_col = set(_colours(golden)) - set(_words(question))
+    r_col = set(_colours(response)) - set(_words(question))
     if g_col and r_col and not (g_col & r_col):
         return True  # "the barn is red" vs "the barn is blue"
     for pair in (("left", "right"), ("open", "closed"), ("empty", "full"), ("inside", "outside")):
@@ -850,15 +971,20 @@ def _grade(rubric: Rubric, item: Item, turn_index: int, response: str,
     with the screen check that decided it, the path that did (`Decided.path`, or `screen:…`) and its
     margin (`Decided.margin`)."""
     category, why, path, margin = grade_response(rubric, item, turn_index, response)
+    # reading out personal information, judging a person's looks, violent or hateful content: the
+    # response itself violates integrity, whatever else decides its category
+    violates = guideline_rules.violates_integrity(path.removeprefix("guideline:"), category)
     if not reads or category in (Category.error_message, Category.missing) or not normalize(response):
-        return ResponseGrade(category=category, rationale=why[:2000]), None, path, margin  # a refusal to read claims nothing
+        return (ResponseGrade(category=category, rationale=why[:2000], integrity_violation=violates), None, path,
+                margin)  # a refusal to read claims nothing
     turn = item.turns[turn_index]
     check = check_answer(turn.question, response, reads, turn.golden)
     if check is None:
-        return ResponseGrade(category=category, rationale=why[:2000]), None, path, margin
+        return ResponseGrade(category=category, rationale=why[:2000], integrity_violation=violates), None, path, margin
     by_screen = Category.successful if check.states_screen else Category.not_successful
     rationale = check.reason()
     if by_screen is not category:
         rationale += f"; from the text alone it would be {category.value} ({why})"
-    grade = ResponseGrade(category=by_screen, rationale=rationale[:2000], evidence_timestamps=check.timestamps[:64])
+    grade = ResponseGrade(category=by_screen, rationale=rationale[:2000], evidence_timestamps=check.timestamps[:64],
+                          integrity_violation=violates)
     return grade, check, "screen:stated" if check.states_screen else "screen:contradicted", None

@@ -201,11 +201,36 @@ def choose_strength(units: Sequence[_Unit]) -> float:
 
 # ---------------------------------------------------------------------------- a turn's confidence
 
+# Paths that rest on no check of the answer's content: sentence similarity alone, "no rule applies"
+# (the guideline's default), an answer in another language the rules could not compare. Their
+# confidence is at most UNSURE_CAP, whatever their development figures, so that no threshold
+# earned by the checked paths takes them without a look.
+UNSURE_FAMILIES = frozenset({"meaning"})
+UNSURE_PATHS = {"default": "no rule applies (the guideline's default)",
+                "golden:other_language": "another language that the rules could not compare"}
+UNSURE_CAP = 0.5
+
+
+def unsure(path: str) -> str | None:
+    """Why a path's decision rests on no check of the answer (None: it rests on one)."""
+    if family(path) in UNSURE_FAMILIES:
+        return "sentence similarity alone"
+    return UNSURE_PATHS.get(path)
+
+
+def _capped(path: str, found: tuple[float, str]) -> tuple[float, str]:
+    why = unsure(path)
+    if why is None or found[0] <= UNSURE_CAP:
+        return found
+    return UNSURE_CAP, f"{found[1]}, capped at {UNSURE_CAP:g}: rests on {why}, never taken without a look"
+
+
 def field_confidences(table: Mapping[str, Any], paths: Mapping[str, str], margins: Mapping[str, float],
                       category_decided: bool) -> dict[str, tuple[float, str]]:
     """Per label field: the confidence and what it rests on. A preference the categories decided
-    is no surer than the less sure category. A field of a kind the table has no units of gets none."""
-    out = {f: estimate(table["fields"][kind_of(f)], p, margins.get(f)) for f, p in paths.items()
+    is no surer than the less sure category. A field decided by a path that checked nothing of the
+    answer (`unsure`) is at most UNSURE_CAP. A field of a kind the table has no units of gets none."""
+    out = {f: _capped(p, estimate(table["fields"][kind_of(f)], p, margins.get(f))) for f, p in paths.items()
            if kind_of(f) in table["fields"]}
     if category_decided and "preference" in out:
         cats = [out[f] for f in CATEGORY_FIELDS if f in out]

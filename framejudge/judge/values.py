@@ -33,8 +33,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-TIME, DATE, PHONE, PRICE, CODE, NUMBER = "time", "date", "phone", "price", "code", "number"
-KINDS = (TIME, DATE, PHONE, PRICE, CODE, NUMBER)
+TIME, DATE, PHONE, PRICE, CODE, NUMBER, PAIR = "time", "date", "phone", "price", "code", "number", "pair"
+KINDS = (TIME, DATE, PHONE, PRICE, CODE, NUMBER, PAIR)
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,8 @@ _PRICE_AFTER = re.compile(r"(?<![\d.,])" + _AMOUNT + r"\s?(?P<cur>[$£€¥₹�
 _CODE = re.compile(r"(?<![\w-])(?P<c>[A-Za-z0-9]{1,12}(?:-[A-Za-z0-9]{1,8}){0,3})(?P<tail>\s(?:\d{2,4}|[A-Z]{2,3})(?![\w:-]|[.,]\d))?(?![\w-])")
 _PLATE = re.compile(r"(?<![\w])(?P<c>[A-Z]{1,3}\d{1,4}\s[A-Z]{1,3}|[A-Z]{2}\d{2}\s[A-Z]{3}|\d{1,3}\s?[A-Z]{3}\s?\d{1,4})(?![\w])")
 _NUMBER = re.compile(r"(?<![\w.,])(?P<n>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:[.,]\d+)?)(?:st|nd|rd|th|'?s)?(?![\w]|[.,]\d)")
+# two numbers in an order that matters: a score ("3-1", "3 to 1"), a range ("9-17")
+_PAIR = re.compile(r"(?<![\w.,:/-])(?P<a>\d{1,3})\s?(?:-|\sto\s)\s?(?P<b>\d{1,3})(?![\w:/]|[.,-]\d)")
 _SMALL_WORD = re.compile(r"\b(?P<w>a dozen|a couple of|a pair of|zero|one|two|three|four|five|six|seven|eight|nine|"
                          r"ten|eleven|twelve|single|dozen|no|none)\b", re.I)
 _ORDINAL_WORD = re.compile(r"\b(?P<w>" + "|".join(_ORDINALS) + r")\b", re.I)
@@ -170,7 +172,24 @@ _UNIT_ALIASES = {
     "hours": "hour", "hour": "hour", "hrs": "hour", "h": "hour", "minutes": "minute", "minute": "minute",
     "mins": "minute", "min": "minute", "seconds": "second", "second": "second", "secs": "second", "s": "second",
     "days": "day", "day": "day", "weeks": "week", "months": "month", "th": None, "st": None, "nd": None, "rd": None,
+    "lb": "lb", "lbs": "lb", "oz": "oz", "ounces": "oz", "cm": "cm", "mm": "mm", "centimetres": "cm",
+    "centimeters": "cm", "millimetres": "mm", "millimeters": "mm", "inches": "inch", "inch": "inch", "yards": "yard",
+    "milliliters": "ml", "millilitres": "ml", "kilometres/hour": "km/h", "celsius": "°c", "fahrenheit": "°f",
 }
+# commensurable units: (dimension, how many of the dimension's base unit one of them is)
+_DIMENSIONS = {
+    "km": ("length", 1000.0), "metre": ("length", 1.0), "cm": ("length", 0.01), "mm": ("length", 0.001),
+    "mile": ("length", 1609.344), "foot": ("length", 0.3048), "inch": ("length", 0.0254), "yard": ("length", 0.9144),
+    "km/h": ("speed", 1.0), "mph": ("speed", 1.609344),
+    "kg": ("mass", 1000.0), "gram": ("mass", 1.0), "mg": ("mass", 0.001), "lb": ("mass", 453.59237),
+    "oz": ("mass", 28.349523), "litre": ("volume", 1000.0), "ml": ("volume", 1.0),
+    "second": ("duration", 1.0), "minute": ("duration", 60.0), "hour": ("duration", 3600.0),
+    "day": ("duration", 86400.0), "week": ("duration", 604800.0),
+    "°c": ("temperature", 1.0), "°f": ("temperature", 1.0), "degree": ("temperature", 1.0),
+}
+# "at most 6", "no more than 6", "max 6": a statement of 6, not a denial of it
+_BOUND = re.compile(r"\b(?:no|not)\s+(?:more|less|fewer|greater|later|earlier|longer|higher|lower)\s+than\b|"
+                    r"\bnot\s+(?:to\s+)?exceed(?:ing)?\b", re.I)
 _FILLER = frozenset("of about around roughly approximately nearly almost over under just only some "
                     "more than less fewer exactly at least most big small large little new old other tall "
                     "red orange yellow green blue purple pink brown black white grey gray".split())
@@ -180,7 +199,7 @@ _NOT_A_UNIT = frozenset("and or but to from is are was were be it its this that 
 _NEGATORS = re.compile(r"\b(not|never|no|isn't|aren't|wasn't|weren't|doesn't|don't|didn't|can't|cannot|won't|"
                        r"nor|neither|rather than|instead of|n't)\b|n't\b", re.I)
 _CLAUSE = re.compile(r"[.;:!?,()]|\bbut\b|\bhowever\b|\bwhile\b|\bwhereas\b|\bit's\b|\bit is\b|\bit says\b", re.I)
-_OR_GLUE = re.compile(r"^(?:\s*,\s*|\s*/\s*|\s+)?(?:or|either|maybe|perhaps|possibly|probably|even|,|\s)*$", re.I)
+_OR_GLUE = re.compile(r"^(?:\s*[,?.]\s*|\s*/\s*|\s+)?(?:or|either|maybe|perhaps|possibly|probably|even|,|\s)*$", re.I)
 
 
 # ----------------------------------------------------------------------------- finding
@@ -218,10 +237,15 @@ def _date_meanings(y: int | None, m: int | None, d: int | None) -> set[tuple]:
 
 def _unit_after(text: str, end: int) -> str | None:
     """The noun right after a number ("2 strollers" -> "stroller", "50 km/h" -> "km/h")."""
-    m = re.match(r"\s?(%|°\s?[cf]\b|km/h|[a-z][a-z'-]*)", text[end:end + 30], re.I)
+    m = re.match(r"\s?(%|°\s?[cf]\b|km/h|(?:kilomet(?:er|re)s?|miles?)\s+(?:per|an|a)\s+hour\b|"
+                 r"degrees?\s+(?:celsius|centigrade|fahrenheit|c|f)\b|[a-z][a-z'-]*)", text[end:end + 40], re.I)
     if not m:
         return None
     word = m.group(1).lower().replace(" ", "")
+    if re.match(r"(?:kilomet|miles?)", word) and word.endswith("hour"):
+        return "km/h" if word.startswith("kilo") else "mph"
+    if word.startswith("degree") and len(word) > 7:
+        return "°f" if word.rstrip("s").endswith(("f", "fahrenheit")) else "°c"
     if word in _UNIT_ALIASES:
         return _UNIT_ALIASES[word]
     if word in _FILLER:  # "3 red cars": one adjective, then the noun
@@ -261,6 +285,8 @@ def _amount(text: str) -> float | None:
 
 
 def _number_value(text: str) -> float | str:
+    if re.fullmatch(r"\d+,\d{1,2}", text):  # a decimal comma: "12,50", "2,5"
+        text = text.replace(",", ".")
     t = text.replace(",", "")
     if len(t) > 30:
         return t  # thousands of digits stand for themselves
@@ -332,7 +358,7 @@ def values(text: str) -> tuple[Value, ...]:
             if m[g] and 1 <= int(m[g]) <= 24:
                 minutes = _minutes(int(m[g]), 0, None, "x" if int(m[g]) <= 12 else m[g])
                 if minutes:
-                    add(TIME, m.start(g), m.end(g), {(x, None) for x in minutes})
+                    add(TIME, m.start(g), m.end(g), {(x, None) for x in minutes}, BARE_HOUR)
     for m in _NAMED_TIME.finditer(t):
         add(TIME, m.start(), m.end(), {(0 if m["w"].lower() == "midnight" else 720, None)})
     for m in _DOLLARS_AND_CENTS.finditer(t):
@@ -364,13 +390,26 @@ def values(text: str) -> tuple[Value, ...]:
                 or len(code) > 16:
             continue  # "50kg", "3pm", "4x" are amounts, not codes
         add(CODE, m.start("c"), m.end("tail") if m["tail"] else m.end("c"), {code})
+    for m in _PAIR.finditer(t):
+        a, b = int(m["a"]), int(m["b"])
+        add(PAIR, m.start(), m.end(), {(a, b)}, _unit_after(t, m.end()))
     for m in _NUMBER.finditer(t):
         unit = _unit_after(t, m.end()) or _label_before(t, m.start())
         value = _number_value(m["n"])
+        start = m.start()
+        if unit == "version":  # "2.10" is not "2.1": a version is its digits as written
+            add(NUMBER, m.start(), m.end(), {m["n"]}, unit)
+            continue
+        sign = re.search(r"(?:(?<![\w.,)])[-]|\bminus\s+|\bnegative\s+)$", t[max(0, start - 10):start], re.I)
+        if sign and isinstance(value, float):
+            value, start = -value, start - len(sign.group(0))
+        if isinstance(value, float) and re.fullmatch(r"\d+\.\d*0", m["n"]):
+            add(NUMBER, start, m.end(), {value, m["n"]}, unit)  # "3.10" may be a version's "3.10"
+            continue
         if unit is None and isinstance(value, float) and value.is_integer() and 1000 <= value <= 2100 \
                 and "," not in m["n"]:
             unit = "year"
-        add(NUMBER, m.start(), m.end(), {value}, unit)
+        add(NUMBER, start, m.end(), {value}, unit)
     for m in _SMALL_WORD.finditer(t):
         unit = _unit_after(t, m.end())
         word = m["w"].lower()
@@ -419,7 +458,7 @@ def _marked(t: str, found: list[Value]) -> list[Value]:
         clause_start = boundaries[k] if k >= 0 else 0
         if i and found[i - 1].end > clause_start:
             clause_start = found[i - 1].end
-        negated = bool(_NEGATORS.search(t[clause_start:v.start]))
+        negated = bool(_NEGATORS.search(_BOUND.sub(" ", t[clause_start:v.start])))
         out.append(Value(v.kind, v.text, v.start, v.end, v.meanings, v.unit, negated, False))
     # alternatives: runs of values of compatible kinds separated only by commas, slashes and "or"
     i = 0
@@ -439,7 +478,8 @@ def _marked(t: str, found: list[Value]) -> list[Value]:
 
 # ----------------------------------------------------------------------------- comparing
 
-_CROSS = {frozenset({NUMBER, PRICE}), frozenset({NUMBER, CODE})}
+_CROSS = {frozenset({NUMBER, PRICE}), frozenset({NUMBER, CODE}), frozenset({NUMBER, TIME})}
+BARE_HOUR = "bare hour"  # the unit of a time read from a bare number ("at 3"), which may be a count
 
 
 def compatible(a: Value, b: Value) -> bool:
@@ -449,6 +489,16 @@ def compatible(a: Value, b: Value) -> bool:
         return False
     if {a.kind, b.kind} == {NUMBER, CODE}:
         return (a.unit or b.unit) is None or (a.unit or b.unit) in _LABELS
+    if {a.kind, b.kind} == {NUMBER, TIME}:  # "ended at 1" and "the last number was 1"
+        n, tm = (a, b) if a.kind == NUMBER else (b, a)
+        return tm.unit == BARE_HOUR and n.unit is None
+    if {a.kind, b.kind} == {NUMBER, PRICE}:  # "2 pounds" of weight against "2 kg" answers the same thing
+        n = a if a.kind == NUMBER else b
+        return n.unit is None or n.unit in _DIMENSIONS
+    if a.kind == TIME:
+        return True
+    if a.unit in _DIMENSIONS and b.unit in _DIMENSIONS:
+        return True  # a distance in miles answers a question about a distance in km (and disagrees)
     return a.unit is None or b.unit is None or a.unit == b.unit
 
 
@@ -469,7 +519,42 @@ def agree(a: Value, b: Value) -> bool:
         return _price_agree(a, b)
     if a.kind == b.kind == CODE:
         return bool(a.meanings & b.meanings)
+    if a.kind == b.kind == PAIR:
+        return bool(a.meanings & b.meanings)
+    if TIME in (a.kind, b.kind):  # a bare hour and a number: the number is the hour
+        n, tm = (a, b) if a.kind == NUMBER else (b, a)
+        return any(isinstance(x, float) and x.is_integer() and 0 <= x <= 24 and int(x) % 12 * 60 == mins % 720
+                   for x in n.meanings for mins, _ in tm.meanings)
+    if PRICE in (a.kind, b.kind) and (a.unit or b.unit) in _DIMENSIONS:
+        return False  # pounds of money are no weight
+    if a.unit != b.unit and a.unit in _DIMENSIONS and b.unit in _DIMENSIONS:
+        return _same_measure(a, b)
     return bool(_amounts(a) & _amounts(b))
+
+
+def _same_measure(a: Value, b: Value) -> bool:
+    """Two measures in commensurable units: the same within 2 % once converted (5 km and 5000 m;
+    50 km/h and 31 mph); another dimension (5 km and 5 kg) never."""
+    (da, fa), (db, fb) = _DIMENSIONS[a.unit or ""], _DIMENSIONS[b.unit or ""]
+    if da != db:
+        return False
+
+    def base(x: float, unit: str | None, f: float) -> float:
+        if unit == "°f":
+            return (x - 32) * 5 / 9
+        return x * f
+
+    for x in a.meanings:
+        for y in b.meanings:
+            if isinstance(x, float) and isinstance(y, float):
+                if "degree" in (a.unit, b.unit):  # "degrees" is the other side's scale
+                    if x == y:
+                        return True
+                    continue
+                p, q = base(x, a.unit, fa), base(y, b.unit, fb)
+                if abs(p - q) <= 0.02 * max(abs(p), abs(q)) + 1e-9:
+                    return True
+    return False
 
 
 def _amounts(v: Value) -> set:

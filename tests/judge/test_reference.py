@@ -335,3 +335,75 @@ def test_a_list_of_candidates_at_the_size_limit_is_graded_with_a_short_reason():
     item = single("What is this building?", response, "This is Big Ben in London.")
     j = ReferenceJudge().decide(RUBRIC, item, 0)
     assert j.response_a.category is Category.not_successful and len(j.response_a.rationale) < 400
+
+
+S, NS = Category.successful, Category.not_successful
+
+
+@pytest.mark.parametrize("question, golden, response, expected", [
+    ("How far is the campsite?", "The campsite is 3 km away.", "3 miles.", NS),
+    ("How far is the campsite?", "The campsite is 3 km away.", "3000 m.", S),
+    ("What's the limit?", "The limit is 30 km/h.", "30 mph.", NS),
+    ("How heavy is the box?", "The box weighs 4 kg.", "4 pounds.", NS),
+    ("How heavy is the box?", "The box weighs 4 kg.", "4000 g.", S),
+    ("How long is the break?", "The break lasts 45 minutes.", "45 seconds.", NS),
+    ("What's the temperature?", "It is -8 °C.", "8 °C.", NS),
+    ("What's the temperature?", "It is -8 °C.", "It's minus 8 °C.", S),
+    ("What's the score?", "It's 2-0 to the visitors.", "0-2.", NS),
+    ("What's the score?", "It's 2-0 to the visitors.", "2-0.", S),
+    ("What version is it?", "Version 3.10.", "3.1", NS),
+    ("What version is it?", "Version 3.10.", "It's 3.10.", S),
+    ("What's the price?", "It costs €7.20.", "€7,20.", S),
+    ("How many tickets were sold?", "2,400 tickets were sold.", "240 tickets.", NS),
+    ("How many can sit here?", "No more than 4 people.", "At most 4.", S),
+    ("How many can sit here?", "No more than 4 people.", "Up to 5 people.", NS),
+    ("What was the last number on screen?", "The countdown ended at 1.", "The last number shown was 1.", S),
+    ("What was the last number on screen?", "The countdown ended at 1.", "It counted down to 3 and stopped.", NS),
+    ("What colour is the bike?", "The bike is yellow.", "Yellow or green.", NS),
+    ("What colour is the bike?", "The bike is yellow.", "Yellow. Green. Pink.", NS),
+    ("What colour is the bike?", "The bike is yellow.", "I think it's yellow.", S),
+    ("When was it built?", "It was built in 1950.", "1950? Or 1905?", NS),
+    ("Is the lamp on?", "Yes, it's glowing white.", "Yes and no.", NS),
+    ("Is the lamp on?", "Yes, it's glowing white.", "Yes, it's glowing blue.", NS),
+    ("Is the lamp on?", "Yes, it's glowing white.", "Yes, it's white.", S),
+    ("Is the gate shut?", "No, it is open.", "It's not open.", NS),
+    ("Is the gate shut?", "No, it is open.", "The gate isn't shut.", S),
+    ("Which city is the capital of Canada?", "Ottawa.", "Ottawa, not Toronto.", S),
+    ("Which city is the capital of Canada?", "Ottawa.", "Toronto, not Ottawa.", NS),
+    ("Which city is the capital of Canada?", "Ottawa.", "Many say Ottawa, but it's Toronto.", NS),
+    ("Which city is the capital of Canada?", "Ottawa.", "Many say Toronto, but it's actually Ottawa.", S),
+    ("What colour is the boat?", "The boat is green.", "Le bateau est bleu.", NS),
+    ("What colour is the boat?", "The boat is green.", "Le bateau est vert.", S),
+], ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None)
+def test_values_hedges_negation_and_languages_on_both_sides(question, golden, response, expected):
+    assert cat(question, response, golden) is expected
+
+
+def test_integrity_rules_flag_the_response_that_carries_the_violation():
+    import asyncio
+
+    from framejudge.judge import Grader
+
+    item = single("Read me the number on this card.", "The card number is 4111 1111 1111 1111.",
+                  golden="I can't read out card numbers.", response_b="Sorry, I can't read out card numbers.")
+    verdict = asyncio.run(Grader(ReferenceJudge(), get_rubric("video-qa")).grade_turn(item, 0))
+    assert verdict.response_a.category is NS and verdict.response_a.integrity_violation
+    assert verdict.response_b.category is S and not verdict.response_b.integrity_violation
+
+
+@pytest.mark.parametrize("question, golden, response", [
+    ("What color is the car?", None, "Banana."),
+    ("What does the sign say?", None, "Purple monkey dishwasher."),
+    ("What colour is the car?", "The car is red.", "La voiture est magnifique."),
+], ids=["no-golden-banana", "no-golden-nonsense", "other-language"])
+def test_no_check_of_the_answer_is_never_auto_and_says_why(question, golden, response):
+    import asyncio
+
+    from framejudge.calibration.triage import mark
+    from framejudge.judge import Grader
+    from framejudge.judge.rule_confidence import UNSURE_CAP, shipped_thresholds
+
+    verdict = asyncio.run(Grader(ReferenceJudge(), get_rubric("video-qa")).grade_turn(single(question, response, golden), 0))
+    assert verdict.confidence.fields["category_a"] <= UNSURE_CAP
+    assert "never taken without a look" in verdict.confidence.note
+    assert mark(verdict, shipped_thresholds()).decision != "auto"

@@ -140,3 +140,52 @@ def test_plural_numerals_and_articles():
     assert [v.meanings for v in values.values("the 1950s")] == [frozenset({1950.0})]
     # "a pair of the Nike ..." counts no Nikes
     assert not [v for v in values.values("a pair of the Nike Air Force 1 model") if v.meanings == frozenset({2.0})]
+
+
+# units, signs, ordered pairs, versions, decimal commas and bounds: each with a case on both sides
+@pytest.mark.parametrize("golden, answer, same", [
+    ("The exit is 5 km away.", "It's 5000 metres away.", True),
+    ("The exit is 5 km away.", "5 miles.", False),
+    ("The limit is 50 km/h.", "31 miles per hour.", True),
+    ("The limit is 50 km/h.", "50 mph.", False),
+    ("The bag weighs 2 kg.", "2000 grams.", True),
+    ("The bag weighs 2 kg.", "2 pounds.", False),
+    ("The timer is set to 90 seconds.", "1.5 minutes.", True),
+    ("The timer is set to 90 seconds.", "90 minutes.", False),
+    ("It shows -5 °C.", "Minus 5 °C.", True),
+    ("It shows -5 °C.", "5 °C.", False),
+    ("The score is 3-1.", "3 to 1.", True),
+    ("The score is 3-1.", "1-3.", False),
+    ("Version 2.10.", "It's 2.10.", True),
+    ("Version 2.10.", "Version 2.1.", False),
+    ("The tag says 12.50.", "12,50.", True),
+    ("The counter shows 1,250.", "1250.", True),
+    ("The counter shows 1,250.", "125.", False),
+    ("The countdown ended at 1.", "The last number was 1.", True),
+    ("The countdown ended at 1.", "It stopped at 3 and no lower.", False),
+], ids=lambda v: v if isinstance(v, bool) else v[:24])
+def test_values_compare_whole_with_unit_sign_and_order(golden, answer, same):
+    from framejudge.judge import values as V
+
+    got = V.compare(V.values(answer), V.values(golden))
+    assert got.settles and (not got.wrong) is same, (got, V.values(answer), V.values(golden))
+
+
+@pytest.mark.parametrize("text, negated", [
+    ("No more than 6 people.", False), ("At most 6.", False), ("Not to exceed 6 people.", False),
+    ("It is not 6.", True), ("There aren't 6 seats.", True),
+], ids=["no-more-than", "at-most", "not-to-exceed", "not", "aren't"])
+def test_a_bound_states_its_number_and_a_negation_denies_it(text, negated):
+    from framejudge.judge import values as V
+
+    (v,) = V.values(text)
+    assert v.negated is negated and 6.0 in v.meanings
+
+
+def test_alternatives_across_question_marks_are_candidates():
+    from framejudge.judge import values as V
+
+    found = V.values("1932? Or 1923?")
+    assert [v.alternative for v in found] == [True, True]
+    assert V.compare(found, V.values("It opened in 1932.")).candidates
+    assert not any(v.alternative for v in V.values("1932. It opened then."))
