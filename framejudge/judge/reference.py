@@ -53,7 +53,7 @@ from . import eyes, guideline_rules, meaning, names, rule_confidence, values
 from .base import JudgeBase, JudgeRequest, JudgeResult
 from .screen import ScreenCheck, check_answer, is_text_question
 
-VERSION = "reference-4"
+VERSION = "reference-5"
 ROUNDS = 3  # embedding rounds a turn waits for before embedding the rest on demand
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")

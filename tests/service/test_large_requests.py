@@ -103,7 +103,7 @@ def verdict(item_id: str) -> dict:
             "response_b": {"category": "Not Successful", "rationale": "differs"}, "preference": "A",
             "deciding_criterion": "category",
             "provenance": {"rubric_id": "video-qa", "rubric_version": "1.1.0", "rubric_hash": "0e605a728abbee35",
-                           "judge_backend": "reference", "model_id": "reference-4",
+                           "judge_backend": "reference", "model_id": "reference-5",
                            "created_at": "2026-01-01T00:00:00Z"}}
 
 
