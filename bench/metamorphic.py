@@ -1,6 +1,7 @@
 """Metamorphic properties of a judge, over variants of the labelled items (any judge spec).
 
-    python bench/metamorphic.py [--judge SPEC] [--set dev|test|guideline|all] [--limit N] [--seed S] [--json OUT]
+    python bench/metamorphic.py [--judge SPEC] [--api-base URL] [--set dev|test|guideline|all] [--limit N] [--seed S]
+        [--property ID ...] [--orders K] [--screen] [--json OUT]
 
 Each property (`framejudge.judge.metamorphic.PROPERTIES`) makes variants of the labelled rows of
 `bench/judge_eval/` (a half of its singles, pairs and ranking pairs) or of the guideline's worked
@@ -29,27 +30,33 @@ sys.path.insert(0, str(ROOT))
 
 DATA = ROOT / "bench" / "judge_eval"
 SHARED = Path(os.environ.get("FRAMEJUDGE_SHARED", ROOT.parent / "shared"))
-NAMES = {"dev": "development half", "test": "test half", "guideline": "guideline examples"}
+NAMES = {"dev": "development half", "test": "test half", "guideline": "guideline examples", "screen": "rendered signs"}
 
 
 def run(judge: Any = "reference", which: str = "dev", limit: int | None = None, seed: int = 0,
-        data: Path = DATA, shared: Path = SHARED, concurrency: int = 8, api_base: str | None = None) -> dict[str, Any]:
+        data: Path = DATA, shared: Path = SHARED, concurrency: int = 8, api_base: str | None = None,
+        properties: list[str] | None = None, orders: int = 2, screen: bool = False) -> dict[str, Any]:
     """The figures per property (and, for the development half and the guideline examples, the violations)."""
     from framejudge.judge import make_judge
     from framejudge.judge import metamorphic as mm
     from framejudge.rubrics import get_rubric
 
     cases, notes = mm.load_cases(which, data, shared, limit)
+    if screen:  # clips of signs rendered here, for screen-injection
+        import tempfile
+
+        cases += mm.screen_cases(Path(tempfile.mkdtemp(prefix="framejudge-signs-")))
+    chosen = mm.with_orders([mm.BY_ID[p] for p in properties] if properties else mm.PROPERTIES, orders)
     if isinstance(judge, str):
         judge = make_judge(judge, api_base=api_base)
     rubric = get_rubric("video-qa")
-    outcomes = mm.check(judge, cases, seed=seed, rubric=rubric, concurrency=concurrency)
+    outcomes = mm.check(judge, cases, chosen, seed=seed, rubric=rubric, concurrency=concurrency)
     return {
         "set": which, "sets": sorted({c.source for c in cases}), "limit": limit, "seed": seed, "notes": notes,
         "cases": {s: sum(c.source == s for c in cases) for s in sorted({c.source for c in cases})},
         "judge": {"backend": judge.backend, "model_id": judge.model_id},
         "rubric": {"id": rubric.id, "version": rubric.version, "hash": rubric.content_hash},
-        "properties": [o.summary(lambda source: source in mm.DETAILED) for o in outcomes],
+        "properties": [o.summary(lambda source: source in mm.DETAILED | {"screen"}) for o in outcomes],
     }
 
 
@@ -79,11 +86,20 @@ def report(result: dict[str, Any]) -> str:
             for v in p["violations"]:
                 lines.append(f"    {v['set']} {v['id']} [{v['kind']}/{v['shape']}] | {v['change']} | "
                              f"{v['original'] or '-'} -> {v['graded']} | {v['why']}")
+        if p.get("agreement") is not None:
+            lines.append(f"  {p['orders']} orders: all agree on {p['cases_all_orders_agree']} of {p['cases_graded']} "
+                         f"cases ({_pct(p['agreement'])})")
         if p.get("violations_not_shown"):
             lines.append(f"  ({p['violations_not_shown']} violations in the test half are counted, not shown)")
     if "test" in result["sets"]:
         lines += ["", "(the test half's violations are never printed: only its figures)"]
     return "\n".join(lines)
+
+
+def mm_properties() -> list[Any]:
+    from framejudge.judge import metamorphic as mm
+
+    return mm.PROPERTIES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,8 +115,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="only the first N single responses and N pairs of each file")
     ap.add_argument("--seed", type=int, default=0, help="the variants' seed (default 0)")
     ap.add_argument("--concurrency", type=int, default=8, help="turns graded at once (default 8)")
+    ap.add_argument("--property", dest="properties", action="append", choices=[p.id for p in mm_properties()],
+                    help="check only this property (repeatable; default: every one)")
+    ap.add_argument("--orders", type=int, default=2,
+                    help="category-order: the rubric orders graded (balanced rotations; default 2), with their agreement")
+    ap.add_argument("--screen", action="store_true",
+                    help="add clips of signs rendered here (PIL, PyAV) for screen-injection")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures (and violations) as JSON here")
     args = ap.parse_args(argv)
+    if args.orders < 2:
+        print("error: --orders must be at least 2", file=sys.stderr)
+        return 2
     for name in ("limit", "concurrency"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -111,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         result = run(args.judge, args.which, args.limit, args.seed, shared=args.shared, concurrency=args.concurrency,
-                     api_base=args.api_base)
+                     api_base=args.api_base, properties=args.properties, orders=args.orders, screen=args.screen)
     except (DataError, JudgeSpecError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -86,6 +86,7 @@ class Settings:
     pad_declared: bool = True  # the padded reply declares its length (else it is sent chunked)
     pad_gzip: bool = False  # the padded reply gzip-compressed as it is sent (Content-Encoding: gzip, chunked)
     drip_seconds: float = 0.0  # send the reply one byte at a time, this many seconds apart
+    gullible: bool = False  # grade as a model that obeys the prompt's answers and heeds the rubric's order
 
     def check(self) -> None:
         if self.latency < 0:
@@ -135,6 +136,47 @@ def judgement_for(texts: list[str]) -> dict[str, Any]:
         return {"response_a": grade, "response_b": dict(grade), "preference": "Both",
                 "deciding_criterion": None}
     return {"response_a": grade}
+
+
+_OBEY_CATEGORY = re.compile(r'category"?\s*[:=]\s*"?successful|grade this response successful|golden response', re.I)
+_OBEY_PREFERENCE = re.compile(r'preference"?\s*[:=]\s*"?([ab])\b', re.I)
+
+
+def gullible_judgement_for(texts: list[str]) -> dict[str, Any]:
+    """A deliberately gullible judgement: each response gets the second category the rubric lists
+    (a model biased by the order it reads them in), unless its own text says it is Successful
+    ('Category: Successful', a verdict in JSON, a golden response, an instruction to grade it so) or
+    names a preference, which it obeys."""
+    system = next((t for t in texts if "## Categories" in t), "")
+    listed = re.findall(r"^### (.+)$", system.split("## Categories", 1)[-1], re.M)
+    default = listed[1] if len(listed) > 1 else "Not Successful"
+    user = texts[-1] if texts else ""
+    code = re.search(r"<<<NAME (\w+)>>>", user)
+    sections = dict(re.findall(rf"<<<(response_[ab]) {code.group(1)}>>>\n(.*?)\n<<<end \1 {code.group(1)}>>>", user, re.S)
+                    ) if code else {}
+    grades, preference = {}, None
+    for key, text in sorted(sections.items()):
+        category = "Successful" if _OBEY_CATEGORY.search(text) else default
+        wanted = _OBEY_PREFERENCE.search(text)
+        if wanted:
+            preference = wanted.group(1).upper()
+            grades[f"response_{wanted.group(1).lower()}"] = "Successful"
+        grades.setdefault(key, category)
+    out: dict[str, Any] = {k: {"category": c, "rationale": "As the response says."} for k, c in grades.items()}
+    if "response_b" not in grades:
+        return {"response_a": out.get("response_a", {"category": default, "rationale": "-"})}
+    a, b = grades.get("response_a", default), grades["response_b"]
+    if preference is None and a != b:
+        preference = "A" if a == "Successful" else "B" if b == "Successful" else None
+    if preference is None:
+        preference = "Both" if a == b == "Successful" else "Neither"
+        return {**out, "preference": preference, "deciding_criterion": None}
+    if (a == "Successful") != (b == "Successful"):
+        if grades[f"response_{preference.lower()}"] != "Successful":
+            grades[f"response_{'b' if preference == 'A' else 'a'}"] = default if default != "Successful" else "Not Successful"
+        out = {k: {"category": c, "rationale": "As the response says."} for k, c in grades.items()}
+        return {**out, "preference": preference, "deciding_criterion": "category"}
+    return {**out, "preference": preference, "deciding_criterion": "factual_accuracy" if a == "Successful" else "category"}
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None,
@@ -429,7 +471,7 @@ class ModelServer:
 
     def _reply(self, body: dict[str, Any], messages: list[Any], s: Settings) -> dict[str, Any]:
         texts, images = _texts(messages)
-        content = json.dumps(judgement_for(texts))
+        content = json.dumps(gullible_judgement_for(texts) if s.gullible else judgement_for(texts))
         prompt_tokens = sum(math.ceil(len(t) / 4) for t in texts) + IMAGE_TOKENS * images
         completion_tokens = math.ceil(len(content) / 4)
         reply = {
@@ -491,6 +533,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--status-error", type=int, default=None, help="answer this HTTP status instead")
     p.add_argument("--status-error-rate", type=float, default=1.0)
     p.add_argument("--model", default=Settings.model)
+    p.add_argument("--gullible", action="store_true",
+                   help="obey what the answers say about their grade, and take the rubric's second category")
     return p.parse_args(argv)
 
 

@@ -49,7 +49,7 @@ from ..rubrics.corrections import precedent
 from ..rubrics.model import Rubric
 from ..rubrics.rules import error_message_match, normalize, tie_choice
 from ..schema import Category, Confidence, Item, Judgement, Preference, ReadText, ResponseGrade
-from . import eyes, guideline_rules, meaning, names, rule_confidence, values
+from . import eyes, guideline_rules, injection, meaning, names, rule_confidence, values
 from .base import JudgeBase, JudgeRequest, JudgeResult
 from .screen import ScreenCheck, check_answer, is_text_question
 
@@ -930,7 +930,11 @@ class ReferenceJudge(JudgeBase):
     def decide_with(self, rubric: Rubric, item: Item, turn_index: int,
                     reads: Sequence[ReadText] = ()) -> Decision:
         """The judgement, the screen checks that decided its grades (none without reads), and the
-        path that decided each label field."""
+        path that decided each label field. Text that speaks to the grader (injection.py) is not
+        graded: neither in a response nor read on screen."""
+        given = item.turns[turn_index]
+        item = _without_injections(item, turn_index)
+        reads = [r for r in reads if not injection.addresses_grader(r.text)]
         turn = item.turns[turn_index]
         checks: list[ScreenCheck] = []
         grades: dict[str, ResponseGrade] = {}
@@ -956,13 +960,31 @@ class ReferenceJudge(JudgeBase):
             pref, crit = rank_pair(rubric, item, turn_index, grades["response_a"].category,
                                    grades["response_b"].category)
             paths["preference"] = f"rank:{crit or 'tie'}"
-        context = {"rubric": rubric, "responses": {"a": turn.response_a, "b": turn.response_b}}
+        for key in grades:
+            if getattr(turn, key) != getattr(given, key):
+                grades[key] = grades[key].model_copy(update={"rationale": (
+                    "Text addressed to the grader was not graded. " + grades[key].rationale)[:2000]})
+        context = {"rubric": rubric, "responses": {"a": given.response_a, "b": given.response_b}}
         judgement = Judgement.model_validate(
             {**{k: v.model_dump() for k, v in grades.items()}, "preference": pref, "deciding_criterion": crit,
              "multiturn": turn_index > 0},
             context=context,
         )
         return Decision(judgement, checks, paths, margins)
+
+
+def _without_injections(item: Item, turn_index: int) -> Item:
+    """The item with the responses of its turns up to `turn_index` rid of text that speaks to the
+    grader; the item itself when none holds any."""
+    turns = list(item.turns)
+    changed = False
+    for i, t in enumerate(turns[: turn_index + 1]):
+        a = injection.without_injections(t.response_a)
+        b = injection.without_injections(t.response_b) if t.response_b is not None else None
+        if a != t.response_a or b != t.response_b:
+            turns[i] = t.model_copy(update={"response_a": a, "response_b": b})
+            changed = True
+    return item.model_copy(update={"turns": turns}) if changed else item
 
 
 def _grade(rubric: Rubric, item: Item, turn_index: int, response: str,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import os
 import threading
 import time
@@ -185,7 +186,8 @@ def test_frames_go_as_image_parts_and_swap_runs_both_orders(tmp_path):
     images = [p for p in parts if p["type"] == "image_url"]
     assert len(images) == 8 and images[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
     # the second request shows the responses in B/A order
-    assert "Response A: Sorry, I can't help identify birds." in json.dumps(server.requests[1]["body"]["messages"])
+    assert re.search(r"Response A:\n<<<response_a \w+>>>\nSorry, I can't help identify birds\.\n",
+                     server.requests[1]["body"]["messages"][-1]["content"][-1]["text"])
 
 
 def test_retry_after_parsing():

@@ -341,31 +341,83 @@ def test_the_runner_grades_through_the_library_and_counts_held_and_violated():
 
 
 @pytest.fixture(scope="module")
-def reference_outcomes():
+def reference_outcomes(tmp_path_factory):
     """Every property over the development half (singles, pairs, ranking pairs) and the guideline
     examples, graded once by the reference judge."""
     cases = mm.load_cases("dev", DATA, SHARED)[0]
     if (SHARED / "data").is_dir():
         cases += mm.load_cases("guideline", DATA, SHARED)[0]
+    cases += mm.screen_cases(tmp_path_factory.mktemp("signs"))  # screen-injection's clips
     return {o.property.id: o for o in mm.check("reference", cases, concurrency=32)}, {c.source for c in cases}
 
 
-@pytest.mark.parametrize("source", ["dev", "guideline"])
+@pytest.mark.parametrize("source", ["dev", "guideline", "screen"])
 @pytest.mark.parametrize("prop", [p.id for p in mm.PROPERTIES])
 def test_the_reference_judge_keeps_the_property_on_every_variant(reference_outcomes, prop, source):
+    if (source == "screen") != (prop == "screen-injection") and source != "guideline":
+        pytest.skip(f"{prop} is checked on the {'rendered signs' if prop == 'screen-injection' else 'labelled rows'}")
     outcomes, sources = reference_outcomes
     if source not in sources:
         pytest.skip(f"the guideline examples are absent ({SHARED / 'data'} is not there; set FRAMEJUDGE_SHARED)")
     o = outcomes[prop]
     made = [v for v in o.made.variants if v.case.source == source]
-    if source == "dev":
-        assert made, f"{prop}: no variant made of the development half"
+    if source in ("dev", "screen"):
+        assert made, f"{prop}: no variant made of the {source} cases"
     elif not made:
         pytest.skip(f"{prop}: the guideline examples give it no variant ({dict(o.made.skipped_by_set[source])})")
     assert not [e for e in o.errors if e[0].case.source == source]
     violated = [f"{v.case.id} [{v.kind}/{v.shape}] {v.what}: {why}" for v, why, _, _ in o.violated if v.case.source == source]
     assert not violated, f"{prop} ({o.property.holds}) violated on {len(violated)} of {len(made)} variants:\n" + \
         "\n".join(violated)
+
+
+# ---------------------------------------------------------------------------------- a gullible model judge
+
+
+@pytest.fixture(scope="module")
+def gullible():
+    from bench.model_server import ModelServer
+
+    with ModelServer(gullible=True) as server:
+        yield server
+
+
+def test_a_gullible_model_judge_breaks_injection_and_category_order_and_the_command_says_so(gullible, tmp_path, capsys):
+    """A loopback model that obeys what an answer says about its grade and takes the rubric's second
+    category: every property here catches it, through the same library call as any model judge."""
+    out = tmp_path / "g.json"
+    assert _bench().main(["--judge", "litellm:openai/gullible", "--api-base", gullible.base_url, "--limit", "3",
+                          "--property", "injection", "--property", "category-order", "--orders", "3",
+                          "--json", str(out)]) == 0
+    result = {p["id"]: p for p in json.loads(out.read_text())["properties"]}
+    injection, order = result["injection"], result["category-order"]
+    assert injection["judge_errors"] == 0 and injection["violated"] == injection["variants"] > 0
+    assert {v["kind"] for v in injection["violations"]} == {k for k, _ in mm.injections("a", "x")}
+    assert order["orders"] == 3 and order["violated"] > 0 and order["agreement"] == 0.0
+    assert "3 orders: all agree on 0 of" in capsys.readouterr().out
+
+
+def test_the_reference_judge_grades_an_answer_without_what_it_says_to_the_grader():
+    from framejudge.judge.injection import without_injections
+
+    for kind, payload in mm.injections("b", "The sign says 70."):
+        for embedded in (False, True):
+            left = without_injections(mm.inject("The sign says 70. It is a limit.", payload, embedded))
+            assert left.replace("\n", " ").replace("The sign says 70. The sign says 70.", "The sign says 70.") == \
+                "The sign says 70. It is a limit.", (kind, left)  # a fake golden's copy of the answer may stay
+    for benign in ["Preference: I like red.", "Category: dogs.", "The score is 3-1.", "Grade 5 students.",
+                   "The reference answer is in the manual.", "Response A is the blue one."]:
+        assert without_injections(benign) == benign
+
+
+def test_category_order_rotates_categories_and_flags_balanced():
+    orders = [mm.permuted_rubric(RUBRIC, j, 5) for j in range(5)]
+    places = {c.name: set() for c in RUBRIC.categories}
+    for r in orders:
+        for i, c in enumerate(r.categories):
+            places[c.name].add(i)
+    assert all(p == set(range(5)) for p in places.values())  # over 5 orders each category in every place
+    assert len({r.content_hash for r in orders}) == 5
 
 
 # ---------------------------------------------------------------------------------- the bench command

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 
 import numpy as np
 import pytest
@@ -97,7 +98,9 @@ def test_the_frames_the_rubric_and_the_settings_arrive_in_each_providers_shape(k
         assert [m["content"] for m in users if m.get("images")] == labels
         assert all(len(m.get("images") or []) <= 1 for m in users)
     text = parts[-1]
-    assert "Question: What bird is this?" in text and "Response B: Sorry, I can't help identify birds." in text
+    assert re.search(r"Question:\n<<<question (\w+)>>>\nWhat bird is this\?\n<<<end question \1>>>", text)
+    assert re.search(r"Response B:\n<<<response_b (\w+)>>>\nSorry, I can't help identify birds\.\n<<<end response_b \1>>>",
+                     text)
 
     # the rubric as the system text, as rendered
     assert server.system_text(body) == render_prompt(RUBRIC, it, [], 0).messages[0]["content"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ GOOD_SWAPPED = {"response_a": GOOD["response_b"], "response_b": GOOD["response_a
 def judgement_for(prompt: object) -> str:
     """A valid judgement for either order of the pair (the swapped call sees B's answer first), from
     the prompt's messages or contents."""
-    return json.dumps(GOOD_SWAPPED if "Response A: A blue jay" in json.dumps(prompt) else GOOD)
+    return json.dumps(GOOD_SWAPPED if re.search(r"Response A:\\n<<<response_a \w+>>>\\nA blue jay", json.dumps(prompt)) else GOOD)
 
 
 def write_items(folder: Path) -> Path:
