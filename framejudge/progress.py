@@ -64,13 +64,13 @@ class Progress(BaseModel):
     rate: float | None  # turns finished per second since the run began (None before the first)
     elapsed_s: float
     remaining_s: float | None  # at this rate (None without one)
-    in_flight: int  # items in hand
+    in_flight: int  # items in hand (shards on a Ray cluster)
     decoding: int  # turns of those waiting for their video's frames
     loading: str | None = None  # what is loading (phase `loading the judge`)
     calls: int | None = None  # model calls in flight (a judge with an endpoint)
     limit: int | None = None  # the endpoint's concurrency limit now
 
-    def line(self, unit: str = "turn(s)") -> str:
+    def line(self, unit: str = "turn(s)", in_hand: str = "item(s)") -> str:
         """The plain line the CLI prints and the log carries: `grading: 5/13 turn(s) (38%), 1.2/s, ...`."""
         head = f"{self.phase.value}" + (f" ({self.loading})" if self.loading else "")
         share = f" ({self.done / self.total:.0%})" if self.total else ""
@@ -79,7 +79,7 @@ class Progress(BaseModel):
             parts.append(f"{self.rate:.2g}/s" if self.rate < 10 else f"{self.rate:.0f}/s")
         parts.append(f"{self.errors} error(s)")
         if self.phase not in (Phase.done, Phase.stopped):
-            hand = f"{self.in_flight} item(s) in hand"
+            hand = f"{self.in_flight} {in_hand} in hand"
             if self.decoding:
                 hand += f" ({self.decoding} decoding)"
             parts.append(hand)
@@ -131,9 +131,10 @@ class Reporter:
 
     def __init__(self, total: int, *, on_change: Callable[[Progress], None] | None = None,
                  on_line: Callable[[Progress], None] | None = None, every_s: float | None = None,
-                 unit: str = "turn(s)") -> None:
+                 unit: str = "turn(s)", in_hand: str = "item(s)") -> None:
         self.total = total
         self.unit = unit
+        self.in_hand = in_hand
         self.on_change = on_change
         self.on_line = on_line
         self.every_s = every_seconds() if every_s is None else every_s
@@ -233,7 +234,7 @@ class Reporter:
             if not new_phase and time.monotonic() - self._told_at < self.every_s:
                 return
         self._told, self._told_at = key, time.monotonic()
-        text = now.line(self.unit)
+        text = now.line(self.unit, self.in_hand)
         log.info(text, extra={"progress": now.model_dump(mode="json")})
         if self.on_line is not None and not (force and now.phase is Phase.stopped):
             self.on_line(now)

@@ -124,10 +124,10 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
             progress.update(task, completed=now.done, state=text)
 
         def line(now: Now) -> None:
-            err.print(f"progress: {now.line(words.finished)}", highlight=False, soft_wrap=True)
+            err.print(f"progress: {now.line(words.finished, words.in_hand)}", highlight=False, soft_wrap=True)
 
         reporter = Reporter(todo, on_change=show if live else None, on_line=None if live else line,
-                            unit=words.finished)
+                            unit=words.finished, in_hand=words.in_hand)
 
         def counted(state: RunProgress) -> None:
             run_state["now"] = state
@@ -156,12 +156,21 @@ def run_on_cluster(grader: Grader, items: list[Item], out_path: Path, *, spec: s
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ..progress import Progress as Now
+    from ..progress import Reporter
     from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible
     from ..runner.ray_engine import RayProgress, RayUnavailable, run_on_ray, setup_of
     from ..files import write_problem
 
+    live = err.is_terminal  # a terminal keeps the live bar; a file or a CI log gets plain lines
     progress = Progress(TextColumn("grading on ray"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[state]}"), TimeElapsedColumn(), console=err, transient=False)
+                        TextColumn("{task.fields[state]}"), TimeElapsedColumn(), console=err, transient=False,
+                        disable=not live)
+
+    def line(now: Now) -> None:
+        err.print(f"progress: {now.line(in_hand='shard(s)')}", highlight=False, soft_wrap=True)
+
+    reporter = Reporter(plan.turns, on_line=None if live else line, in_hand="shard(s)")
     now = {"done": 0}
 
     def interrupted() -> None:
@@ -181,11 +190,12 @@ def run_on_cluster(grader: Grader, items: list[Item], out_path: Path, *, spec: s
             again = f", {state.restarted} actor(s) replaced" if state.restarted else ""
             progress.update(task, completed=state.done,
                             state=f"{state.in_flight} shard(s) in hand{calls}, {state.errors} error(s){again}")
+            reporter.update(state)
 
         try:
             return asyncio.run(interruptible(
-                run_on_ray(grader, items, out_path, spec=spec, setup=setup_of(grader, judges, spec), plan=plan,
-                           settings=settings, decoding=decoding, mark=mark, on_progress=show),
+                reporter.watch(run_on_ray(grader, items, out_path, spec=spec, setup=setup_of(grader, judges, spec),
+                                          plan=plan, settings=settings, decoding=decoding, mark=mark, on_progress=show)),
                 interrupted, interrupted_again))
         except Interrupted:
             progress.stop()
