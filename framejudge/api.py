@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,8 @@ from .errors import FramejudgeError
 from .files import first_problem
 from .judge import Grader, load_items
 from .judge.batch import check_question_times, check_video_urls, checked_items
-from .judge.base import preflight, unused_options
+from .judge.base import Stoppable, preflight, unused_options
+from .progress import Progress, Reporter, every_seconds
 from .records import ItemsError, Record, latest, read_records
 from .rubrics import get_rubric
 from .rubrics.model import Rubric
@@ -83,6 +84,7 @@ async def agrade(
     batch: bool = False,
     engine: str = "local",
     address: str | None = None,
+    progress: Callable[[Progress], None] | None = None,
 ) -> list[Record]:
     """`grade`, for code already inside an event loop."""
     the_items, source = _items(items)
@@ -95,6 +97,10 @@ async def agrade(
                              "next call to collect: give out")
     if engine not in ("local", "ray"):
         raise InvalidOptions(f"engine {engine!r}: local or ray")
+    try:
+        every_s = every_seconds()  # how often the framejudge.progress log says how far the run is
+    except ValueError as exc:
+        raise InvalidOptions(str(exc)) from None
     if address is not None and engine != "ray":
         raise InvalidOptions("address is for engine='ray'")
     if batch and engine != "local":
@@ -123,18 +129,27 @@ async def agrade(
         plan = plan_resume(grader, the_items, out_path, regrade=regrade)
         if not batch and any(p.calls for p in planned_turns(grader, plan.work)):
             await preflight(the_judge, judge)  # credentials set, a self-hosted server up: refused before any call
-        if batch:  # what `grade --batch` runs: collect, grade what has replies, submit the rest
-            from .runner.batch_api import BatchRun
+        reporter = Reporter(plan.turns, on_change=progress, every_s=every_s)
+        try:
+            if batch:  # what `grade --batch` runs: collect, grade what has replies, submit the rest
+                from .runner.batch_api import BatchRun
 
-            await BatchRun(grader, judge, out_path).run(the_items, plan, concurrency=concurrency)
-        elif engine == "ray":
-            from .runner.ray_engine import RaySettings, run_on_ray, setup_of
-            from .schema import DecodeLimits
+                await BatchRun(grader, judge, out_path).run(the_items, plan, concurrency=concurrency)
+            elif engine == "ray":
+                from .runner.ray_engine import RaySettings, run_on_ray, setup_of
+                from .schema import DecodeLimits
 
-            await run_on_ray(grader, the_items, out_path, spec=judge, setup=setup_of(grader, judges, judge),
-                             plan=plan, settings=RaySettings(address=address), decoding=DecodeLimits())
-        else:
-            await run_batch(grader, the_items, out_path, concurrency=concurrency, plan=plan)
+                await reporter.watch(run_on_ray(grader, the_items, out_path, spec=judge,
+                                                setup=setup_of(grader, judges, judge), plan=plan,
+                                                settings=RaySettings(address=address), decoding=DecodeLimits(),
+                                                on_progress=reporter.update))
+            else:
+                await reporter.watch(run_batch(grader, the_items, out_path, concurrency=concurrency, plan=plan,
+                                               on_progress=reporter.update))
+        except asyncio.CancelledError:  # Ctrl-C in grade(), or the caller's cancel: work in threads stops too
+            if isinstance(the_judge, Stoppable):
+                the_judge.stop()
+            raise
         verdicts, errors = latest(read_records(out_path)) if out_path.exists() else ({}, {})
     standing: dict[tuple[str, int], Record] = {**errors, **verdicts}
     return [standing[(it.id, t)] for it in the_items for t in range(len(it.turns)) if (it.id, t) in standing]
@@ -155,6 +170,7 @@ def grade(
     batch: bool = False,
     engine: str = "local",
     address: str | None = None,
+    progress: Callable[[Progress], None] | None = None,
 ) -> list[Record]:
     """Grade every turn of `items` (an items JSONL file, or Items / dicts) with `judge` under
     `rubric`, and return the standing record of each turn: a `Verdict`, or a `JudgeError` for a turn
@@ -176,6 +192,11 @@ def grade(
     `engine="ray"` grades on a Ray cluster (`address`: the cluster's, "auto" or "ray://HOST:PORT";
     default: a local one on loopback for this call), with the same records and resume rules; it
     needs the `framejudge[ray]` extra (RayUnavailable without it).
+    `progress`: called with a `framejudge.Progress` (phase, done, total, errors, rate, ...) at every
+    change while the turns are graded (a turn finished, a model begun or done loading), in the
+    event loop's thread; the `framejudge.progress` logger says the same at INFO every few seconds
+    (FRAMEJUDGE_PROGRESS_SECONDS). Not for `batch=True`, whose turns wait for the provider.
+    A KeyboardInterrupt (Ctrl-C) stops the run; the records written to `out` before it are kept.
     Raises a FramejudgeError for bad input before grading anything."""
     try:
         asyncio.get_running_loop()
@@ -186,7 +207,7 @@ def grade(
                              "notebook, an async function): use `await framejudge.agrade(...)` there")
     return asyncio.run(agrade(items, judge=judge, rubric=rubric, options=options, out=out, media_root=media_root,
                               judges_file=judges_file, api_base=api_base, concurrency=concurrency, regrade=regrade,
-                              batch=batch, engine=engine, address=address))
+                              batch=batch, engine=engine, address=address, progress=progress))
 
 
 def _labels(labels: Sequence[HumanLabel | Mapping[str, Any]]) -> list[HumanLabel]:

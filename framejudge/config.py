@@ -40,6 +40,11 @@ VARIABLES: tuple[Variable, ...] = (
              "the largest body a model server's reply may have (counted as it is read, decompressed): a larger one "
              "fails the call as backend_error; a batch run's results file may hold this much per request",
              ("library",)),
+    Variable("FRAMEJUDGE_PROGRESS_SECONDS", "a number of seconds", "5",
+             "how often a run that grades says how far it is (phase, turns done, rate, errors), and only when "
+             "something changed: a plain line on standard error where it is not a terminal (a file, a CI log; a "
+             "terminal keeps its live bar), and an INFO record of the `framejudge.progress` logger from the Python "
+             "API; 0: no such lines", (*GRADING, "library")),
     Variable("FRAMEJUDGE_RUBRICS", "folders, separated by the path separator", "none",
              "extra folders of rubric files", ("library",)),
     Variable("FRAMEJUDGE_CACHE_DIR", "a path", "the user cache folder",

@@ -48,6 +48,8 @@ def test_align_writes_a_rubric_that_grade_uses(guideline, tmp_path):
     assert f"wrote {rubric}" in proc.stdout and new.content_hash in proc.stdout
     assert f"examples: {n_ex} unit(s) of {n_ex} item(s); held apart: {n_held} unit(s) of {n_held} item(s)" in proc.stdout
     assert "category_a" in proc.stdout and "difference [95% CI]" in proc.stdout
+    for what, units in (("examples", n_ex), ("held apart, base rubric", n_held), ("held apart, aligned rubric", n_held)):
+        assert f"progress ({what}): done: {units}/{units} turn(s) (100%), " in proc.stderr, proc.stderr
     [cat_a] = [c for c in result["comparison"] if c["field"] == "category_a"]
     assert cat_a["replicates"] == 200 and cat_a["low"] is not None
     assert get_rubric("video-qa").content_hash == BASE_HASH

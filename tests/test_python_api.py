@@ -127,9 +127,9 @@ def test_importing_the_package_loads_nothing_heavy():
     assert framejudge.grade is grade and framejudge.__version__
 
 
-def test_the_docs_example_runs_as_written(tmp_path):
+def test_the_docs_examples_run_as_written(tmp_path):
     page = (ROOT / "docs" / "python.md").read_text()
-    [example] = re.findall(r"```python\n(.*?)```", page, re.S)
+    example, progress = re.findall(r"```python\n(.*?)```", page, re.S)
     _write(tmp_path)
     proc = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, timeout=300,
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -137,3 +137,9 @@ def test_the_docs_example_runs_as_written(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[:2] == ["cars 0 Successful A", "count 0 Successful Both"] and lines[2].startswith("sign 0 ")
     assert any(line.startswith("category_a: judge agrees with the human majority on ") for line in lines)
+    # the progress example: the callback's line, and the log's last line on stderr
+    proc = subprocess.run([sys.executable, "-c", progress], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["graded 3 of 3 turn(s), 0 error(s)"]
+    assert proc.stderr.splitlines()[-1].startswith("framejudge.progress: done: 3/3 turn(s) (100%), "), proc.stderr

@@ -4,17 +4,59 @@ held-apart units."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 
 from .. import config
+from ..progress import Progress
 
 from .console import err, fail, flagged, out
 from .options import Frames, JudgeSpec, JudgesPath, MediaRoot, Yes, check_media_root
 from .outputs import check_cache_folder, check_outputs, exit_for_errors, report_problems, write_output
+
+if TYPE_CHECKING:
+    from ..judge.base import Judge
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, as shells report a command ended by Ctrl-C
+
+
+@contextlib.contextmanager
+def stopping(judge: Judge) -> Iterator[None]:
+    """Ctrl-C while align grades: the judge's work in threads is stopped (a local model at its next
+    token, on-screen text reading at its next frame), so that the run unwinds within moments (align
+    writes nothing before its end: nothing is lost) and the command ends with 130; a second Ctrl-C
+    exits at once."""
+    from ..judge.base import Stoppable
+
+    hits = 0
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        nonlocal hits
+        hits += 1
+        if hits > 1:
+            err.print("interrupted again: exiting now", highlight=False)
+            sys.stderr.flush()
+            os._exit(INTERRUPTED_EXIT)
+        err.print("interrupted: stopping (align writes its rubric only once it has measured it: nothing is lost); "
+                  "press Ctrl-C again to exit at once", highlight=False)
+        if isinstance(judge, Stoppable):
+            judge.stop()
+        signal.default_int_handler(signum, frame)  # KeyboardInterrupt: the grading unwinds, the command ends (130)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        if not hits:
+            signal.signal(signal.SIGINT, previous)
 
 
 def align(
@@ -45,9 +87,7 @@ def align(
     be graded (left out of the corrections and the comparison; the rubric is still written, and each kind
     of error is named on stderr with its first message); 2 refused (bad input, a judge that cannot be
     called, or no correction to make)."""
-    import contextlib
     import re
-    import sys
 
     from pydantic import ValidationError
 
@@ -92,11 +132,14 @@ def align(
         fail("this judge spends tokens: pass --yes to run without a prompt")
     if the_judge.backend != "reference":
         check_cache_folder()
-    with contextlib.redirect_stdout(sys.stderr):  # stdout holds the results alone
+    def line(what: str, now: Progress) -> None:  # align has no live bar: plain lines, on a terminal too
+        err.print(f"progress ({what}): {now.line()}", highlight=False, soft_wrap=True)
+
+    with contextlib.redirect_stdout(sys.stderr), stopping(the_judge):  # stdout holds the results alone
         done = run_align(base, labels_path, labels, the_items, the_judge, judge, items_where=str(items),
                          verdicts=records, verdicts_where=str(verdicts), options=options,
                          media_root=media_root or items.resolve().parent, holdout=holdout, seed=seed,
-                         budget_tokens=budget_tokens, replicates=replicates, rubric_id=rubric_id)
+                         budget_tokens=budget_tokens, replicates=replicates, rubric_id=rubric_id, on_line=line)
     for w in done.warnings:
         err.print(flagged("warning:", "yellow", w), highlight=False, soft_wrap=True)
     problems = [write_output(out_path, "rubric", rubric_yaml(done.rubric))]

@@ -11,6 +11,7 @@ import sys
 import typer
 
 from ..env import cache_off
+from ..progress import every_seconds
 from . import align, calibrate, examples, frames, grade, keys, labels, leaderboard, mcq, rubrics, serve, triage
 from . import uploads, worker
 from .console import Commands, err, fail, flagged, plain_warnings
@@ -35,8 +36,9 @@ for name, group in (("examples", examples.examples_app), ("rubrics", rubrics.rub
 @app.callback()
 def _environment() -> None:
     """LLM-as-judge grading for video question answering."""
-    try:  # a switch that is neither on nor off is an error before any command starts
+    try:  # a switch that is neither on nor off, or an interval that is no number, is an error before any command starts
         cache_off()
+        every_seconds()
     except ValueError as exc:
         fail(str(exc))
 

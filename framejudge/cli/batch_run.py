@@ -1,6 +1,8 @@
 """A batch graded from the command line, for `grade` and `leaderboard` alike: decoding processes
-where some turn wants frames, a progress bar on stderr, Ctrl-C once to stop cleanly (twice to exit
-at once), and a problem writing the output file as an `error:` line that keeps what was written."""
+where some turn wants frames, progress on stderr (a live bar on a terminal, else a plain line every
+few seconds: framejudge.progress), Ctrl-C once to stop within moments keeping what was written
+(twice to exit at once), and a problem writing the output file as an `error:` line that keeps what
+was written."""
 
 from __future__ import annotations
 
@@ -67,22 +69,26 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from ..judge.base import Stoppable
+    from ..progress import Phase, Reporter
+    from ..progress import Progress as Now
     from ..runner import RunProgress, run_batch
     from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible
     from ..files import write_problem
 
     judge = grader.judge
     decoder = start_decoders(grader, items, todo, decoding)
+    live = err.is_terminal  # a terminal keeps the live bar; a file or a CI log gets plain lines
     progress = Progress(TextColumn(words.label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[state]}"),
                         TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False,
-                        disable=not (todo or empty_bar))
+                        disable=not live or not (todo or empty_bar))
     run_state = {"now": RunProgress()}  # the run's own RunProgress once it reports: always current
 
     def interrupted() -> None:
         now = run_state["now"]
         stop = judge.stop if isinstance(judge, Stoppable) else None
+        note = getattr(judge, "stop_note", None)
         err.print(f"interrupted: stopping the {now.in_flight} {words.in_hand} in hand"
-                  f"{' (the model stops at its next token)' if stop else ''}; the {now.done} record(s) this run "
+                  f"{f' ({note})' if stop and note else ''}; the {now.done} record(s) this run "
                   f"finished are in {out_path}; press Ctrl-C again to exit at once", highlight=False)
         if stop is not None:
             stop()
@@ -93,22 +99,46 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
         progress.stop()
         err.print(f"interrupted again: exiting now; finished records are in {out_path}", highlight=False)
 
+    def stopped() -> None:
+        """The run has unwound after a Ctrl-C: every finished record is written and the file closed.
+        The process ends now, not once the threads still busy for the dropped items are (a model
+        loading, a frame being read: nothing can stop them sooner), and the decoding processes go
+        with it."""
+        progress.stop()
+        err.print(f"stopped: {run_state['now'].done} {words.finished} graded by this run are in {out_path}; "
+                  "the same command grades the rest", highlight=False)
+        if decoder is not None:
+            decoder.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(INTERRUPTED_EXIT)
+
     with progress, contextlib.redirect_stdout(sys.stderr):  # stdout holds the summary alone, whatever a library prints
         task = progress.add_task(words.label, total=todo, state="")
 
-        def show(state: RunProgress) -> None:
+        def show(now: Now) -> None:
+            state = run_state["now"]
+            text = progress_line(state, progress.tasks[0].speed)
+            if now.phase in (Phase.loading, Phase.decoding):
+                text = f"{now.phase.value}{f' ({now.loading})' if now.loading else ''}; {text}"
+            progress.update(task, completed=now.done, state=text)
+
+        def line(now: Now) -> None:
+            err.print(f"progress: {now.line(words.finished, words.in_hand)}", highlight=False, soft_wrap=True)
+
+        reporter = Reporter(todo, on_change=show if live else None, on_line=None if live else line,
+                            unit=words.finished, in_hand=words.in_hand)
+
+        def counted(state: RunProgress) -> None:
             run_state["now"] = state
-            progress.update(task, completed=state.done, state=progress_line(state, progress.tasks[0].speed))
+            reporter.update(state)
 
         try:
             return asyncio.run(interruptible(
-                run_batch(grader, items, out_path, concurrency=concurrency or 4, on_progress=show,
-                          prefetch=(decoder.workers if decoder else 0) + 2, plan=plan, mark=mark),
-                interrupted, interrupted_again))
-        except Interrupted:  # a second Ctrl-C while the decoders shut down still ends the process at once
-            progress.stop()
-            err.print(f"stopped: {run_state['now'].done} {words.finished} graded by this run are in {out_path}; "
-                      "the same command grades the rest", highlight=False)
+                reporter.watch(run_batch(grader, items, out_path, concurrency=concurrency or 4, on_progress=counted,
+                                         prefetch=(decoder.workers if decoder else 0) + 2, plan=plan, mark=mark)),
+                interrupted, interrupted_again, on_stopped=stopped))
+        except Interrupted:  # (stopped() has ended the process already)
             raise typer.Exit(INTERRUPTED_EXIT) from None
         except OSError as exc:  # the records written so far stay; a rerun resumes from them
             fail(write_problem(out_path, words.kind, exc) + " (the verdicts written so far are kept)")
@@ -126,12 +156,21 @@ def run_on_cluster(grader: Grader, items: list[Item], out_path: Path, *, spec: s
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ..progress import Progress as Now
+    from ..progress import Reporter
     from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible
     from ..runner.ray_engine import RayProgress, RayUnavailable, run_on_ray, setup_of
     from ..files import write_problem
 
+    live = err.is_terminal  # a terminal keeps the live bar; a file or a CI log gets plain lines
     progress = Progress(TextColumn("grading on ray"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[state]}"), TimeElapsedColumn(), console=err, transient=False)
+                        TextColumn("{task.fields[state]}"), TimeElapsedColumn(), console=err, transient=False,
+                        disable=not live)
+
+    def line(now: Now) -> None:
+        err.print(f"progress: {now.line(in_hand='shard(s)')}", highlight=False, soft_wrap=True)
+
+    reporter = Reporter(plan.turns, on_line=None if live else line, in_hand="shard(s)")
     now = {"done": 0}
 
     def interrupted() -> None:
@@ -151,11 +190,12 @@ def run_on_cluster(grader: Grader, items: list[Item], out_path: Path, *, spec: s
             again = f", {state.restarted} actor(s) replaced" if state.restarted else ""
             progress.update(task, completed=state.done,
                             state=f"{state.in_flight} shard(s) in hand{calls}, {state.errors} error(s){again}")
+            reporter.update(state)
 
         try:
             return asyncio.run(interruptible(
-                run_on_ray(grader, items, out_path, spec=spec, setup=setup_of(grader, judges, spec), plan=plan,
-                           settings=settings, decoding=decoding, mark=mark, on_progress=show),
+                reporter.watch(run_on_ray(grader, items, out_path, spec=spec, setup=setup_of(grader, judges, spec),
+                                          plan=plan, settings=settings, decoding=decoding, mark=mark, on_progress=show)),
                 interrupted, interrupted_again))
         except Interrupted:
             progress.stop()

@@ -15,11 +15,12 @@ import re
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
+from .. import progress
 from ..schema import ReadText
 
 OCR_MODULE = "rapidocr_onnxruntime"
@@ -65,9 +66,10 @@ def _load() -> Any:
     global _engine
     with _lock:
         if _engine is None:
-            from rapidocr_onnxruntime import RapidOCR
+            with progress.loading("the OCR models (RapidOCR)"):  # a run says what it waits for
+                from rapidocr_onnxruntime import RapidOCR
 
-            _engine = RapidOCR(det_limit_type="max", det_limit_side_len=DETECT_SIDE, print_verbose=False)
+                _engine = RapidOCR(det_limit_type="max", det_limit_side_len=DETECT_SIDE, print_verbose=False)
         return _engine
 
 
@@ -99,7 +101,7 @@ def _box(points: Any) -> list[int]:
     return [int(round(x0)), int(round(y0)), int(round(x1)), int(round(y1))]
 
 
-def _read_image(image: np.ndarray) -> list[tuple[str, float, list[int]]]:
+def _read_image(image: np.ndarray, check: Callable[[], None] | None = None) -> list[tuple[str, float, list[int]]]:
     digest = hashlib.blake2b(str(image.shape).encode(), digest_size=16)
     digest.update(np.ascontiguousarray(image).data)
     key = digest.digest()
@@ -114,7 +116,7 @@ def _read_image(image: np.ndarray) -> list[tuple[str, float, list[int]]]:
     if hit is not None:
         lines = [(str(t), float(sc), [int(v) for v in b]) for t, sc, b in hit]
     else:
-        lines = _recognise(image)
+        lines = _recognise(image, check)
         if store is not None:
             store.set(stored_key, lines)
     with _lock:
@@ -124,10 +126,12 @@ def _read_image(image: np.ndarray) -> list[tuple[str, float, list[int]]]:
     return lines
 
 
-def _recognise(image: np.ndarray) -> list[tuple[str, float, list[int]]]:
+def _recognise(image: np.ndarray, check: Callable[[], None] | None = None) -> list[tuple[str, float, list[int]]]:
     engine = _load()
     bgr = np.ascontiguousarray(image[:, :, ::-1])  # the engine takes OpenCV's channel order
     with _reading:
+        if check is not None:  # (a read stopped while it waited for its turn ends here)
+            check()
         result, _ = engine(bgr)
     lines = []
     for points, text, score in result or []:
@@ -137,9 +141,10 @@ def _recognise(image: np.ndarray) -> list[tuple[str, float, list[int]]]:
     return lines
 
 
-def read_frames(frames: Sequence[Frame]) -> list[ReadText]:
+def read_frames(frames: Sequence[Frame], check: Callable[[], None] | None = None) -> list[ReadText]:
     """Every line of text read on each frame, in frame order. Raises RuntimeError when the OCR
-    package is not installed (check `unavailable()` first)."""
+    package is not installed (check `unavailable()` first). `check` is called before each frame is
+    read: what it raises (a judge told to stop) ends the reading there."""
     reason = unavailable()
     if reason is not None:
         raise RuntimeError(reason)
@@ -149,7 +154,9 @@ def read_frames(frames: Sequence[Frame]) -> list[ReadText]:
         if previous is not None and same_picture(previous[0], frame.image):
             lines = previous[1]  # a still scene: what the last frame showed
         else:
-            lines = _read_image(frame.image)
+            if check is not None:
+                check()
+            lines = _read_image(frame.image, check)
             previous = (frame.image, lines)
         for text, score, box in lines:
             out.append(ReadText(timestamp=float(frame.timestamp), text=text, score=min(1.0, score), box=box))

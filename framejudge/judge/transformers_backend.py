@@ -28,6 +28,7 @@ from importlib import util as importlib_util
 from pathlib import Path
 from typing import Any
 
+from .. import progress
 from ..backends import JudgeSpecError
 from ..rubrics.model import Rubric
 from ..rubrics.prompt import PromptFrame, render_prompt
@@ -193,6 +194,7 @@ class TransformersJudge(JudgeBase):
     needs_frames = True
     deterministic = False  # greedy for one sample; k samples are drawn at a temperature above 0
     spends = False
+    stop_note = "the model stops at its next token"  # what Ctrl-C says of stop()
 
     def __init__(self, spec: str, max_new_tokens: int = MAX_NEW_TOKENS, context_tokens: int = 8192) -> None:
         self.spec = spec
@@ -228,30 +230,34 @@ class TransformersJudge(JudgeBase):
     # ------------------------------------------------------------------ loading
     def _load(self) -> tuple[Any, Any, Any]:
         if self._loaded is None:
-            import torch
-            import xgrammar as xgr
-
-            kwargs: dict[str, Any] = {"dtype": torch.float32}
-            if self.gguf:
-                kwargs["gguf_file"] = self.gguf
-            if self.sees_images:
-                from transformers import AutoModelForImageTextToText, AutoProcessor
-
-                processor = AutoProcessor.from_pretrained(self.folder)
-                model = AutoModelForImageTextToText.from_pretrained(self.folder, **kwargs)
-                tokenizer = processor.tokenizer
-            else:
-                from transformers import AutoModelForCausalLM, AutoTokenizer
-
-                processor = None
-                tokenizer = AutoTokenizer.from_pretrained(self.folder, **({"gguf_file": self.gguf} if self.gguf else {}))
-                model = AutoModelForCausalLM.from_pretrained(self.folder, **kwargs)
-            model.eval()
-            vocab = getattr(model.config, "vocab_size", None) or model.config.get_text_config().vocab_size
-            info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab)
-            self._compiler = xgr.GrammarCompiler(info)
-            self._loaded = (model, tokenizer, processor)
+            with progress.loading(f"the model {self.gguf or self.folder}"):  # a run says what it waits for
+                self._loaded = self._load_model()
         return self._loaded
+
+    def _load_model(self) -> tuple[Any, Any, Any]:
+        import torch
+        import xgrammar as xgr
+
+        kwargs: dict[str, Any] = {"dtype": torch.float32}
+        if self.gguf:
+            kwargs["gguf_file"] = self.gguf
+        if self.sees_images:
+            from transformers import AutoModelForImageTextToText, AutoProcessor
+
+            processor = AutoProcessor.from_pretrained(self.folder)
+            model = AutoModelForImageTextToText.from_pretrained(self.folder, **kwargs)
+            tokenizer = processor.tokenizer
+        else:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            processor = None
+            tokenizer = AutoTokenizer.from_pretrained(self.folder, **({"gguf_file": self.gguf} if self.gguf else {}))
+            model = AutoModelForCausalLM.from_pretrained(self.folder, **kwargs)
+        model.eval()
+        vocab = getattr(model.config, "vocab_size", None) or model.config.get_text_config().vocab_size
+        info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab)
+        self._compiler = xgr.GrammarCompiler(info)
+        return (model, tokenizer, processor)
 
     # ------------------------------------------------------------------ generation
     def _generate(self, messages: list[dict[str, Any]], images: list[Any], schema: dict[str, Any],

@@ -188,7 +188,7 @@ class Interrupted(Exception):
 
 
 async def interruptible(work: Coroutine[Any, Any, T], on_interrupt: Callable[[], None],
-                        on_second: Callable[[], None]) -> T:
+                        on_second: Callable[[], None], on_stopped: Callable[[], None] | None = None) -> T:
     """Await `work` (run_batch) so that Ctrl-C stops it within moments and loses nothing.
 
     The first SIGINT calls `on_interrupt` (say what is being stopped; stop judges and decoders
@@ -202,6 +202,12 @@ async def interruptible(work: Coroutine[Any, Any, T], on_interrupt: Callable[[],
     handing over from the loop's to a process-wide one would pass through Python's default, and a
     Ctrl-C in that moment would end the process with a KeyboardInterrupt. For commands: the
     process is ended.
+
+    `on_stopped` is called in the loop once the interrupted work has unwound (its finished records
+    written, its output closed), before Interrupted is raised: a command ends the process there
+    (os._exit), since leaving the loop waits for every thread the work handed a blocking step to (a
+    model loading, a frame being read, a decode), which cancelling cannot stop: tens of seconds
+    on a cold start.
     """
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(work)
@@ -225,6 +231,8 @@ async def interruptible(work: Coroutine[Any, Any, T], on_interrupt: Callable[[],
         return await task
     except (asyncio.CancelledError, JudgeStopped):
         if hits:
+            if on_stopped is not None:
+                on_stopped()
             raise Interrupted from None
         raise
     finally:

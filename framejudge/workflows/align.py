@@ -15,7 +15,7 @@ import hashlib
 from collections import Counter
 import random
 import tempfile
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from datetime import date
 from enum import Enum
@@ -32,6 +32,7 @@ from ..frame_sampler import sample_frames
 from ..judge.base import Judge
 from ..judge.batch import first_errors
 from ..judge.pipeline import Grader, SampleFn
+from ..progress import Progress, Reporter
 from ..records import Record, latest, read_records
 from ..rubrics.model import Change, Correction, Rubric
 from ..rubrics.prompt import CORRECTIONS_HEADING, correction_text, estimate_tokens
@@ -264,11 +265,14 @@ def rubric_yaml(rubric: Rubric) -> str:
 
 # ----------------------------------------------------------------------------- grading and measuring
 
-async def grade_items(grader: Grader, items: Sequence[Item], concurrency: int = 4) -> list[Record]:
-    """Records of grading `items` through the runner `framejudge grade` uses (into a temporary file)."""
+async def grade_items(grader: Grader, items: Sequence[Item], concurrency: int = 4,
+                      on_line: Callable[[Progress], None] | None = None) -> list[Record]:
+    """Records of grading `items` through the runner `framejudge grade` uses (into a temporary file),
+    its progress told as `grade` tells it (`on_line`: the lines framejudge.progress logs)."""
+    reporter = Reporter(sum(len(it.turns) for it in items), on_line=on_line)
     with tempfile.TemporaryDirectory(prefix="framejudge-align-") as folder:
         out = Path(folder) / "verdicts.jsonl"
-        await run_batch(grader, list(items), out, concurrency=concurrency)
+        await reporter.watch(run_batch(grader, list(items), out, concurrency=concurrency, on_progress=reporter.update))
         return read_records(out)
 
 
@@ -346,13 +350,17 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
           verdicts_where: str = "the verdicts", options: GradeOptions | None = None, media_root: Path | None = None,
           holdout: float = 0.5, seed: int = 0, budget_tokens: int = 1500, replicates: int = 1000,
           rubric_id: str | None = None, today: date | None = None, sample: SampleFn | None = None,
-          labels_name: str | None = None) -> Aligned:
+          labels_name: str | None = None, on_line: Callable[[str, Progress], None] | None = None) -> Aligned:
     """Split, find and choose the corrections, make the new rubric, and measure base and new
     rubric on the held-apart units (graded with `judge` through the runner; `sample` decodes the
     frames, as for Grader: in this process by default). `labels_name`: how messages and the
     result name the labels (default: their path; the service names a calibration's labels so,
-    never by the file it writes them to)."""
+    never by the file it writes them to). `on_line` is told each grading's progress lines, with
+    what is graded: `examples` (base rubric), `held apart, base rubric`, `held apart, aligned rubric`."""
     shown = labels_name or str(labels_path)
+
+    def told(what: str) -> Callable[[Progress], None] | None:
+        return None if on_line is None else lambda now: on_line(what, now)
 
     def grader(rubric: Rubric) -> Grader:
         return Grader(judge, rubric, options, media_root=media_root, sample=sample or sample_frames)
@@ -367,13 +375,13 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
     example_items = [by_id[i] for i in split.example_items]
     failed: list[JudgeError] = []  # what this run's gradings could not grade
 
-    def graded(rubric: Rubric, these: list[Item]) -> dict[tuple[str, int], Verdict]:
-        verdicts, errors = latest(asyncio.run(grade_items(grader(rubric), these)))
+    def graded(rubric: Rubric, these: list[Item], what: str) -> dict[tuple[str, int], Verdict]:
+        verdicts, errors = latest(asyncio.run(grade_items(grader(rubric), these, on_line=told(what))))
         failed.extend(errors.values())
         return verdicts
 
     if verdicts is None:
-        judged = graded(base, example_items)
+        judged = graded(base, example_items, "examples")
     else:
         judged = verdict_map(verdicts)
         other = sorted({v.provenance.rubric_hash for k, v in judged.items() if k[0] in set(split.example_items)}
@@ -403,8 +411,8 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
     sha = file_sha256(labels_path)
     new = aligned_rubric(base, chosen, labels_path.name, sha, judge_spec, today, rubric_id)
     held = [by_id[i] for i in split.held_apart_items]
-    before = graded(base, held)
-    after = graded(new, held)
+    before = graded(base, held, "held apart, base rubric")
+    after = graded(new, held, "held apart, aligned rubric")
     comparison, agreement = measure(split.held_apart, before, after, replicates, seed)
     unit = lambda g: Unit(item_id=g.item_id, turn=g.turn)  # noqa: E731
     result = AlignResult(

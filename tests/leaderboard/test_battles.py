@@ -161,6 +161,7 @@ def test_a_resumed_leaderboard_run_repeats_no_battle(bundled_examples, tmp_path)
     assert first.returncode == 0, first.stderr
     assert "12 battle(s) of 3 pair(s) of models, 12 to grade" in first.stderr
     assert "model 'beta' (" in first.stderr and "answered 12 of 13 turn(s)" in first.stderr
+    assert "progress: done: 12/12 battle(s) (100%), " in first.stderr  # its stderr is a pipe: plain lines
     lines = battles.read_text().splitlines()
     assert len(lines) == 12
     again = cli(*args, "--budget", 12)

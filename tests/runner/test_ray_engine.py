@@ -177,6 +177,8 @@ def test_the_command_line_grades_on_ray(cluster, clips, tmp_path):
     summary = json.loads(proc.stdout)
     assert summary["turns_graded"] == 4 and summary["errors"] == {"bad_input": 1}
     assert sorted(_keys(tmp_path / "v.jsonl")) == sorted(_turns(items))
+    done = len(_turns(items))  # its stderr is a pipe: plain progress lines, the last one when it is done
+    assert f"progress: done: {done}/{done} turn(s) (100%), " in proc.stderr and "1 error(s)" in proc.stderr, proc.stderr
 
 
 def _cli(tmp_path: Path, server: ModelServer, *more: str) -> list[str]:
