@@ -99,7 +99,7 @@ def test_a_backend_whose_libraries_are_missing_says_how_to_install_them():
     missing = Backend("ghost", "<x>", "nowhere:Nothing", "needs a module that is not installed",
                       extra="ghost", needs=("framejudge_no_such_module",))
     with pytest.raises(JudgeSpecError, match=r"the ghost judge needs framejudge_no_such_module: "
-                                             r"pip install 'framejudge\[ghost\]'"):
+                                             r"pip install '\.\[ghost\]'"):
         missing.load()
 
 
