@@ -120,7 +120,8 @@ def removed_reviewers(engine: Engine, run: CalibrationRun, deciders: set[str]) -
     if not others:
         return set()
     with Session(engine) as s:
-        scopes = dict(s.execute(select(ApiKey.id, ApiKey.scopes).where(ApiKey.id.in_(sorted(others)))).tuples().all())
+        scopes = {key_id: given for key_id, given in s.execute(select(ApiKey.id, ApiKey.scopes)
+                                                                   .where(ApiKey.id.in_(sorted(others))))}
     return {k for k in others if "admin" not in scopes.get(k, "").split(",")}
 
 
