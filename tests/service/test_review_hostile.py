@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from framejudge.calibration.inputs import load_human_labels
 from framejudge.service.review.routes import templates
 from framejudge.service.store import ApiKey, CalibrationRun, create_key, revoke_key, save_calibration
+from tests.postgres import database_url  # noqa: F401 - the fixture
 from tests.service.test_review import (ITEMS, _turn, calibration, csrf_of, decide, review_app, sign_in, unit_version,
                                        version_in)
 
@@ -238,10 +239,17 @@ def test_a_slice_whose_key_holds_a_colon_still_filters(env):
 
 # ------------------------------------------------------------------------ forms and bodies
 
-def test_two_browsers_deciding_at_once_keep_each_decision_made_on_what_its_reviewer_saw(env):
+@pytest.mark.parametrize("database_url", ["sqlite", "postgres"], indirect=True)
+def test_two_browsers_deciding_at_once_keep_each_decision_made_on_what_its_reviewer_saw(tmp_path, database_url):
     """Decisions on different units at once are all kept; of decisions made at once on the same
     sight of one unit, one is kept and each other is refused (409, the unit shown again as it now
     stands), nothing lost silently and nothing decided on a unit its reviewer did not see."""
+    with review_app(tmp_path, database_url) as env:
+        env.update(calibration(env))
+        two_browsers_at_once(env)
+
+
+def two_browsers_at_once(env: dict[str, Any]) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     first, second = TestClient(env["client"].app), TestClient(env["client"].app)
