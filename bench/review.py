@@ -123,6 +123,11 @@ def csrf_of(text: str) -> str:
     return re.search(r'name="csrf" value="([^"]+)"', text).group(1)
 
 
+def version_of(text: str) -> str:
+    """The unit version a unit page's form carries."""
+    return re.search(r'name="version" value="([^"]+)"', text).group(1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--units", type=int, default=5000)
@@ -198,7 +203,8 @@ def main() -> None:
                 unit_times.append(took)
                 took, done = timed(client, "POST", f"/review/{run_id}/decide",
                                    data={"csrf": csrf_of(got.text), "item": keys[n], "turn": "0",
-                                         "action": "adopt_judge", "cause": "humans_wrong"})
+                                         "version": version_of(got.text), "action": "adopt_judge",
+                                         "cause": "humans_wrong"})
                 assert done.status_code == 303, done.text[:500]
                 decide_times.append(took)
                 start = time.perf_counter()

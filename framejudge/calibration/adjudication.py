@@ -56,7 +56,8 @@ def _latest(decisions: Sequence[ReviewDecision]) -> dict[Unit, dict[str, ReviewD
 
 
 def standing_labels(humans: Sequence[HumanLabel], decisions: Sequence[ReviewDecision],
-                    annotator: str = "gold", unlabelled: Iterable[Unit] = ()) -> list[HumanLabel]:
+                    annotator: str = "gold", unlabelled: Iterable[Unit] = (),
+                    withdrawn: Sequence[ReviewDecision] = ()) -> list[HumanLabel]:
     """One row per labelled unit (item, turn), sorted, as `annotator`, with
     `metadata["standing"]` and `metadata["annotators"]` (how many annotators labelled it):
 
@@ -71,6 +72,12 @@ def standing_labels(humans: Sequence[HumanLabel], decisions: Sequence[ReviewDeci
     - unresolved: no decision and the annotators differ; the values are the human majority
       per field (a field where they tie is left empty).
 
+    An adjudicated row also carries the decision's `unit_version` (the version of the unit its
+    reviewer saw) where it was recorded, and `blind: true` for a decision made in blind mode.
+    `withdrawn` are decisions that no longer count (by reviewers since removed from the review):
+    they decide nothing, and a unit on which any of them is its reviewer's latest names those
+    reviewers in `metadata["withdrawn"]`, whatever its standing.
+
     The other metadata is the annotators' (the first annotator's value of a key wins).
     `unlabelled` names units no annotator labelled that are under review all the same (a
     triage's to_review turns): adjudicated when decided, else unresolved with no labels. A
@@ -79,6 +86,7 @@ def standing_labels(humans: Sequence[HumanLabel], decisions: Sequence[ReviewDeci
     for h in humans:
         units.setdefault((h.item_id, h.turn), []).append(h)
     latest = _latest(decisions)
+    set_aside = _latest(withdrawn)
     stray = sorted(set(latest) - set(units))
     if stray:
         raise ValueError(f"a decision on item {stray[0][0]!r} turn {stray[0][1]}, which no annotator labelled")
@@ -102,13 +110,17 @@ def standing_labels(humans: Sequence[HumanLabel], decisions: Sequence[ReviewDeci
                         "decided_at": last.decided_at.isoformat(), "action": last.action,
                         **({"source": last.source} if last.source else {}),
                         **({"cause": last.cause.value} if last.cause else {}),
-                        **({"note": last.note} if last.note else {}), "flag_rubric": last.flag_rubric}
+                        **({"note": last.note} if last.note else {}), "flag_rubric": last.flag_rubric,
+                        **({"unit_version": last.unit_version} if last.unit_version else {}),
+                        **({"blind": True} if last.blind else {})}
                 if len(reviewers) > 1:
                     meta["reviewers"] = reviewers
             else:
                 meta = {"standing": Standing.unresolved.value, "conflict": True, "reviewers": reviewers}
         else:
             meta = {"standing": (Standing.unanimous if labels and _unanimous(labels) else Standing.unresolved).value}
+        if set_aside.get(unit):
+            meta["withdrawn"] = sorted(set_aside[unit])
         meta["annotators"] = len({h.annotator for h in labels})
         out.append(HumanLabel(item_id=unit[0], turn=unit[1], annotator=annotator, **values.model_dump(),
                               metadata={**context, **meta}))

@@ -26,6 +26,12 @@ def calibrate(
     report: Annotated[Optional[Path], typer.Option(help="write a self-contained HTML report here")] = None,
     gold: Annotated[Optional[Path], typer.Option(help="adjudicated gold labels (one row per unit, JSONL or CSV): "
                                                       "the judge against them beside the human majority")] = None,
+    review_request: Annotated[Optional[Path], typer.Option(
+        "--review-request", help="write the labels and verdicts (with --items, the items) as the JSON body of a "
+                                 "server's POST /v1/calibrate, to review this calibration in its review queue")] = None,
+    items_path: Annotated[Optional[Path], typer.Option(
+        "--items", help="with --review-request: the graded items, so the review pages show their questions, "
+                        "responses and frames")] = None,
 ) -> None:
     """Judge vs human agreement beside the human-vs-human ceiling, with bootstrap intervals.
 
@@ -39,9 +45,16 @@ def calibrate(
                                      load_human_labels, swap_consistency, video_qa_fields)
     from ..records import read_records
 
-    check_outputs({"result": out_path, "report": report, "disagreements": disagreements},
-                  inputs=[human, judge_path, compare, gold])
+    check_outputs({"result": out_path, "report": report, "disagreements": disagreements, "review request": review_request},
+                  inputs=[human, judge_path, compare, gold, items_path])
+    if items_path is not None and review_request is None:
+        fail("--items: the items are read only for --review-request (the review pages show them)")
     labels = load_human_labels(human)
+    items = None
+    if items_path is not None:
+        from ..judge import load_items
+
+        items = load_items(items_path)
     golden = load_gold_labels(gold, {(h.item_id, h.turn) for h in labels}) if gold is not None else None
     for verdicts in (judge_path, compare):
         if verdicts is not None and not verdicts.is_file():
@@ -79,6 +92,9 @@ def calibrate(
 
         problems.append(write_output(report, "report", render_html(
             result, comparison, title=f"framejudge calibration: {judge_path.name}")))
+    if review_request is not None:
+        problems.append(write_output(review_request, "review request", review_body(
+            labels, records, items, replicates, seed)))
     if disagreements is not None:
         from ..calibration.inputs import relabel_rows
 
@@ -140,6 +156,17 @@ def calibrate(
     if result.swap_consistency is not None:
         out.print(f"swap consistency of the judge: {result.swap_consistency:.3f}")
     report_problems(problems)
+
+
+def review_body(labels: list, records: list, items: Optional[list], replicates: int, seed: int) -> str:
+    """The body of POST /v1/calibrate for this calibration: the labels and verdicts as read here (the
+    server checks them again), the items when given, and the bootstrap's replicates and seed, so the
+    server's figures are these."""
+    body = {"labels": [h.model_dump(mode="json", exclude_none=True) for h in labels],
+            "verdicts": [r.model_dump(mode="json", exclude_none=True) for r in records],
+            **({"items": [i.model_dump(mode="json", exclude_none=True) for i in items]} if items is not None else {}),
+            "replicates": replicates, "seed": seed}
+    return json.dumps(body, ensure_ascii=False) + "\n"
 
 
 def percent(x: Optional[float]) -> str:

@@ -50,3 +50,8 @@ class ReviewDecision(BaseModel):
     cause: Cause | None = None
     note: str = Field("", max_length=MAX_TEXT)
     flag_rubric: bool = Field(False, description="flagged for a change to the rubric")
+    unit_version: str | None = Field(None, max_length=64,
+                                     description="the version of the unit the reviewer saw when deciding (what it "
+                                                 "showed: the item's turn, the verdict, the annotators' labels and "
+                                                 "the decisions on it); none on a decision made before it was recorded")
+    blind: bool = Field(False, description="made in blind mode, with the judge and the annotators hidden")

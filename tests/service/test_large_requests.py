@@ -149,8 +149,11 @@ def test_healthz_answers_while_a_review_queue_is_read(server, monkeypatch):
     headers = {"Authorization": f"Bearer {key}"}
     made = httpx.post(base + "/v1/calibrate", json=calibration(600), headers=headers, timeout=HELD)
     assert made.status_code == 200, made.text
+    shown = httpx.get(base + f"/v1/calibrate/{made.json()['id']}/unit", params={"item": "i5"}, headers=headers,
+                      timeout=HELD)
+    assert shown.status_code == 200, shown.text
     review.CALIBRATIONS.clear()  # as a server that has not read it yet
-    decision = {"item_id": "i5", "turn": 0, "action": "adopt_judge"}
+    decision = {"item_id": "i5", "turn": 0, "action": "adopt_judge", "unit_version": shown.json()["version"]}
     with held(monkeypatch, review, "_calibration") as (inside, go):
         health, answer = answered_meanwhile(base, inside, go, lambda: httpx.post(
             base + f"/v1/calibrate/{made.json()['id']}/decisions", json=decision, timeout=HELD, headers=headers))

@@ -128,11 +128,26 @@ def current_queue(client: TestClient, run_id: str, **params: str) -> Any:
     raise AssertionError("the queue's figures were never refreshed")
 
 
+def version_in(page_text: str) -> str:
+    """The unit version a unit page's form carries (what the reviewer was shown)."""
+    return re.search(r'name="version" value="([^"]+)"', page_text).group(1)
+
+
+def unit_version(client: TestClient, run_id: str, key: str, item: str, turn: int = 0) -> str:
+    """The unit's version as GET .../unit gives it to an API client."""
+    got = client.get(f"/v1/calibrate/{run_id}/unit", params={"item": item, "turn": turn},
+                     headers={"Authorization": f"Bearer {key}"})
+    assert got.status_code == 200, got.text
+    return got.json()["version"]
+
+
 def decide(client: TestClient, run_id: str, item: str, turn: int = 0, **form: str) -> Any:
+    """A decision made as the page makes it: the unit opened, then its form posted with what it carries."""
     page = client.get(f"/review/{run_id}/unit", params={"item": item, "turn": turn})
     assert page.status_code == 200, page.text
     return client.post(f"/review/{run_id}/decide", data={"csrf": csrf_of(page.text), "item": item, "turn": str(turn),
-                                                         **form}, follow_redirects=False)
+                                                         "version": version_in(page.text), **form},
+                       follow_redirects=False)
 
 
 @pytest.fixture()
@@ -159,7 +174,7 @@ def test_a_grade_key_cannot_review(env):
     assert refused.status_code == 403 and "lacks the &#39;review&#39; scope" in refused.text
     assert "framejudge_review" not in refused.cookies
     api = client.post(f"/v1/calibrate/{env['id']}/decisions", headers={"Authorization": f"Bearer {env['grader']}"},
-                      json={"item_id": "disputed", "action": "adopt_judge"})
+                      json={"item_id": "disputed", "action": "adopt_judge", "unit_version": "any"})
     assert api.status_code == 403 and "review" in api.json()["detail"]
     assert client.get("/review", follow_redirects=False).status_code == 303  # no session: to sign in
 

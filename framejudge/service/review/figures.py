@@ -32,9 +32,11 @@ log = logging.getLogger("framejudge.service.review")
 FIGURE_REPLICATES = 200  # the page's before/after intervals; framejudge calibrate --gold for more
 
 
-def gold_of(inputs: ReviewInputs, decisions: Sequence[ReviewDecision], unlabelled: list[tuple[str, int]]) -> list[Any]:
-    """The labels as they stand: the human majority where no reviewer decided, the decisions elsewhere."""
-    return standing_labels(inputs.labels, list(decisions), unlabelled=unlabelled)
+def gold_of(inputs: ReviewInputs, decisions: Sequence[ReviewDecision], unlabelled: list[tuple[str, int]],
+            withdrawn: Sequence[ReviewDecision] = ()) -> list[Any]:
+    """The labels as they stand: the human majority where no reviewer decided, the decisions elsewhere
+    (`withdrawn` ones, by reviewers since removed, decide nothing and are named on their units)."""
+    return standing_labels(inputs.labels, list(decisions), unlabelled=unlabelled, withdrawn=withdrawn)
 
 
 def gold_digest(gold: Sequence[Any]) -> str:

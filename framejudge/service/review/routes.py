@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from ...calibration.adjudication import label_rows_csv, label_rows_jsonl
 from ...calibration.audit import AuditResult
-from ...schema import LABEL_FIELDS, Category, Cause, Item, JudgeError, Preference, RecordIn, ReviewDecision, Verdict
+from ...schema import (LABEL_FIELDS, Category, Cause, Item, JudgeError, LabelValues, Preference, RecordIn, ReviewDecision,
+                       Verdict)
 from ..bodies import StrictJsonRoute, form_fields
 from ..context import KeyWith, ServiceDep, authorized
 from ..forwarded import client_address
@@ -29,15 +30,16 @@ from ..jobs import JobStatus, job_items, job_records
 from ..problems import MEDIA, ProblemError, problems
 from ..store import ApiKey, CalibrationRun, KeyRefused, holds, save_calibration, verify_key
 from .alignments import AlignRequest, Alignment, aligned_rubric_file, alignments, calibration_judge, submit_alignment
-from .decide import DecisionError, DecisionRequest, form_turn, from_form, make_decision, rated_fields
+from .decide import (DecisionError, DecisionRequest, StaleDecision, form_turn, from_form, make_decision, rated_fields,
+                     standing, unit_version)
 from .figures import FigureKeeper, Shown, gold_of
 from .frames import unit_frames
 from .queue import REASONS, STATES, Filters, State, Unit, build_units, neighbours, slices, state_of
 from .sessions import (COOKIE, PATH, SIGN_IN_COOKIE, CsrfRefused, Reviewer, SignInNeeded, check_csrf, may_review,
                        new_sign_in_token, SignedIn, reviewers_problem, safe_next, secure_cookies, set_sign_in_cookie,
                        sign_in_url, start_session)
-from .store import (ReviewInputs, add_decision, calibration_texts, close_session, decisions, review_run, review_runs,
-                    set_reviewers)
+from .store import (ReviewInputs, UnitMoved, add_decision, calibration_texts, close_session, decisions,
+                    removed_reviewers, review_run, review_runs, set_reviewers)
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
@@ -80,20 +82,31 @@ _calibrations_lock = threading.Lock()
 
 
 class Queue:
-    """A calibration under review, as one request sees it."""
+    """A calibration under review, as one request sees it: every decision on it (`decisions`, oldest
+    first), and those that count (`counted`: not by a reviewer since `removed` from it)."""
 
-    def __init__(self, run: CalibrationRun, calibration: Calibration, all_decisions: list[ReviewDecision]) -> None:
+    def __init__(self, run: CalibrationRun, calibration: Calibration, all_decisions: list[ReviewDecision],
+                 removed: set[str] | None = None) -> None:
         self.run, self.calibration, self.decisions = run, calibration, all_decisions
+        self.removed = removed or set()
+        self.counted = [d for d in all_decisions if d.reviewer not in self.removed]
+        self.withdrawn = [d for d in all_decisions if d.reviewer in self.removed]
         self.inputs, self.units, self.by_key = calibration.inputs, calibration.units, calibration.by_key
-        self.of_unit: dict[tuple[str, int], list[ReviewDecision]] = {}
+        self.of_unit: dict[tuple[str, int], list[ReviewDecision]] = {}  # every decision, as the unit shows them
         for d in all_decisions:
             self.of_unit.setdefault((d.item_id, d.turn), []).append(d)
 
+    def counted_of(self, key: tuple[str, int]) -> list[ReviewDecision]:
+        return [d for d in self.of_unit.get(key, []) if d.reviewer not in self.removed]
+
     def states(self, reviewer_id: str) -> dict[tuple[str, int], State]:
-        return {u.key: state_of(self.of_unit.get(u.key, []), reviewer_id) for u in self.units}
+        return {u.key: state_of(self.counted_of(u.key), reviewer_id) for u in self.units}
+
+    def version(self, unit: Unit) -> str:
+        return unit_version(unit, self.of_unit.get(unit.key, []), self.removed)
 
     def gold(self) -> list[Any]:
-        return gold_of(self.inputs, self.decisions, self.calibration.unlabelled)
+        return gold_of(self.inputs, self.counted, self.calibration.unlabelled, self.withdrawn)
 
 
 def _calibration(engine: Any, run: CalibrationRun) -> Calibration:
@@ -124,7 +137,8 @@ def load_queue(svc: Any, run_id: str, key: ApiKey) -> Queue:
     if run is None:
         raise ProblemError(404, "No such calibration", f"no calibration with id {run_id!r}")
     calibration = _calibration(svc.engine, run)
-    return Queue(run, calibration, decisions(svc.engine, run_id, calibration.known))
+    made = decisions(svc.engine, run_id, calibration.known)
+    return Queue(run, calibration, made, removed_reviewers(svc.engine, run, {d.reviewer for d in made}))
 
 
 def figures_keeper(svc: Any) -> FigureKeeper:
@@ -137,7 +151,9 @@ async def figures(svc: Any, queue: Queue, wait_s: float = 0.0) -> Shown | None:
     labels (a triage's queue: nothing to measure the judge against)."""
     if not queue.inputs.labels:
         return None
-    return await figures_keeper(svc).current(queue.run.id, len(queue.decisions), queue.inputs, queue.decisions,
+    # the figures of the decisions that count: kept apart for each set of removed reviewers
+    slot = queue.run.id + ("|" + ",".join(sorted(queue.removed)) if queue.removed else "")
+    return await figures_keeper(svc).current(slot, len(queue.decisions), queue.inputs, queue.counted,
                                              queue.calibration.unlabelled, wait_s)
 
 
@@ -282,7 +298,7 @@ async def _unit(request: Request, queue: Queue, unit: Unit, who: Reviewer, filte
     states = queue.states(who.key.id)
     previous, following, to_decide = neighbours(queue.units, unit.key, filters, states)
     mine = [d for d in queue.of_unit.get(unit.key, []) if d.reviewer == who.key.id and d.action != "skip"]
-    others = [d for d in queue.of_unit.get(unit.key, []) if d.action != "skip"]
+    others = [d for d in queue.of_unit.get(unit.key, []) if d.action != "skip"]  # the removed reviewers' marked
     hidden = filters.blind and not mine  # blind: nothing that could anchor the reviewer until they decide
     frames = await unit_frames(request.app.state.service, unit, queue.inputs.resolved, queue.run.key_id)
     order = [u.key for u in queue.units]
@@ -299,7 +315,43 @@ async def _unit(request: Request, queue: Queue, unit: Unit, who: Reviewer, filte
                  previous=unit_url(run_id, previous, filters), next=unit_url(run_id, following, filters),
                  to_decide=unit_url(run_id, to_decide, filters), queue=queue_url(run_id, filters),
                  toggle_blind=unit_url(run_id, unit, replace(filters, blind=not filters.blind)),
-                 annotators=list(unit.humans), adoptable=rated_fields(unit))
+                 annotators=list(unit.humans), adoptable=rated_fields(unit), version=queue.version(unit),
+                 removed=queue.removed, judge_labels=_set(unit.judge, rated_fields(unit)) if unit.judge else None,
+                 annotator_labels={a: _set(v, LABEL_FIELDS) for a, v in unit.humans.items()})
+
+
+def _set(values: Any, fields: Any) -> dict[str, str]:
+    """Label values as the form's selects write them (a switch as true or false), those of `fields` only."""
+    return {f: str(v).lower() if isinstance(v, bool) else str(getattr(v, "value", v))
+            for f in fields if (v := getattr(values, f)) is not None}
+
+
+DECIDE_TRIES = 3
+
+
+async def _decide(svc: Any, run_id: str, key: ApiKey, wanted: DecisionRequest, blind: bool = False
+                  ) -> tuple[Queue, Unit, ReviewDecision]:
+    """Make and keep one decision, on the unit as it stands: refused (StaleDecision) when the unit
+    has changed since the version the decision was made on, also by a decision that lands between
+    this check and the write (read again and checked again; the database keeps one decision per
+    place in a unit's sequence)."""
+    for _ in range(DECIDE_TRIES):
+        queue = await asyncio.to_thread(load_queue, svc, run_id, key)
+        unit = queue.by_key.get((wanted.item_id, wanted.turn))
+        if unit is None:
+            raise ProblemError(404, "No such unit", f"calibration {run_id} has no labelled turn {wanted.turn} of item "
+                               f"{wanted.item_id!r}")
+        on_unit = queue.of_unit.get(unit.key, [])
+        mine = any(d.reviewer == key.id and d.action != "skip" for d in on_unit)
+        decision = make_decision(unit, wanted, key.id, on_unit, queue.inputs.labels, queue.removed,
+                                 blind=blind and not mine)
+        try:
+            await asyncio.to_thread(add_decision, svc.engine, run_id, decision, len(on_unit))
+        except UnitMoved:
+            continue
+        return queue, unit, decision
+    raise ProblemError(503, "Busy unit", f"item {wanted.item_id!r} turn {wanted.turn} was decided by others "
+                       f"{DECIDE_TRIES} times while this decision was checked: nothing was saved; try again")
 
 
 @pages.post(PATH + "/{run_id}/decide")
@@ -307,19 +359,19 @@ async def decide_form(request: Request, run_id: str, svc: ServiceDep, who: Revie
     form = await form_fields(request)
     check_csrf(who, form.get("csrf"))
     filters = _filters(form.get("field"), form.get("category"), form.get("slice"), form.get("state"), form.get("blind"))
-    queue = await asyncio.to_thread(load_queue, svc, run_id, who.key)
     try:
         wanted = from_form(form)
-        unit = queue.by_key.get((wanted.item_id, wanted.turn))
-        if unit is None:
-            raise DecisionError(f"calibration {run_id} has no labelled turn {wanted.turn} of item {wanted.item_id!r}")
-        decision = make_decision(unit, wanted, who.key.id, queue.of_unit.get(unit.key, []), queue.inputs.labels)
-    except DecisionError as exc:
-        unit = queue.by_key.get((form.get("item", ""), form_turn(form)))
-        if unit is None:
-            raise ProblemError(422, "Invalid decision", str(exc), code=exc.code) from None
-        return await _unit(request, queue, unit, who, filters, str(exc), status=422)
-    await asyncio.to_thread(add_decision, svc.engine, run_id, decision)
+        _, unit, decision = await _decide(svc, run_id, who.key, wanted, filters.blind)
+    except (DecisionError, ProblemError) as exc:  # the unit again, as it stands, saying why
+        queue = await asyncio.to_thread(load_queue, svc, run_id, who.key)
+        unit_or_none = queue.by_key.get((form.get("item", ""), form_turn(form)))
+        status = exc.status if isinstance(exc, ProblemError) else 409 if isinstance(exc, StaleDecision) else 422
+        if unit_or_none is None:
+            if isinstance(exc, ProblemError):
+                raise
+            raise ProblemError(status, "Invalid decision", str(exc), code=exc.code) from None
+        return await _unit(request, queue, unit_or_none, who, filters,
+                           exc.detail if isinstance(exc, ProblemError) else str(exc), status=status)
     queue = await asyncio.to_thread(load_queue, svc, run_id, who.key)
     await figures(svc, queue)  # the refresh starts now, in the background
     if filters.blind and decision.action != "skip":  # show the reviewer what they were blind to, then go on
@@ -395,27 +447,69 @@ def labels_api(run_id: str, svc: ServiceDep, key: ReviewKey,
     return export_labels(load_queue(svc, run_id, key), format)
 
 
-@api.get("/v1/calibrate/{run_id}/decisions", operation_id="list_decisions", response_model=list[ReviewDecision],
+class ListedDecision(ReviewDecision):
+    """A decision as listed: with whether its reviewer has since been removed from the review."""
+
+    reviewer_removed: bool = Field(False, description="its reviewer may no longer review this calibration (neither "
+                                                      "its own key, nor named among its reviewers, nor admin): the "
+                                                      "decision is kept but counts toward no gold until they are "
+                                                      "named again")
+
+
+def _listed(queue: Queue, made: list[ReviewDecision]) -> list[ListedDecision]:
+    return [ListedDecision(**d.model_dump(), reviewer_removed=d.reviewer in queue.removed) for d in made]
+
+
+@api.get("/v1/calibrate/{run_id}/decisions", operation_id="list_decisions", response_model=list[ListedDecision],
          responses=problems(404, 409))
-def decisions_api(run_id: str, svc: ServiceDep, key: ReviewKey) -> list[ReviewDecision]:
-    """Every reviewer's decisions on this calibration's units, oldest first (none is ever overwritten)."""
-    return load_queue(svc, run_id, key).decisions
+def decisions_api(run_id: str, svc: ServiceDep, key: ReviewKey) -> list[ListedDecision]:
+    """Every reviewer's decisions on this calibration's units, oldest first (none is ever
+    overwritten), each saying whether its reviewer has since been removed (then it counts toward no gold)."""
+    queue = load_queue(svc, run_id, key)
+    return _listed(queue, queue.decisions)
+
+
+class UnitShown(BaseModel):
+    """A unit as its page shows it, with the version a decision on it must carry."""
+
+    item_id: str
+    turn: int
+    version: str = Field(description="give it as `unit_version` in POST .../decisions; it changes whenever what the "
+                                     "unit shows changes (a decision on it, a reviewer removed)")
+    reasons: list[str] = Field(description="why it is in the queue, most important first")
+    annotators: dict[str, LabelValues] = Field(description="each annotator's labels")
+    majority: LabelValues
+    judge: LabelValues | None = Field(description="the judge's labels (none without a verdict)")
+    standing: LabelValues = Field(description="its gold labels as they stand (the decisions that count, else the majority)")
+    decisions: list[ListedDecision] = Field(description="the decisions on it, oldest first, skips included")
+
+
+@api.get("/v1/calibrate/{run_id}/unit", operation_id="get_unit", response_model=UnitShown, responses=problems(404, 409))
+def unit_api(run_id: str, svc: ServiceDep, key: ReviewKey, item: str, turn: Annotated[int, Query(ge=0)] = 0) -> UnitShown:
+    """One unit of the queue (an item's turn) as its review page shows it, and its version."""
+    queue = load_queue(svc, run_id, key)
+    unit = queue.by_key.get((item, turn))
+    if unit is None:
+        raise ProblemError(404, "No such unit", f"calibration {run_id} has no labelled turn {turn} of item {item!r}")
+    return UnitShown(item_id=unit.item_id, turn=unit.turn, version=queue.version(unit), reasons=unit.reasons,
+                     annotators=unit.humans, majority=unit.majority, judge=unit.judge,
+                     standing=standing(unit, queue.counted_of(unit.key), queue.inputs.labels),
+                     decisions=_listed(queue, queue.of_unit.get(unit.key, [])))
 
 
 @api.post("/v1/calibrate/{run_id}/decisions", operation_id="decide", response_model=ReviewDecision, status_code=201,
           responses=problems(404, 409))
 async def decide_api(run_id: str, body: DecisionRequest, svc: ServiceDep,
                      key: Annotated[ApiKey, Depends(authorized("review"))]) -> ReviewDecision:
-    """A decision on one unit, as the review page makes it (needs the review scope)."""
-    queue = await asyncio.to_thread(load_queue, svc, run_id, key)
-    unit = queue.by_key.get((body.item_id, body.turn))
-    if unit is None:
-        raise ProblemError(404, "No such unit", f"calibration {run_id} has no labelled turn {body.turn} of item {body.item_id!r}")
+    """A decision on one unit, as the review page makes it (needs the review scope), on the version
+    of the unit the reviewer saw (`unit_version`, from GET .../unit): 409, and nothing saved, when
+    the unit has changed since."""
     try:
-        decision = make_decision(unit, body, key.id, queue.of_unit.get(unit.key, []), queue.inputs.labels)
+        queue, _, decision = await _decide(svc, run_id, key, body)
+    except StaleDecision as exc:
+        raise ProblemError(409, "Stale decision", str(exc), code=exc.code) from None
     except DecisionError as exc:
         raise ProblemError(422, "Invalid decision", str(exc), code=exc.code) from None
-    await asyncio.to_thread(add_decision, svc.engine, run_id, decision)
     await figures(svc, await asyncio.to_thread(load_queue, svc, run_id, key))  # the refresh starts now, in the background
     return decision
 

@@ -9,8 +9,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import DateTime, Integer, String, Text, delete, select
+from sqlalchemy import DateTime, Index, Integer, String, Text, delete, select
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from ...db import Base
@@ -33,6 +34,9 @@ class ReviewInputs(BaseModel):
 
 class DecisionRow(Base):
     __tablename__ = "review_decisions"
+    # one decision per place in a unit's sequence: of two decisions made on the same reading of a
+    # unit, the second is refused (UnitMoved), whichever server process takes it
+    __table_args__ = (Index("review_decisions_unit_seq", "calibration_id", "item_id", "turn", "seq", unique=True),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     calibration_id: Mapped[str] = mapped_column(String(32), index=True)
@@ -41,6 +45,8 @@ class DecisionRow(Base):
     reviewer: Mapped[str] = mapped_column(String(16))  # the reviewer's key id
     decided_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     decision_json: Mapped[str] = mapped_column(Text)
+    # how many decisions the unit had when this one was made on it (none on rows written before it was kept)
+    seq: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class SessionRow(Base):
@@ -105,6 +111,20 @@ def review_runs(engine: Engine, key: ApiKey) -> list[CalibrationRun]:
     return [run for run in map(_headed, rows) if reviewable(run, key)]
 
 
+def removed_reviewers(engine: Engine, run: CalibrationRun, deciders: set[str]) -> set[str]:
+    """Those of `deciders` (key ids that decided on the calibration) who may no longer review it:
+    neither its own key, nor named among its reviewers now, nor an admin key. Their decisions are
+    kept, shown and listed, but count toward no gold until they are named again."""
+    named = {run.key_id, *(run.reviewers or "").split(",")}
+    others = deciders - named
+    if not others:
+        return set()
+    with Session(engine) as s:
+        scopes = {key_id: given for key_id, given in s.execute(select(ApiKey.id, ApiKey.scopes)
+                                                                   .where(ApiKey.id.in_(sorted(others))))}
+    return {k for k in others if "admin" not in scopes.get(k, "").split(",")}
+
+
 def set_reviewers(engine: Engine, run_id: str, reviewers: list[str]) -> None:
     with Session(engine) as s, s.begin():
         run = s.get(CalibrationRun, run_id)
@@ -114,12 +134,21 @@ def set_reviewers(engine: Engine, run_id: str, reviewers: list[str]) -> None:
 
 # ------------------------------------------------------------------ decisions
 
-def add_decision(engine: Engine, calibration_id: str, decision: ReviewDecision) -> None:
-    """Appended in its own transaction: committed (and on disk) before the reviewer sees the next unit."""
-    with Session(engine) as s, s.begin():
-        s.add(DecisionRow(calibration_id=calibration_id, item_id=decision.item_id, turn=decision.turn,
-                          reviewer=decision.reviewer, decided_at=decision.decided_at,
-                          decision_json=decision.model_dump_json()))
+class UnitMoved(Exception):
+    """Another decision was added to the unit after it was read: read it again."""
+
+
+def add_decision(engine: Engine, calibration_id: str, decision: ReviewDecision, seq: int) -> None:
+    """Appended in its own transaction: committed (and on disk) before the reviewer sees the next unit.
+    `seq` is how many decisions the unit had when this one was checked against it: UnitMoved when
+    another decision took that place meanwhile (nothing is written)."""
+    try:
+        with Session(engine) as s, s.begin():
+            s.add(DecisionRow(calibration_id=calibration_id, item_id=decision.item_id, turn=decision.turn,
+                              reviewer=decision.reviewer, decided_at=decision.decided_at,
+                              decision_json=decision.model_dump_json(), seq=seq))
+    except IntegrityError as exc:
+        raise UnitMoved(f"item {decision.item_id!r} turn {decision.turn} was decided meanwhile") from exc
 
 
 def decisions(engine: Engine, calibration_id: str, known: dict[int, ReviewDecision] | None = None
