@@ -51,3 +51,13 @@ def test_ranges_are_checked_before_any_work(tmp_path, monkeypatch, args, option)
     said = " ".join(res.stderr.replace("│", " ").split())  # Typer's error box wraps its lines
     assert f"Invalid value for '{option}': Input should be greater than or equal to 1" in said, res.stderr
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_python_m_framejudge_is_the_command():
+    """`python -m framejudge` runs the command, as the installed script does (the process is the subject)."""
+    import subprocess
+    import sys
+
+    ran = subprocess.run([sys.executable, "-m", "framejudge", "rubrics", "list", "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert ran.returncode == 0 and "Usage: " in ran.stdout and "rubrics list" in ran.stdout, ran.stderr
