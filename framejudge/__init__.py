@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "grade": "framejudge.api", "agrade": "framejudge.api", "calibrate": "framejudge.api",
-    "InvalidOptions": "framejudge.api", "Progress": "framejudge.progress",
+    "InvalidOptions": "framejudge.api", "Graded": "framejudge.api", "Progress": "framejudge.progress",
     "Grader": "framejudge.judge", "make_judge": "framejudge.judge", "load_items": "framejudge.judge",
     "read_records": "framejudge.records",
     "GradeOptions": "framejudge.schema", "Item": "framejudge.schema", "Verdict": "framejudge.schema",
@@ -31,14 +31,14 @@ _LAZY = {
 }
 
 __all__ = [
-    "FramejudgeError", "GradeOptions", "Grader", "HumanLabel", "InvalidOptions", "Item", "JudgeError", "Progress",
+    "FramejudgeError", "GradeOptions", "Graded", "Grader", "HumanLabel", "InvalidOptions", "Item", "JudgeError", "Progress",
     "SamplerParams",
     "Verdict", "__version__", "agrade", "calibrate", "grade", "load_items", "make_judge", "read_records",
     "sample_frames",
 ]
 
 if TYPE_CHECKING:
-    from .api import InvalidOptions, agrade, calibrate, grade
+    from .api import Graded, InvalidOptions, agrade, calibrate, grade
     from .frame_sampler import sample_frames
     from .judge import Grader, load_items, make_judge
     from .progress import Progress

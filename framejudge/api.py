@@ -31,7 +31,7 @@ from .calibration.reliability import reliability
 from .errors import FramejudgeError
 from .files import first_problem
 from .judge import Grader, load_items
-from .judge.batch import check_question_times, check_video_urls, checked_items
+from .judge.batch import GradeSummary, check_question_times, check_video_urls, checked_items, summarize
 from .judge.base import Stoppable, preflight, unused_options
 from .progress import Progress, Reporter, every_seconds
 from .records import ItemsError, Record, latest, read_records
@@ -69,6 +69,22 @@ def _options(options: GradeOptions | Mapping[str, Any] | None) -> GradeOptions:
         raise InvalidOptions(first_problem(exc, "options")) from None
 
 
+class Graded(list[Record]):
+    """What `grade` and `agrade` return: the standing record of each turn in item order (a list of
+    `Verdict`s and `JudgeError`s), with `summary`, the run's counts as `framejudge grade` prints them
+    (turns graded, categories, preferences, tokens and cost, and `errors` by kind with
+    `error_examples`, each kind's first message). `failed` is the number of turns that could not be
+    graded: where it is above 0, `framejudge grade` exits 1."""
+
+    def __init__(self, records: Sequence[Record], items: int) -> None:
+        super().__init__(records)
+        self.summary: GradeSummary = summarize(list(records), items)
+
+    @property
+    def failed(self) -> int:
+        return sum(self.summary.errors.values())
+
+
 async def agrade(
     items: PathLike | Sequence[Item | Mapping[str, Any]],
     *,
@@ -85,7 +101,7 @@ async def agrade(
     engine: str = "local",
     address: str | None = None,
     progress: Callable[[Progress], None] | None = None,
-) -> list[Record]:
+) -> Graded:
     """`grade`, for code already inside an event loop."""
     the_items, source = _items(items)
     the_rubric = get_rubric(rubric) if isinstance(rubric, str) else rubric
@@ -152,7 +168,8 @@ async def agrade(
             raise
         verdicts, errors = latest(read_records(out_path)) if out_path.exists() else ({}, {})
     standing: dict[tuple[str, int], Record] = {**errors, **verdicts}
-    return [standing[(it.id, t)] for it in the_items for t in range(len(it.turns)) if (it.id, t) in standing]
+    return Graded([standing[(it.id, t)] for it in the_items for t in range(len(it.turns)) if (it.id, t) in standing],
+                  len(the_items))
 
 
 def grade(
@@ -171,10 +188,12 @@ def grade(
     engine: str = "local",
     address: str | None = None,
     progress: Callable[[Progress], None] | None = None,
-) -> list[Record]:
+) -> Graded:
     """Grade every turn of `items` (an items JSONL file, or Items / dicts) with `judge` under
     `rubric`, and return the standing record of each turn: a `Verdict`, or a `JudgeError` for a turn
-    that could not be graded.
+    that could not be graded, as a `Graded` list whose `summary` counts them as the CLI's summary does
+    (`failed`: the turns not graded, each kind of error in `summary.errors` with its first message in
+    `summary.error_examples`).
 
     `out`: a verdicts file to append to as records finish; a rerun grades only the turns without a
     standing verdict made the same way (`regrade=True` grades those made differently again). Without

@@ -74,8 +74,14 @@ def test_grade_takes_items_and_dicts_without_a_file(tmp_path):
 def test_a_missing_video_is_a_judge_error_record_not_an_exception(tmp_path):
     item = {"id": "v", "video": "nowhere.mp4", "turns": [{"question": "What does the sign on screen say?",
                                                           "golden": "STOP", "response_a": "STOP."}]}
-    [record] = grade([item], media_root=tmp_path, options={"cache": False})
+    graded = grade([item, ITEMS[0]], media_root=tmp_path, options={"cache": False})
+    record = graded[0]
     assert record.record == "judge_error" and "not found" in record.message
+    # the counts the CLI prints, on the result: one turn failed, with its kind and first message
+    assert graded.failed == 1 and graded.summary.turns_graded == 1 and graded.summary.items == 2
+    assert graded.summary.errors == {"bad_input": 1}
+    assert graded.summary.error_examples["bad_input"].startswith("item v turn 0: ") and "not found" in \
+        graded.summary.error_examples["bad_input"]
 
 
 @pytest.mark.parametrize("call, kind, code, words", [
