@@ -30,6 +30,7 @@ from .calibration.inputs import (LabelsError, human_rows, judge_rows, load_human
 from .calibration.reliability import reliability
 from .errors import FramejudgeError
 from .files import first_problem
+from .frame_sampler.isolate import not_while_starting_a_worker
 from .judge import Grader, load_items
 from .judge.batch import GradeSummary, check_question_times, check_video_urls, checked_items, summarize
 from .judge.base import Stoppable, preflight, unused_options
@@ -37,10 +38,11 @@ from .progress import Progress, Reporter, every_seconds
 from .records import ItemsError, Record, latest, read_records
 from .rubrics import get_rubric
 from .rubrics.model import Rubric
+from .runner.decode import start_decoders
 from .runner.judges import Judges
 from .runner.local import planned_turns, run_batch
 from .runner.resume import plan_resume
-from .schema import GradeOptions, HumanLabel, Item, JudgeError, Verdict
+from .schema import DecodeLimits, GradeOptions, HumanLabel, Item, JudgeError, Verdict
 
 PathLike = str | os.PathLike[str]
 
@@ -69,6 +71,15 @@ def _options(options: GradeOptions | Mapping[str, Any] | None) -> GradeOptions:
         raise InvalidOptions(first_problem(exc, "options")) from None
 
 
+def _decoding(decoding: DecodeLimits | Mapping[str, Any] | None) -> DecodeLimits:
+    if isinstance(decoding, DecodeLimits):
+        return decoding
+    try:
+        return DecodeLimits.model_validate(dict(decoding or {}))
+    except ValidationError as exc:
+        raise InvalidOptions(first_problem(exc, "decoding")) from None
+
+
 class Graded(list[Record]):
     """What `grade` and `agrade` return: the standing record of each turn in item order (a list of
     `Verdict`s and `JudgeError`s), with `summary`, the run's counts as `framejudge grade` prints them
@@ -91,6 +102,7 @@ async def agrade(
     judge: str = "reference",
     rubric: str | Rubric = "video-qa",
     options: GradeOptions | Mapping[str, Any] | None = None,
+    decoding: DecodeLimits | Mapping[str, Any] | None = None,
     out: PathLike | None = None,
     media_root: PathLike | None = None,
     judges_file: PathLike | None = None,
@@ -103,9 +115,11 @@ async def agrade(
     progress: Callable[[Progress], None] | None = None,
 ) -> Graded:
     """`grade`, for code already inside an event loop."""
+    not_while_starting_a_worker()  # a script's unguarded grade(), run again as a decoding process starts: not there
     the_items, source = _items(items)
     the_rubric = get_rubric(rubric) if isinstance(rubric, str) else rubric
     the_options = _options(options)
+    limits = _decoding(decoding)
     if concurrency < 1:
         raise InvalidOptions("concurrency must be at least 1")
     if batch and out is None:
@@ -146,6 +160,9 @@ async def agrade(
         if not batch and any(p.calls for p in planned_turns(grader, plan.work)):
             await preflight(the_judge, judge)  # credentials set, a self-hosted server up: refused before any call
         reporter = Reporter(plan.turns, on_change=progress, every_s=every_s)
+        # decoding in killable, memory-capped processes, as the CLI's (a Ray cluster's decoding actors have their
+        # own); started in this thread, so that from the main thread they are born deaf to the terminal's Ctrl-C
+        decoder = start_decoders(grader, the_items, plan.turns, limits) if engine == "local" else None
         try:
             if batch:  # what `grade --batch` runs: collect, grade what has replies, submit the rest
                 from .runner.batch_api import BatchRun
@@ -153,19 +170,22 @@ async def agrade(
                 await BatchRun(grader, judge, out_path).run(the_items, plan, concurrency=concurrency)
             elif engine == "ray":
                 from .runner.ray_engine import RaySettings, run_on_ray, setup_of
-                from .schema import DecodeLimits
 
                 await reporter.watch(run_on_ray(grader, the_items, out_path, spec=judge,
                                                 setup=setup_of(grader, judges, judge), plan=plan,
-                                                settings=RaySettings(address=address), decoding=DecodeLimits(),
+                                                settings=RaySettings(address=address), decoding=limits,
                                                 on_progress=reporter.update))
             else:
                 await reporter.watch(run_batch(grader, the_items, out_path, concurrency=concurrency, plan=plan,
+                                               prefetch=(decoder.workers if decoder else 0) + 2,
                                                on_progress=reporter.update))
         except asyncio.CancelledError:  # Ctrl-C in grade(), or the caller's cancel: work in threads stops too
             if isinstance(the_judge, Stoppable):
                 the_judge.stop()
             raise
+        finally:  # decodes in flight end now (a stopped run's threads waiting on them with it), not after their limit
+            if decoder is not None:
+                decoder.close(final=True)
         verdicts, errors = latest(read_records(out_path)) if out_path.exists() else ({}, {})
     standing: dict[tuple[str, int], Record] = {**errors, **verdicts}
     return Graded([standing[(it.id, t)] for it in the_items for t in range(len(it.turns)) if (it.id, t) in standing],
@@ -178,6 +198,7 @@ def grade(
     judge: str = "reference",
     rubric: str | Rubric = "video-qa",
     options: GradeOptions | Mapping[str, Any] | None = None,
+    decoding: DecodeLimits | Mapping[str, Any] | None = None,
     out: PathLike | None = None,
     media_root: PathLike | None = None,
     judges_file: PathLike | None = None,
@@ -225,8 +246,8 @@ def grade(
         raise InvalidOptions("grade() runs an event loop of its own and was called inside a running one (a "
                              "notebook, an async function): use `await framejudge.agrade(...)` there")
     return asyncio.run(agrade(items, judge=judge, rubric=rubric, options=options, out=out, media_root=media_root,
-                              judges_file=judges_file, api_base=api_base, concurrency=concurrency, regrade=regrade,
-                              batch=batch, engine=engine, address=address, progress=progress))
+                              decoding=decoding, judges_file=judges_file, api_base=api_base, concurrency=concurrency,
+                              regrade=regrade, batch=batch, engine=engine, address=address, progress=progress))
 
 
 def _labels(labels: Sequence[HumanLabel | Mapping[str, Any]]) -> list[HumanLabel]:

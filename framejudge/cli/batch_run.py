@@ -24,7 +24,6 @@ if TYPE_CHECKING:  # the judge and runner load when a batch runs, not with the C
     from ..judge.pipeline import Grader
     from ..records import Record
     from ..runner.resume import ResumePlan
-    from ..frame_sampler import IsolatedSampler
     from ..schema import DecodeLimits, Item
     from ..runner.judges import Judges
     from ..runner.ray_engine import RaySettings
@@ -41,24 +40,6 @@ class Words:
     kind: str = "verdicts"
 
 
-def start_decoders(grader: Grader, items: list[Item], todo: int, decoding: DecodeLimits) -> IsolatedSampler | None:
-    """Decoding processes for a run where some turn wants frames (None where none does): the grader
-    samples frames and cuts clips through them, CPU work overlapping the model calls."""
-    from ..judge.base import wants_frames
-    from ..runner.decode import SharedDecodes
-
-    if not (todo and any(wants_frames(grader.judge, it, t) for it in items for t in range(len(it.turns)))):
-        return None
-    from ..frame_sampler import IsolatedSampler
-
-    decoder = IsolatedSampler(workers=decoding.processes(os.cpu_count()), timeout_s=decoding.timeout_s,
-                              max_memory_mb=decoding.memory_mb)
-    decoder.start()  # here, in the main thread: born deaf to the terminal's Ctrl-C, which this process handles
-    grader.sample = SharedDecodes(decoder.sample)
-    grader.cut = decoder.cut
-    return decoder
-
-
 def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, concurrency: int | None,
                plan: ResumePlan, decoding: DecodeLimits, words: Words = Words(), empty_bar: bool = True,
                mark: Callable[[Record], Record] | None = None) -> GradeSummary:
@@ -72,6 +53,7 @@ def run_graded(grader: Grader, items: list[Item], out_path: Path, *, todo: int, 
     from ..progress import Phase, Reporter
     from ..progress import Progress as Now
     from ..runner import RunProgress, run_batch
+    from ..runner.decode import start_decoders
     from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible
     from ..files import write_problem
 
@@ -217,6 +199,7 @@ def run_through_batches(grader: Grader, items: list[Item], out_path: Path, *, sp
     import asyncio
 
     from ..runner.batch_api import BatchRun
+    from ..runner.decode import start_decoders
     from ..runner.local import INTERRUPTED_EXIT, Interrupted, interruptible, summary_of
 
     run = BatchRun(grader, spec, out_path)

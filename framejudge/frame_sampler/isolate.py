@@ -145,6 +145,17 @@ def _starting_a_worker() -> bool:
     return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
 
 
+def not_while_starting_a_worker() -> None:
+    """Exit at once if this is a decoding process importing the caller's script, which calls for
+    decoding processes (IsolatedSampler, framejudge.grade) without an `if __name__ == "__main__":`
+    guard; the caller raises UnguardedScript, saying so. Called before any work: the script's
+    grading must not run again in each decoding process."""
+    if _starting_a_worker():
+        with open(_marker(os.getppid()), "w"):
+            pass
+        os._exit(UNGUARDED_EXIT)
+
+
 class IsolatedSampler:
     """`sample_frames` with the decoding in killable worker processes.
 
@@ -155,10 +166,7 @@ class IsolatedSampler:
 
     def __init__(self, workers: int = 1, timeout_s: float = 120.0, max_memory_mb: int | None = 4096,
                  cache_dir: str | os.PathLike[str] | None = "default") -> None:
-        if _starting_a_worker():  # the script runs again in each decoding process: it must not decode there
-            with open(_marker(os.getppid()), "w"):
-                pass
-            os._exit(UNGUARDED_EXIT)
+        not_while_starting_a_worker()
         if workers < 1 or timeout_s <= 0:
             raise ValueError("workers must be >= 1 and timeout_s > 0")
         self.timeout_s = timeout_s
@@ -172,9 +180,12 @@ class IsolatedSampler:
         self._abandoned: weakref.WeakSet[Any] = weakref.WeakSet()  # those a close() gave up
         self._lock = threading.Lock()
         self._closing = threading.Lock()
+        self._final = False  # closed for good: no later call starts workers again
 
     def _active_pool(self) -> pebble.ProcessPool:
-        """The worker pool, started on first use (and again after close). Under self._lock."""
+        """The worker pool, started on first use (and again after close, unless for good). Under self._lock."""
+        if self._final:
+            raise DecodingStopped("the decoding processes were stopped (closed for good)")
         if self._pool is None or not self._pool.active:
             cap = self.max_memory_mb * 1024**2 if self.max_memory_mb else None
             self._pool = pebble.ProcessPool(max_workers=self.workers, initializer=_start_worker, initargs=(cap,),
@@ -270,12 +281,15 @@ class IsolatedSampler:
     def _cap_note(self) -> str:
         return f"; each decoding process is capped at {self.max_memory_mb} MB" if self.max_memory_mb else ""
 
-    def close(self) -> None:
-        """Stop the workers (a later call starts new ones). A call waiting on them raises
-        DecodingStopped. A close while another is under way (a run stopping them from a thread,
-        then its shutdown) waits for it: once close returns, they are stopped."""
+    def close(self, *, final: bool = False) -> None:
+        """Stop the workers (a later call starts new ones; with `final`, a later call raises
+        DecodingStopped instead: a run that has ended, whose threads may still be about to ask). A
+        call waiting on them raises DecodingStopped. A close while another is under way (a run
+        stopping them from a thread, then its shutdown) waits for it: once close returns, they are
+        stopped."""
         with self._closing:
             with self._lock:
+                self._final = self._final or final
                 pool, self._pool = self._pool, None
                 pending, self._pending = self._pending, set()
                 self._abandoned.update(pending)
