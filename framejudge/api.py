@@ -24,10 +24,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .calibration.audit import AuditResult, audit
-from .calibration.inputs import (LabelsError, human_rows, judge_rows, load_human_labels, swap_consistency,
-                                 unique_labels, unjudged_turns, video_qa_fields)
-from .calibration.reliability import reliability
+from .calibration.audit import AuditResult
+from .calibration.calibrate import calibration
+from .calibration.inputs import LabelsError, human_rows, load_human_labels, unique_labels
 from .errors import FramejudgeError
 from .files import first_problem
 from .frame_sampler.isolate import not_while_starting_a_worker
@@ -295,13 +294,5 @@ def calibrate(
     records = read_records(Path(verdicts)) if isinstance(verdicts, (str, os.PathLike)) else _records(verdicts)
     if replicates < 1:
         raise InvalidOptions("replicates must be at least 1")
-    rows_h = human_rows(human)
-    unjudged, labelled = unjudged_turns(rows_h, records)
-    if labelled and len(unjudged) == labelled:
-        raise LabelsError(f"none of the {labelled} labelled turn(s) has a verdict (the labels name items such as "
-                          f"{unjudged[0][0]!r}): are these the labels of these verdicts?")
-    rows_j, errors = judge_rows(records)
-    result = audit(rows_h, rows_j, video_qa_fields(), judge_errors=errors, replicates=replicates, seed=seed)
-    result.swap_consistency = swap_consistency(records)
-    result.reliability = reliability(rows_h, records)
-    return result
+    where = str(verdicts) if isinstance(verdicts, (str, os.PathLike)) else "the verdicts"
+    return calibration(human_rows(human), records, replicates=replicates, seed=seed, where=where)

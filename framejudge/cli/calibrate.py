@@ -39,10 +39,10 @@ def calibrate(
     counted in the table's title); 2 refused (bad input)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from ..calibration.audit import audit, audit_slices, compare_runs, gold_shift
-    from ..calibration.reliability import reliability
+    from ..calibration.audit import compare_runs
+    from ..calibration.calibrate import calibration
     from ..calibration.inputs import (LabelsError, gold_rows, human_rows, judge_rows, load_gold_labels,
-                                     load_human_labels, swap_consistency, video_qa_fields)
+                                     load_human_labels, video_qa_fields)
     from ..records import read_records
 
     check_outputs({"result": out_path, "report": report, "disagreements": disagreements, "review request": review_request},
@@ -61,7 +61,7 @@ def calibrate(
             raise LabelsError(f"{verdicts}: " + ("not a regular file" if verdicts.exists() else "no such verdicts file"))
     records = read_records(judge_path)
     second = read_records(compare) if compare is not None else None
-    rows_j, errors = judge_rows(records)
+    rows_j, _ = judge_rows(records)
     fields = video_qa_fields()
     rows_h = human_rows(labels)
     check_calibration_inputs(rows_h, rows_j, records, fields, by or [], judge_path)
@@ -72,14 +72,8 @@ def calibrate(
         def tick(field: str, b: int) -> None:
             progress.update(task, advance=1, field=field)
 
-        result = audit(rows_h, rows_j, fields, judge_errors=errors, replicates=replicates, seed=seed,
-                       progress=tick)
-        if golden is not None:
-            result.gold = gold_shift(rows_h, rows_j, gold_rows(golden), fields, replicates, seed, progress=tick)
-    result.swap_consistency = swap_consistency(records)
-    result.reliability = reliability(rows_h, records)
-    for key in by or []:
-        result.slices[key] = audit_slices(rows_h, rows_j, fields, key, replicates=replicates, seed=seed)
+        result = calibration(rows_h, records, replicates=replicates, seed=seed, where=str(judge_path), fields=fields,
+                             gold=gold_rows(golden) if golden is not None else None, by=by or [], progress=tick)
     comparison = compare_runs(rows_h, rows_j, judge_rows(second)[0], fields, replicates, seed) if second is not None else None
     problems = []  # an output that fails does not lose the others, nor the tables below
     if out_path is not None:
@@ -178,12 +172,9 @@ def check_calibration_inputs(rows_h: list, rows_j: list, records: list, fields: 
     """Refuse a calibration that would measure nothing (no labelled turn has a verdict, a --by key
     nobody has), and warn about labelled turns the judge has no verdict for."""
     from ..calibration.audit import slice_key
-    from ..calibration.inputs import unjudged_turns
+    from ..calibration.calibrate import check_judged
 
-    unjudged, labelled = unjudged_turns(rows_h, records)  # records: verdicts and judge errors
-    if unjudged and len(unjudged) == labelled:
-        fail(f"none of the {labelled} labelled turn(s) has a verdict in {judge_path} (the labels name items "
-             f"such as {unjudged[0][0]!r}): are these the labels of this run?")
+    unjudged, labelled = check_judged(rows_h, records, str(judge_path))  # refused where none has a record
     if unjudged:
         examples = ", ".join(f"{i!r} turn {t}" for i, t in unjudged[:3])
         err.print(flagged("warning:", "yellow", f"{len(unjudged)} of {labelled} labelled turn(s) have no verdict "

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, Response
 from pydantic import TypeAdapter
 
-from ...calibration.audit import AuditResult, audit
-from ...calibration.inputs import human_rows, judge_rows, swap_consistency, unjudged_turns, video_qa_fields
+from ...calibration.audit import AuditResult
+from ...calibration.calibrate import calibration, check_judged
+from ...calibration.inputs import LabelsError, human_rows
 from ...schema import JudgeError, RecordIn, Verdict
 from ..bodies import StrictJsonRoute, collector_paused, json_in_pieces
 from ..context import PageDep, ServiceDep, authorized
@@ -46,12 +47,12 @@ def _calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) -> Ca
                                                for r in job_records(svc.engine, body.job_id, 0, None)]
     else:
         records = body.verdicts or []
-    unjudged, labelled = unjudged_turns(body.labels, records)
-    if len(unjudged) == labelled:  # a calibration that would measure nothing, refused as the CLI does
-        where = f"job {body.job_id}" if body.job_id is not None else "the verdicts"
-        raise ProblemError(422, "Labels match no verdict", f"labels: none of the {labelled} labelled turn(s) has a "
-                           f"verdict in {where} (the labels name items such as {unjudged[0][0]!r} turn "
-                           f"{unjudged[0][1]}): are these the labels of these verdicts?")
+    humans = human_rows(body.labels)
+    where = f"job {body.job_id}" if body.job_id is not None else "the verdicts"
+    try:  # a calibration that would measure nothing, refused as every door refuses it
+        _, labelled = check_judged(humans, records, where)
+    except LabelsError as exc:
+        raise ProblemError(422, "Labels match no verdict", f"labels: {exc}") from None
     draws, limit = labelled * body.replicates, svc.settings.max_calibration_draws
     if draws > limit:  # the bootstrap's time grows with turns x replicates: bounded before it starts
         fewer = limit // labelled
@@ -63,9 +64,7 @@ def _calibrate(body: CalibrateRequest, svc: ServiceDep, key: CalibrateKey) -> Ca
     refused = reviewers_problem(svc.engine, body.reviewers)
     if refused:
         raise ProblemError(422, "Invalid reviewer", refused)
-    rows_j, errors = judge_rows(records)
-    result = audit(human_rows(body.labels), rows_j, video_qa_fields(), errors, body.replicates, body.seed)
-    result.swap_consistency = swap_consistency(records)
+    result = calibration(humans, records, replicates=body.replicates, seed=body.seed, where=where)
     if body.job_id is not None:  # kept with the result: the review queue shows them
         inputs = ReviewInputs(labels=body.labels, records=records, items=job_items(svc.engine, body.job_id),
                               resolved=True, job_id=body.job_id)
