@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from ..schema import ReadText
@@ -73,11 +73,24 @@ def is_text_question(question: str) -> bool:
 
 # ----------------------------------------------------------------------------- values
 
+_LABEL_RUN = re.compile(r"\b(" + "|".join(sorted(values.LABELS, key=len, reverse=True)) + r")(?=[A-Za-z]?\d)", re.I)
+_SIGN_RUN = re.compile(r"(?<=[A-Za-z])(?=[-\u2212]\d+(?:[.,]\d+)?\s?°)")
+
+
+def _unglued(text: str) -> str:
+    """A line read with the spaces OCR lost put back where a value depends on them: a label run
+    into its code ("GATEB12" -> "GATE B12", "SEAT14C" -> "SEAT 14C") and a word run into a signed
+    temperature ("OUTSIDE-12°C" -> "OUTSIDE -12°C": minus twelve, not a code "OUTSIDE-12")."""
+    t = _LABEL_RUN.sub(r"\1 ", normalise(text))
+    return _SIGN_RUN.sub(" ", t)
+
+
 def _spaced(text: str) -> str:
     """Normalised, with digits and letters apart ("OPEN8AM-6PM" -> "OPEN 8 AM-6 PM") and a
-    number run into a clock time apart from it ("PLATFORM 414:20" -> "PLATFORM 4 14:20")."""
-    t = normalise(text).replace("\u2013", "-").replace("\u2014", "-")
-    t = re.sub(r"(?<=\d)(?=[A-Za-z])|(?<=[A-Za-z])(?=\d)", " ", t)
+    number run into a clock time apart from it ("PLATFORM 414:20" -> "PLATFORM 4 14:20"); a code of
+    one letter and its digits ("B12") stays whole."""
+    t = _unglued(text).replace("\u2013", "-").replace("\u2014", "-")
+    t = re.sub(r"(?<=\d)(?=[A-Za-z])|(?<=[A-Za-z])(?<!\b[A-Za-z])(?=\d)", " ", t)
     return re.sub(r"(\d)(?=[01]\d:[0-5]\d\b|2[0-3]:[0-5]\d\b)", r"\1 ", t)
 
 
@@ -98,15 +111,40 @@ def _alpha(text: str) -> list[str]:
     return [w for w in re.findall(r"[a-z]+", _spaced(text).lower()) if len(w) >= 3 and w not in _STOP]
 
 
-def word_claims(text: str) -> list[tuple[str, list[str], bool]]:
+# "it does not say ...", "it isn't written ...": what follows is denied to be written
+_DENY = re.compile(r"\b(?:(?:does|do|did)\s+not|doesn't|don't|didn't|never)\s+(?:say|read|show|display|spell)\b|"
+                   r"\b(?:(?:is|was|are|were)\s+not|isn't|wasn't|aren't|weren't)\s+(?:written|printed|displayed|shown)\b",
+                   re.I)
+_NOT_PART = re.compile(r"^\s*(?:but\s+|and\s+)?(?:not|never)\b", re.I)
+
+
+@dataclass(frozen=True)
+class WordClaim:
+    """Words an answer says are written (or, `denied`, says are not)."""
+
+    text: str  # as the answer puts it
+    words: list[str]  # its content words
+    said: bool  # quoted or said to be written ("says ..."), not only a capitalised name
+    denied: bool = False  # "it does not say no parking", "... , not FREE PARKING"
+
+
+def word_claims(text: str) -> list[WordClaim]:
     """What an answer says is written, each with its content words and whether it is quoted or said
     to be written ("says ...") rather than a capitalised name: quoted text, what follows
     "says/reads/called ...", and capitalised names (a sentence's first word only where it is not
-    an ordinary word: "Sorry, I can't read it" claims nothing)."""
+    an ordinary word: "Sorry, I can't read it" claims nothing). What the answer says is not
+    written ("it does not say no parking", "it says free parking, not no parking") is a denied
+    claim, never a claim that it is written."""
     t = normalise(text)
-    spans: list[tuple[str, bool]] = [(a or b, True) for a, b in _QUOTED.findall(t)]
-    spans += [(m.group(1), True) for m in _SAYS.finditer(t)]
+    denials = [(m.end() + d.start(1), m.end() + d.end(1)) for m in _DENY.finditer(t)
+               if (d := re.match(r"[:,]?\s+(?:that\s+|the words?\s+)?([^.;!?]{2,80})", t[m.end():]))]
+    denied_at = lambda at: any(a <= at < b for a, b in denials)  # noqa: E731
+    spans: list[tuple[str, bool, bool]] = [(t[a:b].strip(), True, True) for a, b in denials]
+    spans += [(a or b, True, denied_at(m.start())) for m in _QUOTED.finditer(t) for a, b in [m.groups()]]
+    spans += [(m.group(1), True, False) for m in _SAYS.finditer(t) if not denied_at(m.start())]
     for m in _CAPS.finditer(t):
+        if denied_at(m.start()):
+            continue  # "it does not say NO PARKING": the denial above
         words = m.group(0).split()
         before = t[: m.start()].rstrip()
         if not before or before[-1] in ".!?:":  # a sentence's first word is capitalised anyway
@@ -114,13 +152,13 @@ def word_claims(text: str) -> list[tuple[str, list[str], bool]]:
                              or names.is_ordinary_word(words[0].rstrip(",;:"))):
                 words = words[1:]
         if words:
-            spans.append((" ".join(words), False))
+            spans.append((" ".join(words), False, bool(re.search(r"\bnot\s+$", t[: m.start()], re.I))))
     out = []
-    for span, said in spans:
+    for span, said, denied in spans:
         for part in re.split(r",|;|\s+(?:and|or|&)\s+", span):  # "PgDn and PrtSc": two labels
             words = _alpha(values.digits_for_words(part))  # "fifty" is a value, compared as one
             if words:
-                out.append((part.strip(), words, said))
+                out.append(WordClaim(part.strip(), words, said, denied or bool(_NOT_PART.match(part))))
     return out
 
 
@@ -183,11 +221,13 @@ _KINDS_FOR = {  # the typed values (values.py) each kind of question is about
 
 
 def read_values(text: str) -> list[values.Value]:
-    """The whole values on a line read off the screen: as read, and with digits and letters that OCR
-    ran together apart ("OPEN8AM-6PM", "PLATFORM 414:20")."""
-    found = list(values.values(text))
+    """The whole values on a line read off the screen: as read (with a label or a sign that OCR ran
+    into a value set apart: "GATEB12", "OUTSIDE-12°C"), and with digits and letters that OCR ran
+    together apart ("OPEN8AM-6PM", "PLATFORM 414:20")."""
+    unglued = _unglued(text)
+    found = list(values.values(unglued))
     spaced = _spaced(text)
-    if spaced != normalise(text):
+    if spaced != unglued:
         found += [v for v in values.values(spaced)  # codes are read as written: "7HX-429" is no "HX-429"
                   if v.kind != values.CODE and not any(v.kind == f.kind and values.agree(v, f) for f in found)]
     return found
@@ -236,7 +276,12 @@ def check_answer(question: str, answer: str, reads: Sequence[ReadText], golden: 
         set(values.KINDS) if WORDS in kinds else set())
     asked = values.values(question)
     claims = [v for v in values.excluding(values.values(answer), asked) if v.kind in typed]
-    per_line = [(r, [v for v in read_values(r.text) if v.kind in typed]) for r in reads]
+    # a multi-buy read on screen ("2 FOR €20") prices one thing only where the question asks the
+    # price of that many ("how much are two coffees?")
+    counts = {int(x) for v in asked if v.kind == values.NUMBER for x in v.meanings
+              if isinstance(x, float) and x.is_integer() and x >= 2}
+    per_line = [(r, [replace(v, unit=None) if values.per(v) in counts else v
+                     for v in read_values(r.text) if v.kind in typed]) for r in reads]
     showing = [(r, vs) for r, vs in per_line if vs]
     stated: ScreenCheck | None = None
     other: ScreenCheck | None = None
@@ -291,26 +336,54 @@ def _distinct(lines: Sequence[ReadText]) -> tuple[ReadText, ...]:
 def _check_words(question: str, answer: str, reads: Sequence[ReadText], last: bool,
                  first: bool) -> tuple[ScreenCheck | None, ScreenCheck | None]:
     """The answer's words claimed to be written (quoted, after "says", names) against the lines read:
-    the first claim read, and the first claim nothing of which was read."""
+    the first claim read, and the first claim that shows otherwise: nothing of it read, a line
+    read with other words in their place ("free parking" where "NO PARKING" is read), or a denied
+    claim that was read ("it does not say no parking")."""
     q_words = set(_alpha(question))
-    claims = [(shown, [w for w in words if w not in q_words], quoted) for shown, words, quoted in word_claims(answer)]
-    claims = [(shown, words, quoted) for shown, words, quoted in claims if words]
+    claims = [replace(c, words=[w for w in c.words if w not in q_words]) for c in word_claims(answer)]
+    claims = [c for c in claims if c.words]
     showing = [r for r in reads if _alpha(r.text)]
     if not claims or not showing:
         return None, None
     view = _at_the_edge(showing, lambda r: r.timestamp, last, first)
     stated = other = None
-    for shown, words, quoted in claims:
-        hits = [r for r in view if _matches_words(words, r)]
+    for c in claims:
+        hits = [r for r in view if _matches_words(c.words, r)]
+        if c.denied:
+            if hits and other is None:
+                other = ScreenCheck(False, c.text, tuple(hits), f'says "{c.text}" is not written where it is',
+                                    quoted=True)
+            continue
         if hits:
-            stated = stated or ScreenCheck(True, shown, tuple(hits))
+            stated = stated or ScreenCheck(True, c.text, tuple(hits))
         elif other is None:
             if last or first:
-                if any(_matches_words(words, r) for r in showing):
-                    other = ScreenCheck(False, shown, tuple(_about(question, view)), quoted=quoted)
-            elif not _partly(words, view):
-                other = ScreenCheck(False, shown, tuple(_about(question, view)), quoted=quoted)
+                if any(_matches_words(c.words, r) for r in showing):
+                    other = ScreenCheck(False, c.text, tuple(_about(question, view)), quoted=c.said)
+            elif not _partly(c.words, view):
+                other = ScreenCheck(False, c.text, tuple(_about(question, view)), quoted=c.said)
+            elif c.said and (instead := _in_place(c.text, view)):
+                other = ScreenCheck(False, c.text, instead, "other words where the screen's are", quoted=True)
     return stated, other
+
+
+def _in_place(claim: str, view: Sequence[ReadText]) -> tuple[ReadText, ...]:
+    """The lines read that say, word for word, what the claim says except for words of its own
+    that are nowhere on screen ("FREE PARKING" against "NO PARKING"): the claim puts other words
+    where the screen's are."""
+    said = re.findall(r"[a-z]+", _spaced(claim).lower())
+    seen = [s for r in view for s in re.findall(r"[a-z]+", _spaced(r.text).lower())]
+    out = []
+    for r in view:
+        line = re.findall(r"[a-z]+", _spaced(r.text).lower())
+        if len(line) != len(said) or len(said) < 2:
+            continue
+        pairs = list(zip(said, line, strict=True))
+        same = [a for a, b in pairs if close(a, b) or a == b]
+        differ = [a for a, b in pairs if not (close(a, b) or a == b)]
+        if same and differ and not any(_seen(a, seen) for a in differ):
+            out.append(r)
+    return tuple(out)
 
 
 def _partly(words: list[str], view: Sequence[ReadText]) -> bool:

@@ -141,7 +141,12 @@ _CURRENCY_WORDS = {"dollar": "USD", "dollars": "USD", "usd": "USD", "bucks": "US
 _AMOUNT = r"(?P<amt>\d{1,3}(?:[,.\s]\d{3})+(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?)"
 _DOLLARS_AND_CENTS = re.compile(r"(?<![\d.,])(?P<whole>\d+)\s(?P<cur>dollars?|euros?|pounds?|bucks?)\s(?:and\s)?"
                                 r"(?P<cents>\d{1,2})\s(?:cents?|pence|p)\b", re.I)
-_PRICE_BEFORE = re.compile(r"(?P<cur>US\$|C\$|A\$|R\$|[$£€¥₹₩])\s?" + _AMOUNT + r"(?!\d)")
+_PRICE_BEFORE = re.compile(r"(?P<cur>US\$|C\$|A\$|R\$|[$£€¥₹₩]|\b(?:EUR|USD|GBP|CHF|JPY|CAD|AUD)\b)\s?" + _AMOUNT
+                           + r"(?!\d|[.,]\d)")
+# a multi-buy: "2 FOR €20", "3 for 10 euros", "2FOR20" (read off a tag): the price of several
+_DEAL = re.compile(r"(?<![\w.,])(?P<n>\d{1,2}|two|three|four|five|six|ten)\s?for\s?(?P<cur1>US\$|C\$|A\$|R\$|[$£€¥₹₩]|(?:EUR|USD|GBP|CHF)\b)?\s?"
+                   + _AMOUNT + r"(?:\s?(?P<cur2>[$£€¥₹₩]|euros?|dollars?|pounds?|bucks|quid|EUR|USD|GBP|CHF)(?!\w))?"
+                   r"(?![\d%]|[.,]\d)", re.I)
 _PRICE_AFTER = re.compile(r"(?<![\d.,])" + _AMOUNT + r"\s?(?P<cur>[$£€¥₹₩]|"
                           + "|".join(sorted(_CURRENCY_WORDS, key=len, reverse=True)) + r")(?![\w])", re.I)
 
@@ -157,7 +162,7 @@ _SMALL_WORD = re.compile(r"\b(?P<w>a dozen|a couple of|a pair of|zero|one|two|th
 _ORDINAL_WORD = re.compile(r"\b(?P<w>" + "|".join(_ORDINALS) + r")\b", re.I)
 
 # nouns a number labels when they come before it ("Room 404", "Gate 12", "Platform 4")
-_LABELS = frozenset(
+LABELS = _LABELS = frozenset(
     "room gate platform route exit page floor level bus line track channel aisle row seat table door suite "
     "apartment flat unit building terminal stop bay pump lane station train flight number no chapter verse "
     "episode season model version step car coach carriage locker box lot pier dock berth ward".split())
@@ -188,7 +193,8 @@ _DIMENSIONS = {
     "°c": ("temperature", 1.0), "°f": ("temperature", 1.0), "degree": ("temperature", 1.0),
 }
 # "at most 6", "no more than 6", "max 6": a statement of 6, not a denial of it
-_BOUND = re.compile(r"\b(?:no|not)\s+(?:more|less|fewer|greater|later|earlier|longer|higher|lower)\s+than\b|"
+# (spaces optional: OCR drops them, "NO MORETHAN 6")
+_BOUND = re.compile(r"\b(?:no|not)\s*(?:more|less|fewer|greater|later|earlier|longer|higher|lower)\s*than\b|"
                     r"\bnot\s+(?:to\s+)?exceed(?:ing)?\b", re.I)
 _FILLER = frozenset("of about around roughly approximately nearly almost over under just only some "
                     "more than less fewer exactly at least most big small large little new old other tall "
@@ -361,6 +367,13 @@ def values(text: str) -> tuple[Value, ...]:
                     add(TIME, m.start(g), m.end(g), {(x, None) for x in minutes}, BARE_HOUR)
     for m in _NAMED_TIME.finditer(t):
         add(TIME, m.start(), m.end(), {(0 if m["w"].lower() == "midnight" else 720, None)})
+    for m in _DEAL.finditer(t):
+        amount, cur = _amount(m["amt"]), m["cur1"] or m["cur2"]
+        n = int(m["n"]) if m["n"].isdigit() else _SMALL[m["n"].lower()]
+        if amount is None or not 2 <= n <= 20 or (cur is None and re.match(r"\s?[a-z]", t[m.end():], re.I)):
+            continue  # "2 for 20 minutes" is no price
+        code = (_CURRENCY_SIGNS.get(cur.strip()) or _CURRENCY_WORDS.get(cur.strip().lower())) if cur else None
+        add(PRICE, m.start(), m.end(), {(code, amount)}, f"{DEAL} {n}")
     for m in _DOLLARS_AND_CENTS.finditer(t):
         code = _CURRENCY_WORDS.get(m["cur"].lower())
         add(PRICE, m.start(), m.end(), {(code, round(int(m["whole"]) + int(m["cents"]) / 100, 2))})
@@ -479,7 +492,8 @@ def _marked(t: str, found: list[Value]) -> list[Value]:
 # ----------------------------------------------------------------------------- comparing
 
 _CROSS = {frozenset({NUMBER, PRICE}), frozenset({NUMBER, CODE}), frozenset({NUMBER, TIME})}
-BARE_HOUR = "bare hour"  # the unit of a time read from a bare number ("at 3"), which may be a count
+BARE_HOUR = "bare hour"
+DEAL = "for"  # the unit of a multi-buy price: "for 2" is the price of two  # the unit of a time read from a bare number ("at 3"), which may be a count
 
 
 def compatible(a: Value, b: Value) -> bool:
@@ -487,6 +501,8 @@ def compatible(a: Value, b: Value) -> bool:
     thing too), and the same noun where both name one."""
     if a.kind != b.kind and frozenset({a.kind, b.kind}) not in _CROSS:
         return False
+    if a.kind == b.kind == PRICE:  # the price of one and a multi-buy's price answer the same thing
+        return True
     if {a.kind, b.kind} == {NUMBER, CODE}:
         return (a.unit or b.unit) is None or (a.unit or b.unit) in _LABELS
     if {a.kind, b.kind} == {NUMBER, TIME}:  # "ended at 1" and "the last number was 1"
@@ -506,6 +522,8 @@ def agree(a: Value, b: Value) -> bool:
     """The two values mean the same thing (as whole values: 06:41:46 is not 06:41:49, 555 is not
     555-0199, 2021/10/19 is not 2020/10/19)."""
     if not compatible(a, b):
+        return False
+    if per(a) != per(b):  # "2 FOR €20" is not €20 each
         return False
     if a.kind == b.kind == TIME:
         return any(ma == mb and (sa is None or sb is None or sa == sb)
@@ -530,6 +548,13 @@ def agree(a: Value, b: Value) -> bool:
     if a.unit != b.unit and a.unit in _DIMENSIONS and b.unit in _DIMENSIONS:
         return _same_measure(a, b)
     return bool(_amounts(a) & _amounts(b))
+
+
+def per(v: Value) -> int:
+    """How many things a price is for: 2 for a multi-buy's "2 FOR €20", else 1."""
+    if v.kind == PRICE and v.unit and v.unit.startswith(DEAL + " "):
+        return int(v.unit.split()[1])
+    return 1
 
 
 def _same_measure(a: Value, b: Value) -> bool:

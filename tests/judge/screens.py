@@ -144,6 +144,46 @@ def locker_code() -> np.ndarray:
     return np.asarray(img)
 
 
+def cafe_offer() -> np.ndarray:
+    """A café's price board: one flat white at a decimal-comma price, and a multi-buy below it.
+    (The euro sign is not in the OCR model's alphabet, so the board spells the currency out.)"""
+    img, d = _scene((250, 245, 230))
+    _text(d, (W / 2, 60), "FLAT WHITE", 40, "black", centre=True)
+    _text(d, (W / 2, 130), "EUR 12,50", 70, "black", centre=True)
+    _text(d, (W / 2, 240), "2 FOR EUR 20", 40, "black", centre=True)
+    return np.asarray(img)
+
+
+def gate_sign() -> np.ndarray:
+    """A gate sign in large letters: the OCR reads it without its space, "GATEB12"."""
+    img, d = _scene((20, 30, 60))
+    _text(d, (W / 2, 120), "GATE B12", 90, (255, 220, 0), centre=True)
+    return np.asarray(img)
+
+
+def lift_notice() -> np.ndarray:
+    """A notice in a lift: the OCR reads "NOMORETHAN6PEOPLE"."""
+    img, d = _scene((200, 200, 200))
+    d.rectangle((100, 60, 540, 300), fill="white", outline="black", width=4)
+    _text(d, (W / 2, 100), "LIFT", 40, "black", centre=True)
+    _text(d, (W / 2, 170), "NO MORE THAN 6 PEOPLE", 34, "black", centre=True)
+    return np.asarray(img)
+
+
+def thermometer() -> np.ndarray:
+    """An outdoor thermometer below freezing: the OCR runs the word into the sign, "OUTSIDE-12°C"."""
+    img, d = _scene((10, 10, 20))
+    _text(d, (W / 2, 140), "OUTSIDE -12°C", 60, "white", centre=True)
+    return np.asarray(img)
+
+
+def no_parking() -> np.ndarray:
+    """A no-parking sign."""
+    img, d = _scene((10, 10, 20))
+    _text(d, (W / 2, 140), "NO PARKING", 60, "white", centre=True)
+    return np.asarray(img)
+
+
 # clip name -> (scene, the texts the OCR must read on it, as they appear on screen)
 SCENES: dict[str, tuple[Callable[[], np.ndarray], tuple[str, ...]]] = {
     "clock_seconds": (clock_seconds, ("06:41:49", "HUMIDITY 46%")),
@@ -156,6 +196,11 @@ SCENES: dict[str, tuple[Callable[[], np.ndarray], tuple[str, ...]]] = {
     "price_eur": (price_eur, ("T-SHIRT", "12,50 EUR", "SIZE M")),
     "departures": (departures, ("DEPARTURES", "TP 950", "LISBON", "B32", "09:05")),
     "locker_code": (locker_code, ("PICKUP CODE", "7HX-429", "LOCKER 29")),
+    "cafe_offer": (cafe_offer, ("EUR 12,50", "2 FOR EUR 20")),
+    "gate_sign": (gate_sign, ("GATEB12",)),
+    "lift_notice": (lift_notice, ("LIFT", "NOMORETHAN6PEOPLE")),
+    "thermometer": (thermometer, ("OUTSIDE-12°C",)),
+    "no_parking": (no_parking, ("NO PARKING",)),
 }
 
 

@@ -481,3 +481,57 @@ def test_the_dashcam_stamp_grades_answers(dashcam, question, golden, answer, exp
     judgement, *_ = ReferenceJudge().decide_with(RUBRIC, item, 0, reads)
     got = judgement.response_a.category
     assert got is expected, f"{answer!r} for {question!r}: {got.value}"
+
+
+# ----------------------------------------------------------------------------- values as OCR reads them
+
+OFFER = ("cafe_offer", "How much is one flat white?", "€12.50.")
+OFFER_TWO = ("cafe_offer", "How much are two flat whites?", "€20.")
+GATE_RUN = ("gate_sign", "Which gate is shown?", "Gate B12.")
+LIFT = ("lift_notice", "What does the sign say?", "No more than 6 people.")
+COLD = ("thermometer", "What temperature does the display show?", "-12°C.")
+PARKING = ("no_parking", "What does the sign say?", "No parking.")
+
+READ_AS_OCR_READS = [
+    # a decimal comma is a decimal point; a multi-buy is the price of several, not of one
+    (OFFER, "€12.50", S),
+    (OFFER, "12,50 €", S),
+    (OFFER, "It costs 12.50 euros.", S),
+    (OFFER, "€20", NS),  # "2 FOR EUR 20" prices two
+    (OFFER, "€2", NS),
+    (OFFER, "$12.50", NS),  # the board says EUR
+    (OFFER_TWO, "€20", S),
+    (OFFER_TWO, "€25", NS),
+    # a label run into its code ("GATEB12") holds the code
+    (GATE_RUN, "Gate B12.", S),
+    (GATE_RUN, "B12", S),
+    (GATE_RUN, "Gate 12.", NS),
+    (GATE_RUN, "Gate B21.", NS),
+    # "no more than 6", read without its spaces, states 6
+    (LIFT, "No more than 6 people.", S),
+    (LIFT, "It says at most 6 people.", S),
+    (LIFT, "No more than 8 people.", NS),
+    (LIFT, "It says not 6 people.", NS),
+    # a minus run into the word before it is still a minus
+    (COLD, "-12°C", S),
+    (COLD, "Minus 12 degrees.", S),
+    (COLD, "12°C", NS),
+    (COLD, "12 degrees.", NS),
+    # an answer is judged by what it says is written, not by what it says is not
+    (PARKING, "It does not say no parking; it says free parking.", NS),
+    (PARKING, "It says free parking.", NS),
+    (PARKING, "It says free parking, not no parking.", NS),
+    (PARKING, "It does not say free parking; it says no parking.", S),
+    (PARKING, "It says no parking, not free parking.", S),
+    (PARKING, "It says no parking.", S),
+]
+
+
+@pytest.mark.parametrize("with_golden", [True, False], ids=["golden", "screen-only"])
+@pytest.mark.parametrize("case,answer,expected", cases(READ_AS_OCR_READS))
+def test_values_as_the_ocr_reads_them(screens, case, answer, expected, with_golden):
+    """Decimal commas, multi-buys, codes and signs run into words, bounds and denials, on lines as
+    the OCR reads them ("GATEB12", "OUTSIDE-12°C", "NOMORETHAN6PEOPLE")."""
+    clip, question, golden = case
+    got = category(question, golden if with_golden else None, answer, read(screens, clip))
+    assert got is expected, f"{answer!r} for {question!r} on {clip}: {got.value}"

@@ -174,7 +174,8 @@ def test_values_compare_whole_with_unit_sign_and_order(golden, answer, same):
 @pytest.mark.parametrize("text, negated", [
     ("No more than 6 people.", False), ("At most 6.", False), ("Not to exceed 6 people.", False),
     ("It is not 6.", True), ("There aren't 6 seats.", True),
-], ids=["no-more-than", "at-most", "not-to-exceed", "not", "aren't"])
+    ("NO MORETHAN 6 PEOPLE", False), ("NOT MORETHAN 6", False),  # read off a sign that lost its spaces
+], ids=["no-more-than", "at-most", "not-to-exceed", "not", "aren't", "ocr-no-morethan", "ocr-not-morethan"])
 def test_a_bound_states_its_number_and_a_negation_denies_it(text, negated):
     from framejudge.judge import values as V
 
