@@ -75,9 +75,9 @@ def measure(kind: str, videos: int, questions: int, plain: int, clips: Path) -> 
     reads = {"frames": 0}
     recognise = eyes._recognise
 
-    def counted_recognise(image):  # the OCR engine's work: frames actually read
+    def counted_recognise(image, check=None):  # the OCR engine's work: frames actually read
         reads["frames"] += 1
-        return recognise(image)
+        return recognise(image, check)
 
     eyes._recognise = counted_recognise
 
