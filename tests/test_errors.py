@@ -47,6 +47,8 @@ INTERNAL = {
     "framejudge.judge.model_http.ReplyTooLarge": "a ReplyLimit: the reply's body passed FRAMEJUDGE_MAX_REPLY_MB",
     "framejudge.judge.model_http.RedirectRefused": "a ReplyLimit: a 3xx answer, which a model call never follows",
     "framejudge.judge.model_http.BadEncoding": "a ReplyLimit: a Content-Encoding the call did not ask for",
+    "framejudge.service.review.store.UnitMoved": "another decision reached the unit after it was read; the route "
+                                                 "answers 409 stale_decision and shows the unit again",
     "framejudge.judge.reask.InvalidReply": "a model's reply that is no judgement: asked again, then a judge error",
     "framejudge.judge.meaning.NeedVectors": "asks the caller to embed some texts, then to compute again",
     "framejudge.judge.metamorphic.Skip": "a case a generator cannot transform; counted among the skipped",

@@ -226,6 +226,8 @@ class BatchRefused(BatchError):
     """The provider answered a call with a refusal (4xx, or a redirect, which is never followed):
     nothing was made. Other failures (no answer, a dropped connection, a 5xx) leave it unknown."""
 
+    code = "batch_refused"
+
 
 class Deferred(BaseException):  # a signal, not an error: it passes every `except Exception`
     """Raised by `BatchedLiteLLM` for a call whose reply is not in yet: the turn waits for a later run."""

@@ -5,6 +5,7 @@ next batch, and the same records an online run writes."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -189,8 +190,8 @@ class BatchServer:
 
 def answer_by_order(line: dict) -> dict:
     """A valid judgement for either order of the pair (the swapped call sees B's answer first)."""
-    prompt = json.dumps(line["body"]["messages"])
-    return completion(GOOD_SWAPPED if "Response A: A blue jay" in prompt else GOOD)
+    prompt = json.dumps(line["body"]["messages"])  # the answers fenced as data: "Response A:\n<<<response_a CODE>>>\n..."
+    return completion(GOOD_SWAPPED if re.search(r"Response A:\\n<<<response_a \w+>>>\\nA blue jay", prompt) else GOOD)
 
 
 def write_items(tmp_path: Path) -> Path:
