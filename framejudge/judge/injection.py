@@ -29,15 +29,41 @@ _PATTERNS = [
     re.compile(rf"\b(?:response\s+[ab]\s+)?(?:category|verdict|grade|label|rating)\s*(?:for\s+(?:response\s+)?[ab]\s*)?(?:=|:)\s*{_CATEGORY}\b\.?",
                re.I),
     re.compile(rf"\bresponse\s+[ab]\s*(?:=|:|is)\s*{_CATEGORY}\b\.?", re.I),
-    # instructions to the grader: to ignore the rubric or instructions, to grade, rate, mark or prefer
-    re.compile(rf"[^.!?\n]*\b(?:ignore|disregard|forget|override)\b[^.!?\n]*\b(?:rubric|instructions?|rules?|"
-               rf"guidelines?|prompt|{_GRADER}s?)\b[^.!?\n]*[.!?]?", re.I),
-    re.compile(rf"[^.!?\n]*\b(?:grade|rate|mark|label|score|classify|judge|evaluate)\s+(?:this|it|me|the|my|"
-               rf"response|answer)\b[^.!?\n]*\b{_CATEGORY}\b[^.!?\n]*[.!?]?", re.I),
-    re.compile(r"[^.!?\n]*\b(?:prefer|choose|pick|select)\s+(?:response|answer)\s+[ab]\b[^.!?\n]*[.!?]?", re.I),
-    re.compile(rf"[^.!?\n]*\b(?:dear|attention|note\s+to\s+(?:the\s+)?|to\s+the|as\s+the|you\s+are\s+the)\s*"
-               rf"{_GRADER}\b[^.!?\n]*[.!?]?", re.I),
 ]
+
+
+# sentences that instruct the grader, each found by a word that opens the instruction and, where it needs
+# one, a later word that completes it (searched apart, so that the time stays linear in the text's length,
+# however long a sentence without an end is)
+_INSTRUCTIONS = [
+    # to ignore the rubric or the instructions
+    (re.compile(r"\b(?:ignore|disregard|forget|override)\b", re.I),
+     re.compile(rf"\b(?:rubric|instructions?|rules?|guidelines?|prompt|{_GRADER}s?)\b", re.I)),
+    # to grade, rate, mark ... this answer as a category
+    (re.compile(r"\b(?:grade|rate|mark|label|score|classify|judge|evaluate)\s+(?:this|it|me|the|my|response|answer)\b",
+                re.I), re.compile(rf"\b{_CATEGORY}\b", re.I)),
+    # to prefer one of the responses
+    (re.compile(r"\b(?:prefer|choose|pick|select)\s+(?:response|answer)\s+[ab]\b", re.I), None),
+    # addressed to the grader
+    (re.compile(rf"\b(?:dear|attention|note\s+to\s+(?:the\s+)?|to\s+the|as\s+the|you\s+are\s+the)\s*{_GRADER}\b",
+                re.I), None),
+]
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")  # a line's sentence, with its end marks
+
+
+def _instructions(text: str) -> list[tuple[int, int]]:
+    """The spans of the sentences of `text` that instruct the grader."""
+    spans = []
+    for m in _SENTENCE.finditer(text):
+        sentence = m.group(0)
+        if not sentence.strip():
+            continue
+        for head, tail in _INSTRUCTIONS:
+            opened = head.search(sentence)
+            if opened and (tail is None or any(t.start() >= opened.end() for t in tail.finditer(sentence, opened.end()))):
+                spans.append((m.start(), m.end()))
+                break
+    return spans
 
 
 def injections_in(text: str) -> list[str]:
@@ -45,6 +71,7 @@ def injections_in(text: str) -> list[str]:
     found = []
     for pattern in _PATTERNS:
         found += [(m.start(), m.group(0)) for m in pattern.finditer(text)]
+    found += [(start, text[start:end]) for start, end in _instructions(text)]
     return [t for _, t in sorted(found)]
 
 
@@ -54,6 +81,8 @@ def without_injections(text: str) -> str:
     out = text
     for pattern in _PATTERNS:
         out = pattern.sub(" ", out)
+    for start, end in reversed(_instructions(out)):
+        out = out[:start] + " " + out[end:]
     if out == text:
         return text
     out = re.sub(r"[ \t]*\n[ \t\n]*", "\n", out)
