@@ -119,7 +119,7 @@ def test_healthz_answers_while_a_large_calibration_is_computed(server, monkeypat
 
     base, key, _ = server
     body = calibration(1200)  # more than one chunk of each list (LIST_CHUNK)
-    with held(monkeypatch, route, "unjudged_turns") as (inside, go):
+    with held(monkeypatch, route, "check_judged") as (inside, go):  # inside the calibration, in its thread
         health, answer = answered_meanwhile(base, inside, go, lambda: httpx.post(
             base + "/v1/calibrate", json=body, timeout=HELD, headers={"Authorization": f"Bearer {key}"}))
     assert health.status_code == 200
