@@ -10,15 +10,15 @@ import asyncio
 import json
 
 import pytest
+
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from framejudge import grade
 from framejudge.cli import app
 from framejudge.errors import FramejudgeError
-from framejudge.examples.clips import countdown
-from framejudge.examples.synth import cfr_times, write_video
 from framejudge.schema import Item, JudgeError
+from tests.service.test_job_videos import media  # noqa: F401 - the fixture: a media root holding a 2 s clip.mp4
 from tests.service.test_jobs import auth, wait_done
 from tests.service.test_media import make
 
@@ -28,14 +28,6 @@ LATE = {"single": {"id": "late", "video": "clip.mp4", "turns": [{**TURN, "time":
                   "turns": [{**TURN, "time": 1.0}, {**TURN, "time": 60.0}]}}
 SAID = {"single": "item 'late' turn 0: question time 1e+308 s is after the end of its video (2.000 s)",
         "multi": "item 'late' turn 1: question time 60 s is after the end of its video (2.000 s)"}
-
-
-@pytest.fixture()
-def media(tmp_path):
-    root = tmp_path / "media"
-    root.mkdir()
-    write_video(root / "clip.mp4", countdown, cfr_times(2, 30), gop=30)
-    return root
 
 
 def test_an_infinite_time_is_refused_by_the_schema_every_door_reads_items_with():

@@ -14,19 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from framejudge.service.store import create_key
-from tests.service.test_review import (calibration, csrf_of, current_queue, decide, load_rows, review_app, sign_in,
+from tests.service.test_review import (csrf_of, current_queue, decide, load_rows, sign_in,
                                        unit_version, version_in)
-
-
-def bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-@pytest.fixture()
-def env(tmp_path):
-    with review_app(tmp_path) as e:
-        e.update(calibration(e))
-        yield e
+from tests.service.test_review_integrity import bearer, env  # noqa: F401 - env is the fixture
 
 
 def listed(env) -> list[dict]:
