@@ -48,6 +48,29 @@ def test_the_cli_refuses_a_question_after_the_video_naming_the_item_and_duration
     assert not out.exists()  # nothing graded
 
 
+def test_the_duration_is_read_in_a_capped_decoding_process_not_in_the_caller(tmp_path, media, monkeypatch):
+    """A video's file is untrusted however little of it is read: the demux scan behind the check runs in a
+    decoding process (time limit, memory cap), never in the process that grades or serves."""
+    import framejudge.frame_sampler
+    from framejudge.frame_sampler import sampler
+    from framejudge.service.routes import grading
+
+    def in_the_caller(*args, **kwargs):
+        raise AssertionError("a video was scanned in the calling process")
+
+    # every name it is reached by in this process; the decoding processes (spawned) import their own
+    for module in (sampler, framejudge.frame_sampler, grading):
+        monkeypatch.setattr(module, "video_duration", in_the_caller, raising=False)
+    items = media / "items.jsonl"
+    items.write_text(json.dumps(LATE["multi"]) + "\n")
+    done = CliRunner().invoke(app, ["grade", str(items), "--out", str(tmp_path / "v.jsonl")])
+    assert done.exit_code == 2 and f"error: {SAID['multi']}" in done.output, done.output
+    app_, _, key, _ = make(tmp_path, run_worker=False, media_root=media)
+    with TestClient(app_) as client:
+        r = client.post("/v1/grade", headers=auth(key), json={"item": LATE["single"]})
+    assert r.status_code == 422 and r.json()["code"] == "question_after_video", r.text
+
+
 @pytest.mark.parametrize("shape", list(LATE))
 def test_the_python_api_refuses_a_question_after_the_video(media, shape):
     with pytest.raises(FramejudgeError) as caught:

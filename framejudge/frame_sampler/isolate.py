@@ -38,7 +38,7 @@ from .cache import FrameCache, default_cache_dir
 from .clip import MAX_CLIP_BYTES, Clip, cut_clip
 from .errors import DecodeTimedOut, DecoderDied, FrameSamplerError
 from .probe import Limits
-from .sampler import SampleResult, SamplingWarning, make_params, sample_frames
+from .sampler import SampleResult, SamplingWarning, make_params, sample_frames, video_duration
 
 _CACHES: dict[str, FrameCache] = {}
 RECYCLE_EXIT = 75  # a worker whose allocations failed exits with this before its next task
@@ -112,6 +112,10 @@ def _sample_in_worker(path: str, params: SamplerParams, cache_dir: str | None, l
             return sample_frames(path, params, cache=cache, limits=limits)
 
     return _guarded(sample)
+
+
+def _duration_in_worker(path: str, limits: Limits) -> float:
+    return _guarded(lambda: video_duration(path, limits))
 
 
 def _cut_in_worker(path: str, params: SamplerParams, fps: float, max_bytes: int, limits: Limits) -> Clip:
@@ -232,6 +236,12 @@ class IsolatedSampler:
         """Like `cut_clip` (the clip of a turn's window), in a decoding process under the same time
         limit and memory cap; also raises DecodeTimedOut and DecoderDied."""
         return self._run(_cut_in_worker, (str(path), params, fps, max_bytes, limits), path)
+
+    def duration(self, path: str | os.PathLike[str], *, limits: Limits = Limits()) -> float:
+        """Like `video_duration` (a demux scan of the whole file, nothing decoded), in a decoding process
+        under the same time limit and memory cap: the file is untrusted however little is read of it;
+        also raises DecodeTimedOut and DecoderDied."""
+        return float(self._run(_duration_in_worker, (str(path), limits), path))
 
     def _run(self, task: Any, args: tuple, path: str | os.PathLike[str]) -> Any:
         for attempt in range(2):

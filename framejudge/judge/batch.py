@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -64,29 +64,44 @@ def check_video_urls(named: Iterable[tuple[str, Item]], error: type[ValueError])
             raise error(str(exc)) from None
 
 
-def check_question_times(grader: Any, items: Iterable[Item], error: type[ValueError] = ItemsError) -> None:
+def check_question_times(grader: Any, items: Iterable[Item], error: type[ValueError] = ItemsError,
+                         duration: Callable[[Path], float] | None = None) -> None:
     """That no turn was asked after the end of its item's video, where that video is a local file
-    whose duration can be read (a demux scan, nothing decoded, for the items whose turns carry a
-    time); a problem names the item, the turn, its time and the video's duration. A video that cannot
-    be read, or one in object storage, is left to the grade (where such a turn is a bad_input judge
-    error)."""
+    whose duration can be read (for the items whose turns carry a time); a problem names the item, the
+    turn, its time and the video's duration. The durations are read by `duration` (an
+    IsolatedSampler's, already running), else by capped decoding processes of this call's own: a demux
+    scan of an untrusted file never runs in the calling process. A video that cannot be read, or one in
+    object storage, is left to the grade (where such a turn is a bad_input judge error)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..frame_sampler import FrameSamplerError, video_duration
+    from ..frame_sampler import FrameSamplerError, IsolatedSampler
+    from ..schema import DecodeLimits
     from .pipeline import late_question
 
     timed = [(it, grader._video_path(it)) for it in items if any(t.time is not None for t in it.turns)]
     timed = [(it, path) for it, path in timed if isinstance(path, Path)]
-
-    def duration(path: Path) -> float | None:
-        try:
-            return video_duration(path)
-        except FrameSamplerError:
-            return None
-
     paths = list(dict.fromkeys(path for _, path in timed))
-    with ThreadPoolExecutor(max_workers=min(4, len(paths) or 1)) as pool:
-        durations = dict(zip(paths, pool.map(duration, paths)))
+    if not paths:
+        return
+
+    def read(probe: Callable[[Path], float]) -> dict[Path, float | None]:
+        def one(path: Path) -> float | None:
+            try:
+                return probe(path)
+            except FrameSamplerError:
+                return None
+
+        with ThreadPoolExecutor(max_workers=min(4, len(paths))) as pool:
+            return dict(zip(paths, pool.map(one, paths)))
+
+    if duration is not None:
+        durations = read(duration)
+    else:
+        limits = DecodeLimits()
+        with IsolatedSampler(workers=min(2, len(paths)), timeout_s=limits.timeout_s, max_memory_mb=limits.memory_mb,
+                             cache_dir=None) as probe:
+            probe.start()  # from the main thread: deaf to the terminal's Ctrl-C, as the run's decoders are
+            durations = read(probe.duration)
     for it, path in timed:
         known = durations[path]
         late = late_question(it, known) if known is not None else None

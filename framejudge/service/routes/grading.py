@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
 from ...frame_sampler import (FrameSamplerError, NotARegularFile, SampleResult, VideoNotFound, contact_sheet,
-                              to_data_url, video_duration)
+                              to_data_url)
 from ...judge.pipeline import late_question
 from ...runner.worker import show_video_ref
 from ...schema import Item
@@ -37,7 +38,7 @@ async def grade(body: GradeRequest, svc: ServiceDep, key: GradeKey) -> GradeResp
     fetched: list[Upload] = []  # videos fetched from URLs for this request only
     try:
         [item], [ref] = await svc.resolved([body.item], key, fetched)
-        await asyncio.to_thread(_asked_within, item, body.item.video)
+        await asyncio.to_thread(_asked_within, item, body.item.video, svc.decoder.duration)
         grader = svc.grader(body.judge, rubric, options.model_copy(update={"triage": None}))
         records = await grader.grade(item)
         if options.triage is not None:
@@ -53,9 +54,10 @@ async def grade(body: GradeRequest, svc: ServiceDep, key: GradeKey) -> GradeResp
     return GradeResponse(records=records)
 
 
-def _asked_within(item: Item, ref: str | None) -> None:
+def _asked_within(item: Item, ref: str | None, video_duration: Callable[[str], float]) -> None:
     """422 where a turn was asked after the end of the item's video (its duration read as sampling
-    reads it; a video that cannot be read is left to the grade, which records why)."""
+    reads it, in the server's capped decoding processes; a video that cannot be read is left to the
+    grade, which records why)."""
     if item.video is None or all(t.time is None for t in item.turns):
         return
     try:
