@@ -182,8 +182,13 @@ def first_errors(errors: list[JudgeError]) -> dict[str, str]:
     """The first message of each kind of judge error, with the turn it was about."""
     out: dict[str, str] = {}
     for e in errors:
-        out.setdefault(e.kind.value, f"item {e.item_id} turn {e.turn}: {e.message}")
+        out.setdefault(e.kind.value, error_example(e.item_id, e.turn, e.message))
     return out
+
+
+def error_example(item_id: object, turn: object, message: object) -> str:
+    """A judge error as its kind's first message is shown: the turn it was about, and what happened."""
+    return f"item {item_id} turn {turn}: {message}"
 
 
 def triage_counts(verdicts: list[Verdict]) -> TriageCounts | None:
