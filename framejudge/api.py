@@ -20,7 +20,7 @@ import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -61,22 +61,18 @@ def _items(items: PathLike | Sequence[Item | Mapping[str, Any]]) -> tuple[list[I
     return checked, None
 
 
-def _options(options: GradeOptions | Mapping[str, Any] | None) -> GradeOptions:
-    if isinstance(options, GradeOptions):
-        return options
-    try:
-        return GradeOptions.model_validate(dict(options or {}))
-    except ValidationError as exc:
-        raise InvalidOptions(first_problem(exc, "options")) from None
+Settings = TypeVar("Settings", GradeOptions, DecodeLimits)
 
 
-def _decoding(decoding: DecodeLimits | Mapping[str, Any] | None) -> DecodeLimits:
-    if isinstance(decoding, DecodeLimits):
-        return decoding
+def _settings(kind: type[Settings], given: Settings | Mapping[str, Any] | None, name: str) -> Settings:
+    """`given` as a `kind` (a mapping of its fields, or None: the defaults); InvalidOptions naming the
+    argument `name` and its first problem where it is not one."""
+    if isinstance(given, kind):
+        return given
     try:
-        return DecodeLimits.model_validate(dict(decoding or {}))
+        return kind.model_validate(dict(given or {}))
     except ValidationError as exc:
-        raise InvalidOptions(first_problem(exc, "decoding")) from None
+        raise InvalidOptions(first_problem(exc, name)) from None
 
 
 class Graded(list[Record]):
@@ -117,8 +113,8 @@ async def agrade(
     not_while_starting_a_worker()  # a script's unguarded grade(), run again as a decoding process starts: not there
     the_items, source = _items(items)
     the_rubric = get_rubric(rubric) if isinstance(rubric, str) else rubric
-    the_options = _options(options)
-    limits = _decoding(decoding)
+    the_options = _settings(GradeOptions, options, "options")
+    limits = _settings(DecodeLimits, decoding, "decoding")
     if concurrency < 1:
         raise InvalidOptions("concurrency must be at least 1")
     if batch and out is None:

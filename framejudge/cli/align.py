@@ -25,8 +25,6 @@ from .outputs import check_cache_folder, check_outputs, exit_for_errors, report_
 if TYPE_CHECKING:
     from ..judge.base import Judge
 
-INTERRUPTED_EXIT = 130  # 128 + SIGINT, as shells report a command ended by Ctrl-C
-
 
 @contextlib.contextmanager
 def stopping(judge: Judge) -> Iterator[None]:
@@ -35,6 +33,7 @@ def stopping(judge: Judge) -> Iterator[None]:
     writes nothing before its end: nothing is lost) and the command ends with 130; a second Ctrl-C
     exits at once."""
     from ..judge.base import Stoppable
+    from ..runner.local import INTERRUPTED_EXIT
 
     hits = 0
 

@@ -200,14 +200,12 @@ def leaderboard(
 def exit_for_battle_errors(records: list[Any], plan: Any, battles: Path, what: str) -> None:
     """Exit 1 where some of the plan's battles could not be graded, with each kind of error, how many
     and its first message (as `grade` does); else go on to exit 0."""
-    from collections import Counter
-
-    from ..judge.batch import first_errors
+    from ..judge.batch import errors_by_kind
     from ..leaderboard.plan import standing
     from ..schema import JudgeError
 
     failed = [r for _, _, r in standing(records, plan) if isinstance(r, JudgeError)]
-    exit_for_errors(dict(Counter(e.kind.value for e in failed)), first_errors(failed),
+    exit_for_errors(*errors_by_kind(failed),
                     f"judge error records in {battles}, left out of the {what}; a rerun grades them again")
 
 

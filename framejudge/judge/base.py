@@ -144,6 +144,9 @@ class JudgeBase:
     sees_images: bool = False
     deterministic: bool = False
     spends: bool = False  # its calls cost money: the CLI asks before a run (--yes)
+    # priced at zero for every token by its operator (a self-hosted server: `price` in its judges-file
+    # entry): it spends nothing, whatever `spends` or its backend's capabilities say
+    free: bool = False
     # it reads the request's decoded pixels (`sampled`), not only the frames' JPEG data URLs: frames
     # carried between machines (the Ray engine) then travel as pixels, not as JPEG
     reads_pixels: bool = False
@@ -176,11 +179,9 @@ async def preflight(judge: Judge, spec: str) -> None:
 
 def spends(judge: Judge) -> bool:
     """Whether a judge's calls cost money: the judge says so, or its backend's capabilities in the table of
-    backends do (a plugin may say it in either place; a judge that says nothing anywhere: no). A judge
-    the operator priced at zero for every token (a self-hosted server: `price` in its judges-file entry)
-    spends nothing."""
-    price = getattr(judge, "price", None)
-    if isinstance(price, tuple) and len(price) == 2 and all(p == 0 for p in price):
+    backends do (a plugin may say it in either place; a judge that says nothing anywhere: no). A `free`
+    judge (priced at zero for every token by its operator) spends nothing."""
+    if getattr(judge, "free", False):
         return False
     if getattr(judge, "spends", False):
         return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +170,7 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
     every_usage = [u for u in (r.provenance.usage for r in records if r.provenance) if u]
     usages = [u for u in every_usage if u.known]
     costs = [u.cost_usd for u in usages if u.cost_usd is not None]
+    by_kind, examples = errors_by_kind(list(errors.values()))
     return GradeSummary(
         items=items,
         turns_graded=len(vs),
@@ -183,8 +184,8 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
         swap_consistency=swap_consistency(vs),
         blind_checked=len(blind),
         blind_unchanged=sum(bool(v.blind_unchanged) for v in blind),
-        errors=dict(Counter(e.kind.value for e in errors.values())),
-        error_examples=first_errors(list(errors.values())),
+        errors=by_kind,
+        error_examples=examples,
         prompt_tokens=sum(u.prompt_tokens or 0 for u in usages),
         completion_tokens=sum(u.completion_tokens or 0 for u in usages),
         cost_usd=sum(costs) if costs else None,
@@ -193,12 +194,17 @@ def summarize(records: list[Record], items: int) -> GradeSummary:
     )
 
 
-def first_errors(errors: list[JudgeError]) -> dict[str, str]:
-    """The first message of each kind of judge error, with the turn it was about."""
-    out: dict[str, str] = {}
+def errors_by_kind(errors: Sequence[JudgeError]) -> tuple[dict[str, int], dict[str, str]]:
+    """How many judge errors of each kind, and each kind's first message with the turn it was about."""
+    examples: dict[str, str] = {}
     for e in errors:
-        out.setdefault(e.kind.value, f"item {e.item_id} turn {e.turn}: {e.message}")
-    return out
+        examples.setdefault(e.kind.value, error_example(e.item_id, e.turn, e.message))
+    return dict(Counter(e.kind.value for e in errors)), examples
+
+
+def error_example(item_id: object, turn: object, message: object) -> str:
+    """A judge error as its kind's first message is shown: the turn it was about, and what happened."""
+    return f"item {item_id} turn {turn}: {message}"
 
 
 def triage_counts(verdicts: list[Verdict]) -> TriageCounts | None:

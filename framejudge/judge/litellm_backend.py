@@ -344,6 +344,7 @@ class LiteLLMJudge(JudgeBase):
         self.max_tokens = max_tokens
         self.overload_budget_s = overload_budget_s
         self.price = price
+        self.free = price is not None and price[0] == 0 and price[1] == 0  # a self-hosted model: asks no --yes
         self.takes_video = litellm_takes_video(model)
         self.clip_request_bytes = clip_request_bytes(model)  # None: frame_sampler.clip's default
         self.video_input = video_input

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from ..errors import FramejudgeError
 from ..files import NotJSON, strict_loads, utf8_text
+from ..judge.batch import error_example
 from ..runner.judges import judge_endpoint
 from ..runner.queue import Job, JobItem, JobRecord, live_workers, throughput
 from ..schema import GradeOptions, Item
@@ -159,19 +160,20 @@ def job_status(engine: Engine, job_id: str) -> JobStatus | None:
 
 def _errors_by_kind(s: Session, job_id: str) -> tuple[dict[str, int], dict[str, str]]:
     """A job's judge errors counted by kind, and each kind's first message (the lowest item position's), read
-    from the records' JSON in the database (SQLite's json_extract, PostgreSQL's ->>)."""
+    from the records' JSON in the database (SQLite's json_extract, PostgreSQL's ->>) in one query."""
     column = JobRecord.record_json
     document = cast(column, JSON) if s.get_bind().dialect.name == "postgresql" else type_coerce(column, JSON)
     kind = document["kind"].as_string()
-    mine = (JobRecord.job_id == job_id, JobRecord.kind == "judge_error")
-    counts = {k or "unknown": n for k, n in s.execute(select(kind, func.count()).where(*mine).group_by(kind)).all()}
-    examples = {}
-    for name in counts:
-        first = s.scalars(select(column).where(*mine, kind == name if name != "unknown" else kind.is_(None))
-                          .order_by(JobRecord.position, JobRecord.turn).limit(1)).first()
-        if first is not None:
-            record = json.loads(first)
-            examples[name] = f"item {record.get('item_id')} turn {record.get('turn')}: {record.get('message')}"
+    ranked = (select(kind.label("kind"), column.label("record"), func.count().over(partition_by=kind).label("n"),
+                     func.row_number().over(partition_by=kind, order_by=(JobRecord.position, JobRecord.turn))
+                     .label("rank"))
+              .where(JobRecord.job_id == job_id, JobRecord.kind == "judge_error").subquery())
+    counts: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    for name, n, first in s.execute(select(ranked.c.kind, ranked.c.n, ranked.c.record).where(ranked.c.rank == 1)):
+        record = json.loads(first)
+        counts[name or "unknown"] = n
+        examples[name or "unknown"] = error_example(record.get("item_id"), record.get("turn"), record.get("message"))
     return counts, examples
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections import Counter
 import random
 import tempfile
 from collections.abc import Callable, Sequence, Set
@@ -30,7 +29,7 @@ from ..errors import FramejudgeError
 from ..calibration.inputs import judge_rows, video_qa_fields
 from ..frame_sampler import sample_frames
 from ..judge.base import Judge
-from ..judge.batch import first_errors
+from ..judge.batch import errors_by_kind
 from ..judge.pipeline import Grader, SampleFn
 from ..progress import Progress, Reporter
 from ..records import Record, latest, read_records
@@ -414,6 +413,7 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
     before = graded(base, held, "held apart, base rubric")
     after = graded(new, held, "held apart, aligned rubric")
     comparison, agreement = measure(split.held_apart, before, after, replicates, seed)
+    by_kind, examples = errors_by_kind(failed)
     unit = lambda g: Unit(item_id=g.item_id, turn=g.turn)  # noqa: E731
     result = AlignResult(
         rubric_id=new.id, rubric_version=new.version, rubric_hash=new.content_hash, base_rubric_id=base.id,
@@ -423,6 +423,6 @@ def align(base: Rubric, labels_path: Path, labels: Sequence[HumanLabel], items: 
         example_units=[unit(g) for g in split.example], held_apart_units=[unit(g) for g in split.held_apart],
         judge_mistakes=len(mistakes), unjudged_examples=len(unjudged),
         corrections=[Unit(item_id=c.item_id, turn=c.turn) for c in chosen], correction_tokens=correction_tokens(chosen),
-        comparison=comparison, agreement=agreement, judge_errors=dict(Counter(e.kind.value for e in failed)),
-        judge_error_examples=first_errors(failed))
+        comparison=comparison, agreement=agreement, judge_errors=by_kind,
+        judge_error_examples=examples)
     return Aligned(new, result, warnings)

@@ -267,3 +267,29 @@ def test_a_key_lists_its_own_jobs_newest_first_a_page_at_a_time(db):
         for query in ("limit=0", "limit=501", "offset=-1"):
             r = client.get(f"/v1/jobs?{query}", headers=auth(key))
             assert r.status_code == 422 and r.json()["detail"].startswith(f"query.{query.split('=')[0]}:"), r.text
+
+
+def test_a_jobs_errors_are_counted_by_kind_with_the_lowest_positions_message(db):
+    """Each kind's count and its first message by item position and turn, whatever order the records were
+    written in; other jobs' errors and the job's verdicts count for nothing."""
+    from sqlalchemy.orm import Session
+
+    from framejudge.runner.queue import JobRecord
+    from framejudge.service.jobs import _errors_by_kind
+
+    engine = db[3]
+
+    def error(job, position, turn, kind, message):
+        record = {"record": "judge_error", "item_id": f"i{position}", "turn": turn, "kind": kind, "message": message}
+        return JobRecord(job_id=job, position=position, turn=turn, kind="judge_error", record_json=json.dumps(record))
+
+    with Session(engine) as s, s.begin():
+        s.add_all([error("j1", 5, 0, "timeout", "late five"), error("j1", 2, 1, "timeout", "late two-one"),
+                   error("j1", 2, 0, "timeout", "late two"), error("j1", 7, 0, "invalid_output", "bad seven"),
+                   error("j1", 3, 0, "invalid_output", "bad three"), error("j2", 0, 0, "timeout", "other job"),
+                   JobRecord(job_id="j1", position=0, turn=0, kind="verdict", record_json='{"record": "verdict"}')])
+    with Session(engine) as s:
+        counts, examples = _errors_by_kind(s, "j1")
+        assert _errors_by_kind(s, "j3") == ({}, {})
+    assert counts == {"timeout": 3, "invalid_output": 2}
+    assert examples == {"timeout": "item i2 turn 0: late two", "invalid_output": "item i3 turn 0: bad three"}
