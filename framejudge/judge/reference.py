@@ -240,11 +240,35 @@ def _colour_candidates(text: str) -> str | None:
     return None
 
 
-# a value or name only mentioned: "People often think it's Canberra, but it's Sydney" claims Sydney
-_MENTIONED = re.compile(r"^(?P<mention>[^.!?;]*\b(?:think|thinks|thought|believe|believes|assume|assumes|say|says|"
-                        r"said|mistake|mistaken|confuse|confused|guess|guesses|expect|expects)\b[^.!?;]*?)"
-                        r"[,;]?\s*\b(?:but|however|whereas|yet)\b(?:\s+(?:it's|it is))?\s*(?:actually|really|in fact)?",
-                        re.I)
+# a value or name only mentioned: "People often think it's Canberra, but it's Sydney" claims Sydney.
+# The mention is the first sentence up to the "but" that follows its last verb of mentioning with one
+# after it; found by word searches apart (one pattern spanning both backtracks over every verb, in time
+# quadratic in a long sentence's length).
+_MENTION_VERB = re.compile(r"\b(?:think|thinks|thought|believe|believes|assume|assumes|say|says|said|mistake|mistaken|"
+                           r"confuse|confused|guess|guesses|expect|expects)\b", re.I)
+_BUT = re.compile(r"\b(?:but|however|whereas|yet)\b", re.I)
+_AFTER_BUT = re.compile(r"(?:\s+(?:it's|it is))?\s*(?:actually|really|in fact)?", re.I)
+
+
+def _mention_end(t: str) -> int | None:
+    """Where a leading mention ("People think X, but actually") ends in `t`; None without one."""
+    stop = re.search(r"[.!?;]", t)
+    end = stop.start() if stop else len(t)
+    buts = list(_BUT.finditer(t, 0, end))
+    if stop and t[end] == ";":  # "people think X; but it's Y"
+        rest = t[end + 1:]
+        after = _BUT.match(t, end + 1 + len(rest) - len(rest.lstrip()))
+        buts += [after] if after else []
+    if not buts:
+        return None
+    verbs = [v for v in _MENTION_VERB.finditer(t, 0, end) if v.end() <= buts[-1].start()]
+    if not verbs:
+        return None
+    but = next(b for b in buts if b.start() >= verbs[-1].end())
+    tail = _AFTER_BUT.match(t, but.end())
+    return tail.end() if tail else but.end()
+
+
 # an alternative ruled out after the answer: "Canberra, not Sydney", "red rather than blue"
 _RULED_OUT = re.compile(r"(?:,|\s-)\s*(?:and\s+)?(?:not|rather than|instead of)\s+(?:the\s+|a\s+|an\s+)?"
                         r"[^,.;!?]{1,40}(?=[,.;!?]|$)", re.I)
@@ -254,9 +278,9 @@ def _claimed(text: str) -> str:
     """The answer's claims: without what it only mentions ("people think X, but ...") or rules out
     after its answer (", not Y")."""
     t = normalize(text)
-    m = _MENTIONED.match(t)
-    if m and m.end() < len(t):
-        t = t[m.end():].strip()
+    end = _mention_end(t)
+    if end is not None and end < len(t):
+        t = t[end:].strip()
     return _RULED_OUT.sub("", t).strip() or normalize(text)
 
 
@@ -275,7 +299,8 @@ def _state(text: str, pair: tuple[set[str], set[str]]) -> int | None:
     for m in re.finditer(r"[a-z]+", t):
         for i, side in enumerate(pair):
             if m.group(0) in side:
-                sides.add(i ^ bool(_NOT_BEFORE.search(t[:m.start()])))
+                # the two words before it (a window, so that the look is not back over the whole text)
+                sides.add(i ^ bool(_NOT_BEFORE.search(t, max(0, m.start() - 100), m.start())))
     return sides.pop() if len(sides) == 1 else None
 
 

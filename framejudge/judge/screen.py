@@ -11,6 +11,7 @@ shows and none of them was read.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -115,6 +116,8 @@ def _alpha(text: str) -> list[str]:
 _DENY = re.compile(r"\b(?:(?:does|do|did)\s+not|doesn't|don't|didn't|never)\s+(?:say|read|show|display|spell)\b|"
                    r"\b(?:(?:is|was|are|were)\s+not|isn't|wasn't|aren't|weren't)\s+(?:written|printed|displayed|shown)\b",
                    re.I)
+_DENIED = re.compile(r"[:,]?\s+(?:that\s+|the words?\s+)?([^.;!?]{2,80})")  # what a denial denies
+_NOT_END = re.compile(r"\bnot$", re.I)  # "... , not FREE PARKING"
 _NOT_PART = re.compile(r"^\s*(?:but\s+|and\s+)?(?:not|never)\b", re.I)
 
 
@@ -136,9 +139,10 @@ def word_claims(text: str) -> list[WordClaim]:
     written ("it does not say no parking", "it says free parking, not no parking") is a denied
     claim, never a claim that it is written."""
     t = normalise(text)
-    denials = [(m.end() + d.start(1), m.end() + d.end(1)) for m in _DENY.finditer(t)
-               if (d := re.match(r"[:,]?\s+(?:that\s+|the words?\s+)?([^.;!?]{2,80})", t[m.end():]))]
-    denied_at = lambda at: any(a <= at < b for a, b in denials)  # noqa: E731
+    denials = [d.span(1) for m in _DENY.finditer(t) if (d := _DENIED.match(t, m.end()))]
+    starts = [a for a, _ in denials]  # in order; each denial at most 80 long, so only those near are looked at
+    denied_at = lambda at: any(a <= at < b for a, b in denials[bisect.bisect_left(starts, at - 80):  # noqa: E731
+                                                                 bisect.bisect_right(starts, at)])
     spans: list[tuple[str, bool, bool]] = [(t[a:b].strip(), True, True) for a, b in denials]
     spans += [(a or b, True, denied_at(m.start())) for m in _QUOTED.finditer(t) for a, b in [m.groups()]]
     spans += [(m.group(1), True, False) for m in _SAYS.finditer(t) if not denied_at(m.start())]
@@ -146,13 +150,15 @@ def word_claims(text: str) -> list[WordClaim]:
         if denied_at(m.start()):
             continue  # "it does not say NO PARKING": the denial above
         words = m.group(0).split()
-        before = t[: m.start()].rstrip()
-        if not before or before[-1] in ".!?:":  # a sentence's first word is capitalised anyway
+        j = m.start()  # where the text before it ends, its spaces left out (read back by index: the
+        while j and t[j - 1].isspace():  # text's every capitalised word looks back, so never over it all)
+            j -= 1
+        if not j or t[j - 1] in ".!?:":  # a sentence's first word is capitalised anyway
             while words and (words[0].lower().removesuffix("'s") in _LEAD or not words[0][:1].isupper()
                              or names.is_ordinary_word(words[0].rstrip(",;:"))):
                 words = words[1:]
         if words:
-            spans.append((" ".join(words), False, bool(re.search(r"\bnot\s+$", t[: m.start()], re.I))))
+            spans.append((" ".join(words), False, j < m.start() and bool(_NOT_END.search(t[max(0, j - 4):j]))))
     out = []
     for span, said, denied in spans:
         for part in re.split(r",|;|\s+(?:and|or|&)\s+", span):  # "PgDn and PrtSc": two labels

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import random
+import re
 
 import pytest
 
-from framejudge.judge.reference import ReferenceJudge, grade_response, rank_pair
+from framejudge.judge.reference import ReferenceJudge, _mention_end, grade_response, rank_pair
 from framejudge.rubrics import get_rubric
 from framejudge.schema import Category, Item, Preference
 
@@ -407,3 +409,23 @@ def test_no_check_of_the_answer_is_never_auto_and_says_why(question, golden, res
     assert verdict.confidence.fields["category_a"] <= UNSURE_CAP
     assert "never taken without a look" in verdict.confidence.note
     assert mark(verdict, shipped_thresholds()).decision != "auto"
+
+
+# A mention ("people think X, but") as one pattern spanning the verb and the "but": the statement of
+# what the reference judge finds by word searches apart (the pattern backtracks over every verb of a
+# long sentence, in quadratic time).
+_MENTION_AS_ONE_PATTERN = re.compile(
+    r"^[^.!?;]*\b(?:think|thinks|thought|believe|believes|assume|assumes|say|says|said|mistake|mistaken|confuse|"
+    r"confused|guess|guesses|expect|expects)\b[^.!?;]*?[,;]?\s*\b(?:but|however|whereas|yet)\b"
+    r"(?:\s+(?:it's|it is))?\s*(?:actually|really|in fact)?", re.I)
+
+
+def test_a_mention_ends_where_the_one_pattern_ends_it_over_generated_sentences() -> None:
+    words = ["people", "think", "thinks", "says", "said", "it's", "it is", "Canberra", "Sydney", "but", "But",
+             "however", "yet", "actually", "in fact", "really", "buttons", "saying", "not", "x", ",", ";", ".", "!"]
+    rng = random.Random(0)
+    for _ in range(5000):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 12)))
+        text = re.sub(r" ([,;.!])", r"\1", text) if rng.random() < 0.5 else text
+        m = _MENTION_AS_ONE_PATTERN.match(text)
+        assert _mention_end(text) == (m.end() if m else None), text
