@@ -1602,7 +1602,6 @@ def with_orders(properties: Sequence[Property], orders: int) -> list[Property]:
     """The properties with category-order grading `orders` orders of the rubric (the balanced mode
     for model judges: with k orders each category stands in k different places)."""
     import dataclasses
-    import functools
 
     if orders < 2:
         raise ValueError("category-order needs at least 2 orders")

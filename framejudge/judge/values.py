@@ -162,7 +162,7 @@ _SMALL_WORD = re.compile(r"\b(?P<w>a dozen|a couple of|a pair of|zero|one|two|th
 _ORDINAL_WORD = re.compile(r"\b(?P<w>" + "|".join(_ORDINALS) + r")\b", re.I)
 
 # nouns a number labels when they come before it ("Room 404", "Gate 12", "Platform 4")
-LABELS = _LABELS = frozenset(
+LABELS = frozenset(
     "room gate platform route exit page floor level bus line track channel aisle row seat table door suite "
     "apartment flat unit building terminal stop bay pump lane station train flight number no chapter verse "
     "episode season model version step car coach carriage locker box lot pier dock berth ward".split())
@@ -266,7 +266,7 @@ def _unit_after(text: str, end: int) -> str | None:
 
 def _label_before(text: str, start: int) -> str | None:
     m = re.search(r"\b([a-z]+)\.?\s?#?\s?$", text[max(0, start - 16):start], re.I)
-    if m and m.group(1).lower() in _LABELS:
+    if m and m.group(1).lower() in LABELS:
         return _singular(m.group(1).lower())
     return None
 
@@ -492,8 +492,8 @@ def _marked(t: str, found: list[Value]) -> list[Value]:
 # ----------------------------------------------------------------------------- comparing
 
 _CROSS = {frozenset({NUMBER, PRICE}), frozenset({NUMBER, CODE}), frozenset({NUMBER, TIME})}
-BARE_HOUR = "bare hour"
-DEAL = "for"  # the unit of a multi-buy price: "for 2" is the price of two  # the unit of a time read from a bare number ("at 3"), which may be a count
+BARE_HOUR = "bare hour"  # the unit of a time read from a bare number ("at 3"), which may be a count
+DEAL = "for"  # the unit of a multi-buy price: "for 2" is the price of two
 
 
 def compatible(a: Value, b: Value) -> bool:
@@ -504,7 +504,7 @@ def compatible(a: Value, b: Value) -> bool:
     if a.kind == b.kind == PRICE:  # the price of one and a multi-buy's price answer the same thing
         return True
     if {a.kind, b.kind} == {NUMBER, CODE}:
-        return (a.unit or b.unit) is None or (a.unit or b.unit) in _LABELS
+        return (a.unit or b.unit) is None or (a.unit or b.unit) in LABELS
     if {a.kind, b.kind} == {NUMBER, TIME}:  # "ended at 1" and "the last number was 1"
         n, tm = (a, b) if a.kind == NUMBER else (b, a)
         return tm.unit == BARE_HOUR and n.unit is None
