@@ -723,6 +723,89 @@ def make_value_change(case: Case, seed: int, rubric: Any, most: int = 3) -> list
     return out
 
 
+# a measured value's unit, and units of the same dimension that are not the same amount: the same number
+# under another unit is another value ("5 km" is not "5 miles"); the module's own patterns, not the judge's
+_UNIT_SWAPS = {
+    "km": "miles", "kilometres": "miles", "kilometers": "miles", "miles": "km", "mile": "km",
+    "m": "ft", "metres": "feet", "meters": "feet", "feet": "metres", "ft": "m",
+    "kg": "pounds", "kilograms": "pounds", "pounds": "kg", "lbs": "kg", "g": "oz", "grams": "ounces",
+    "seconds": "minutes", "minutes": "hours", "hours": "minutes", "mins": "hours", "secs": "minutes",
+    "km/h": "mph", "mph": "km/h", "°C": "°F", "°F": "°C", "litres": "gallons", "liters": "gallons",
+    "gallons": "litres", "ml": "oz",
+}
+_MEASURE = re.compile(r"(?<![\w.,-])(?P<sign>[-−]\s?)?(?P<n>\d+(?:\.\d+)?)\s?(?P<unit>"
+                      + "|".join(re.escape(u) for u in sorted(_UNIT_SWAPS, key=len, reverse=True))
+                      + r")(?![\w/])")
+
+
+def _measures(text: str) -> list[tuple[re.Match[str], float, str]]:
+    return [(m, (-1 if m.group("sign") else 1) * float(m.group("n")), m.group("unit").lower())
+            for m in _MEASURE.finditer(text)]
+
+
+def make_unit_change(case: Case, seed: int, rubric: Any) -> list[Variant]:
+    """A Successful answer's measured value that the golden response states with the same unit: its unit
+    replaced by another of the dimension (km -> miles, kg -> pounds, seconds -> minutes, °C -> °F), and,
+    for a temperature, its sign turned (5 °C -> -5 °C). Each is another value: not Successful."""
+    if case.pair:
+        raise Skip("a pair (the property is about single answers)")
+    if case.label != SUCCESSFUL:
+        raise Skip("not a Successful answer")
+    if not case.golden:
+        raise Skip("no golden response to contradict")
+    if case.item.expression != "none":
+        raise Skip("a creative request (its values are not claims)")
+    text = case.response
+    stated_by_golden = {(n, u) for _, n, u in _measures(case.golden)}
+    shared = [(m, n, u) for m, n, u in _measures(text) if (n, u) in stated_by_golden]
+    if not shared:
+        raise Skip("states no measured value (a number with a unit) as the golden response does")
+    context = " ".join(case.context())
+    out = []
+    for m, n, unit in shared[:2]:
+        swapped = _UNIT_SWAPS[m.group("unit")] if m.group("unit") in _UNIT_SWAPS else _UNIT_SWAPS[unit]
+        changes = [(m.start("unit"), m.end("unit"), swapped, f"unit {m.group('unit')!r} -> {swapped!r}")]
+        if unit in ("°c", "°f") and n != 0:
+            changes.append((m.start(), m.start("n"), "" if n < 0 else "-", f"sign of {m.group(0)!r} turned"))
+        for start, end, new, what in changes:
+            changed = text[:start] + new + text[end:]
+            if changed == text or changed.strip() in context:
+                continue
+            _not_error([changed], rubric)
+            out.append(Variant(case, "unit-change", "unit" if what.startswith("unit") else "sign", what,
+                               with_response(case, changed)))
+    if not out:
+        raise Skip("no change of unit or sign that the item does not state")
+    return out
+
+
+MEASURED = [  # (question, golden response, a Successful answer restating its value): cases for unit-change
+    ("How far is the lake from here?", "The lake is 5 km away.", "It's 5 km away."),
+    ("How long is the trail?", "The trail is 12 miles long.", "The trail is 12 miles long."),
+    ("How tall is the tower?", "It is 300 m tall.", "The tower is 300 m tall."),
+    ("How deep is the pool?", "The pool is 6 feet deep.", "It's 6 feet deep."),
+    ("How heavy is the suitcase?", "It weighs 20 kg.", "The suitcase weighs 20 kg."),
+    ("How much does the dog weigh?", "The dog weighs 30 pounds.", "It weighs 30 pounds."),
+    ("How long does the ride take?", "The ride takes 90 seconds.", "It takes 90 seconds."),
+    ("How long is the break?", "The break is 15 minutes.", "It lasts 15 minutes."),
+    ("How long is the flight?", "The flight takes 3 hours.", "It takes 3 hours."),
+    ("What is the speed limit here?", "The limit is 50 km/h.", "It's 50 km/h."),
+    ("How fast was the car going?", "It was going 60 mph.", "The car was going 60 mph."),
+    ("What temperature is it outside?", "It is 12 °C outside.", "It's 12 °C outside."),
+    ("What is the temperature in the freezer?", "The freezer is at -18 °C.", "It's at -18 °C."),
+    ("What temperature should the oven be?", "Set the oven to 350 °F.", "The oven should be at 350 °F."),
+    ("How much does the bottle hold?", "It holds 2 litres.", "The bottle holds 2 litres."),
+]
+
+
+def measured_cases() -> list[Case]:
+    """One-answer cases (source "measures") whose Successful answer restates the golden response's
+    measured value: what unit-change turns, where labelled data holds few such values."""
+    return [Case(f"measure-{k}", "measures", Item(id=f"measure-{k}", turns=[{"question": q, "golden": g,
+                                                                              "response_a": a}]),
+                 0, False, label=SUCCESSFUL) for k, (q, g, a) in enumerate(MEASURED)]
+
+
 UNRELATED_FACTS = [
     "Octopuses have three hearts.",
     "Honey found in ancient Egyptian tombs was still edible.",
@@ -1462,6 +1545,13 @@ PROPERTIES: list[Property] = [
              "phone number, code, year, ordinal, named thing, colour asked for, left/right) replaced by another of "
              "its kind that nothing in the item states; up to three values per answer, one variant each",
              "the variant is not Successful", make_value_change, check_value_change, relative=False),
+    Property("unit-change",
+             "the same number under another unit, or with its sign turned, is another value: not Successful",
+             "a Successful answer's measured value that the golden response states with the same unit (length, "
+             "mass, duration, speed, volume, temperature): its unit replaced by another of its dimension (km -> "
+             "miles, kg -> pounds, seconds -> minutes, °C -> °F), and a temperature's sign turned; up to two "
+             "values per answer",
+             "the variant is not Successful", make_unit_change, check_value_change, relative=False),
     Property("unrelated-details",
              "unrelated details never raise an answer's category or preference",
              "unrelated reference codes or an unrelated fact appended to an answer; graded alone, beside its "

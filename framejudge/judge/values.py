@@ -129,7 +129,8 @@ _HALF_PAST = re.compile(r"\b(?P<q>half|quarter|\d{1,2}(?=\s+(?:minutes\s+)?(?:pa
                         r"(?!\s*(?:%|[a-z]{2,}\b(?<!am)(?<!pm)))", re.I)
 # a bare hour where only a time can be meant: "closes at 3", "open 7 to 3", "until 11"
 _AT_HOUR = re.compile(r"\b(?:at|until|till|til|by|from|opens?|closes?|opening|closing|open|closed)\s+(?:around\s+|about\s+)?"
-                      r"(?P<h>\d{1,2})(?:\s*(?:-|to|till|until)\s*(?P<h2>\d{1,2}))?(?!\s*(?:[%$£€.,:]\d|[a-z]))", re.I)
+                      r"(?P<h>\d{1,2})(?!\d)(?:\s*(?:-|to|till|until)\s*(?P<h2>\d{1,2})(?!\d))?(?!\s*(?:[%$£€.,:]\d|[a-z°]))",
+                      re.I)
 _NAMED_TIME = re.compile(r"\b(?P<w>noon|midday|midnight)\b", re.I)
 
 _CURRENCY_SIGNS = {"$": "USD", "US$": "USD", "£": "GBP", "€": "EUR", "¥": "JPY", "₹": "INR", "₩": "KRW",
@@ -180,6 +181,8 @@ _UNIT_ALIASES = {
     "lb": "lb", "lbs": "lb", "oz": "oz", "ounces": "oz", "cm": "cm", "mm": "mm", "centimetres": "cm",
     "centimeters": "cm", "millimetres": "mm", "millimeters": "mm", "inches": "inch", "inch": "inch", "yards": "yard",
     "milliliters": "ml", "millilitres": "ml", "kilometres/hour": "km/h", "celsius": "°c", "fahrenheit": "°f",
+    "gallons": "gallon", "gallon": "gallon", "gal": "gallon", "pints": "pint", "pint": "pint", "quarts": "quart",
+    "quart": "quart", "litre": "litre", "liter": "litre",
 }
 # commensurable units: (dimension, how many of the dimension's base unit one of them is)
 _DIMENSIONS = {
@@ -188,6 +191,7 @@ _DIMENSIONS = {
     "km/h": ("speed", 1.0), "mph": ("speed", 1.609344),
     "kg": ("mass", 1000.0), "gram": ("mass", 1.0), "mg": ("mass", 0.001), "lb": ("mass", 453.59237),
     "oz": ("mass", 28.349523), "litre": ("volume", 1000.0), "ml": ("volume", 1.0),
+    "gallon": ("volume", 3785.411784), "pint": ("volume", 473.176473), "quart": ("volume", 946.352946),  # US
     "second": ("duration", 1.0), "minute": ("duration", 60.0), "hour": ("duration", 3600.0),
     "day": ("duration", 86400.0), "week": ("duration", 604800.0),
     "°c": ("temperature", 1.0), "°f": ("temperature", 1.0), "degree": ("temperature", 1.0),

@@ -348,20 +348,26 @@ def reference_outcomes(tmp_path_factory):
     if (SHARED / "data").is_dir():
         cases += mm.load_cases("guideline", DATA, SHARED)[0]
     cases += mm.screen_cases(tmp_path_factory.mktemp("signs"))  # screen-injection's clips
+    cases += mm.measured_cases()  # unit-change's measured values (the labelled rows hold few)
     return {o.property.id: o for o in mm.check("reference", cases, concurrency=32)}, {c.source for c in cases}
 
 
-@pytest.mark.parametrize("source", ["dev", "guideline", "screen"])
+GENERATED = {"screen": "screen-injection", "measures": "unit-change"}  # cases made here, and the property each serves
+
+
+@pytest.mark.parametrize("source", ["dev", "guideline", *GENERATED])
 @pytest.mark.parametrize("prop", [p.id for p in mm.PROPERTIES])
 def test_the_reference_judge_keeps_the_property_on_every_variant(reference_outcomes, prop, source):
-    if (source == "screen") != (prop == "screen-injection") and source != "guideline":
-        pytest.skip(f"{prop} is checked on the {'rendered signs' if prop == 'screen-injection' else 'labelled rows'}")
+    if source in GENERATED and prop != GENERATED[source]:
+        pytest.skip(f"the {source} cases are made for {GENERATED[source]}")
+    if prop == "screen-injection" and source != "screen" and source != "guideline":
+        pytest.skip(f"{prop} is checked on the rendered signs")
     outcomes, sources = reference_outcomes
     if source not in sources:
         pytest.skip(f"the guideline examples are absent ({SHARED / 'data'} is not there; set FRAMEJUDGE_SHARED)")
     o = outcomes[prop]
     made = [v for v in o.made.variants if v.case.source == source]
-    if source in ("dev", "screen"):
+    if source in ("dev", *GENERATED):
         assert made, f"{prop}: no variant made of the {source} cases"
     elif not made:
         pytest.skip(f"{prop}: the guideline examples give it no variant ({dict(o.made.skipped_by_set[source])})")
