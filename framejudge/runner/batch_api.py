@@ -90,7 +90,7 @@ litellm's price for each reply, or the judges file's price, times that share).
   `{"key": ..., "request": GenerateContentRequest}` a line (up to 2 GB), uploaded through the Files
   API's resumable upload (`POST /upload/v1beta/files` with `X-Goog-Upload-Protocol: resumable`,
   `X-Goog-Upload-Command: start`, the length and type in `X-Goog-Upload-Header-Content-Length` /
-  `-Type`, answered with `X-Goog-Upload-URL`; the bytes to that URL with `X-Goog-Upload-Command:
+  `-Type`, answered with `X-Goog-Upload-URL`, taken only on the API root's origin; the bytes to that URL with `X-Goog-Upload-Command:
   upload, finalize` at `X-Goog-Upload-Offset: 0`, answered with the file `files/...`); the batch is
   `POST /v1beta/models/{model}:batchGenerateContent` with `{"batch": {"display_name", "input_config":
   {"file_name"}}}`, answered with its operation (`batches/...`); `GET /v1beta/{batches/...}` says
@@ -201,6 +201,7 @@ from ..judge.model_http import (ACCEPT_ENCODING, Decoder, RedirectRefused, Reply
                                 is_redirect, limit_of, max_reply_bytes, mb, read_capped, reply_cap)
 from ..judge.pipeline import Grader
 from ..judge.usage import RAW_REPLY
+from ..net import same_origin
 from ..records import Record
 from ..schema import Item, JudgeError
 from ..schema.batches import BatchIntent, BatchLedger, SubmittedBatch
@@ -927,6 +928,9 @@ class GeminiBatches(BatchAPI):
         url = start.headers.get("x-goog-upload-url")
         if not url:
             raise BatchError(f"{what}: the Files API gave no upload URL (X-Goog-Upload-URL)")
+        if not same_origin(url, self._root(judge)):  # the requests go only to the API the operator named
+            raise BatchError(f"{what}: the Files API's upload URL {url[:200]!r} is not on {self._root(judge)}: "
+                             "nothing sent there")
         done = await _send("POST", url, {"Content-Length": str(len(data)), "X-Goog-Upload-Offset": "0",
                                               "X-Goog-Upload-Command": "upload, finalize"}, what, content=data)
         try:
