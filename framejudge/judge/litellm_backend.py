@@ -661,7 +661,7 @@ class LiteLLMJudge(JudgeBase):
                 if direct:
                     response = await chat_completion(self.api_base or "", self._wire_key(), sent, self.timeout)
                 else:
-                    kept: list[bytes] = []
+                    kept: list[Any] = []  # the answers read (httpx responses)
                     keeping = reply_bodies.set(kept)
                     try:
                         response = await litellm.acompletion(**sent)

@@ -11,8 +11,9 @@
   before the body is read.
 - **A reply arrives whole within the call's time limit**, however slowly its bytes drip.
 
-A litellm judge call keeps the body of the reply it reads (`reply_bodies`), for the check of its token
-usage as the server sent it (judge/usage.py).
+A litellm judge call keeps the answers it reads (`reply_bodies`: the httpx responses themselves, whose
+bodies the client reads once), for the check of its reply's token usage as the server sent it
+(judge/usage.py).
 
 The direct route (openai_wire, aiohttp) applies these itself. Every call litellm makes (the OpenAI
 SDK's and litellm's own HTTP clients, for every provider, batch files included) goes through the
@@ -42,9 +43,10 @@ ACCEPT_ENCODING = "gzip, deflate"
 # the cap of the exchanges made in this context, where a caller reads more than one reply (a batch's
 # results file); None: max_reply_bytes()
 reply_cap: contextvars.ContextVar[int | None] = contextvars.ContextVar("reply_cap", default=None)
-# the bodies of the replies read in this context, where a caller keeps them (a litellm judge call, whose
-# reply's token usage is checked as the server sent it: judge/usage.py); None: not kept
-reply_bodies: contextvars.ContextVar[list[bytes] | None] = contextvars.ContextVar("reply_bodies", default=None)
+# the answers (httpx responses, read by the client as any other: their bodies are not copied) of the
+# exchanges made in this context, where a caller keeps them (a litellm judge call, whose reply's token
+# usage is checked as the server sent it: judge/usage.py); None: not kept
+reply_bodies: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("reply_bodies", default=None)
 
 
 class ReplyLimit(Exception):
@@ -163,24 +165,16 @@ def _httpx_stream(inner: Any, decoder: Decoder, deadline: float | None, request:
 
     class Capped(httpx.AsyncByteStream):
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            kept = reply_bodies.get()
-            body: list[bytes] = []
             async for chunk in inner:
                 if deadline is not None and time.monotonic() > deadline:
                     raise httpx.ReadTimeout("the reply did not arrive whole within the call's time limit",
                                             request=request)
                 for piece in decoder.feed(chunk):
                     if piece:
-                        if kept is not None:
-                            body.append(piece)
                         yield piece
             for piece in decoder.end():
                 if piece:
-                    if kept is not None:
-                        body.append(piece)
                     yield piece
-            if kept is not None:
-                kept.append(b"".join(body))
 
         async def aclose(self) -> None:
             await inner.aclose()
@@ -221,9 +215,13 @@ def bounded_transport(inner: Any) -> Any:
                 raise
             headers = [(k, v) for k, v in response.headers.multi_items()
                        if k.lower() not in ("content-encoding", "content-length")]
-            return httpx.Response(response.status_code, headers=headers,
-                                  stream=_httpx_stream(response.stream, decoder, deadline, request),
-                                  extensions=response.extensions, request=request)
+            answer = httpx.Response(response.status_code, headers=headers,
+                                    stream=_httpx_stream(response.stream, decoder, deadline, request),
+                                    extensions=response.extensions, request=request)
+            kept = reply_bodies.get()
+            if kept is not None:
+                kept.append(answer)
+            return answer
 
         async def aclose(self) -> None:
             await self.inner.aclose()

@@ -11,7 +11,8 @@ Both what the server sent and what litellm made of it are checked: litellm reads
 null as 0 (OpenAI's route), or a string as 0 (Anthropic's), so its counts alone cannot show a
 misreport. The server's reply is read where it is at hand: the direct route's reply (openai_wire) is
 the server's JSON itself, a litellm call's reply body is kept by the bounded transport while the call
-runs (model_http.reply_bodies), and a batch's reply line is the provider's own body.
+runs (model_http.reply_bodies: its counts are kept, `counts_of`), and a batch's reply line is the
+provider's own body.
 """
 
 from __future__ import annotations
@@ -104,20 +105,33 @@ def reply_tokens(response: Any, raw: Any = None) -> tuple[int | None, int | None
 RAW_REPLY = "framejudge_reply"  # where a litellm reply carries the server's body (its `_hidden_params`)
 
 
-def keep_reply(response: Any, bodies: list[bytes]) -> None:
-    """Puts on a litellm reply the last of the bodies its call read that is a JSON object (the
-    reply's own; an error answer before it is not)."""
+def keep_reply(response: Any, answers: list[Any]) -> None:
+    """Puts on a litellm reply what the usage check reads (`counts_of`) of the last answer its call
+    read (httpx responses, `model_http.reply_bodies`) whose body is a JSON object: the reply's own
+    (an error answer before it is not)."""
+    import httpx
+
     hidden = getattr(response, "_hidden_params", None)
     if not isinstance(hidden, dict):
         return
-    for body in reversed(bodies):
+    for answer in reversed(answers):
         try:
-            data = json.loads(body)
-        except ValueError:
+            data = json.loads(answer.content)
+        except (httpx.ResponseNotRead, ValueError):
             continue
         if isinstance(data, dict):
-            hidden[RAW_REPLY] = data
+            hidden[RAW_REPLY] = counts_of(data)
             return
+
+
+def counts_of(body: dict[str, Any]) -> dict[str, Any]:
+    """Of a reply body, only what `raw_problems` reads: its shape's marker and its counts (a reply
+    may be megabytes; its counts are a few numbers)."""
+    for marker, where, required, optional in SHAPES:
+        if marker in body:
+            names = (where,) if where else required + optional
+            return {marker: True, **{name: body[name] for name in names if name in body}}
+    return {}
 
 
 def raw_reply(response: Any) -> Any:

@@ -90,7 +90,7 @@ litellm's price for each reply, or the judges file's price, times that share).
   `{"key": ..., "request": GenerateContentRequest}` a line (up to 2 GB), uploaded through the Files
   API's resumable upload (`POST /upload/v1beta/files` with `X-Goog-Upload-Protocol: resumable`,
   `X-Goog-Upload-Command: start`, the length and type in `X-Goog-Upload-Header-Content-Length` /
-  `-Type`, answered with `X-Goog-Upload-URL`; the bytes to that URL with `X-Goog-Upload-Command:
+  `-Type`, answered with `X-Goog-Upload-URL`, taken only on the API root's origin; the bytes to that URL with `X-Goog-Upload-Command:
   upload, finalize` at `X-Goog-Upload-Offset: 0`, answered with the file `files/...`); the batch is
   `POST /v1beta/models/{model}:batchGenerateContent` with `{"batch": {"display_name", "input_config":
   {"file_name"}}}`, answered with its operation (`batches/...`); `GET /v1beta/{batches/...}` says
@@ -201,6 +201,7 @@ from ..judge.model_http import (ACCEPT_ENCODING, Decoder, RedirectRefused, Reply
                                 is_redirect, limit_of, max_reply_bytes, mb, read_capped, reply_cap)
 from ..judge.pipeline import Grader
 from ..judge.usage import RAW_REPLY
+from ..net import same_origin
 from ..records import Record
 from ..schema import Item, JudgeError
 from ..schema.batches import BatchIntent, BatchLedger, SubmittedBatch
@@ -392,6 +393,29 @@ def _when(text: Any) -> float | None:
 def _found(intent: BatchIntent, batch_id: str, status: Any, how: str) -> SubmittedBatch:
     return SubmittedBatch(id=batch_id, tag=intent.tag, input_file_id=intent.input_file_id, keys=list(intent.keys),
                           submitted_at=intent.written_at, provider_status=str(status or "") or None, found=how)
+
+
+async def _google_pages(url: str, headers: dict[str, str], field: str, what: str, kind: str,
+                        pages: int | None = FIND_PAGES) -> AsyncIterator[list[dict[str, Any]]]:
+    """The entries (`field`) of a Google API listing (the Gemini API's, Vertex AI's, Cloud Storage's),
+    page by page (`pageToken`, `nextPageToken`), at most `pages` pages (None: all); an answer that is
+    not a listing is a BatchError that says `what` was being done and that it was not `kind`."""
+    from urllib.parse import quote
+
+    token = ""
+    read = 0
+    while pages is None or read < pages:
+        response = await _send("GET", url + (f"&pageToken={quote(token, safe='')}" if token else ""), headers, what)
+        try:
+            listing = response.json()
+            entries = [e for e in listing.get(field) or [] if isinstance(e, dict)]
+        except (ValueError, AttributeError):
+            raise BatchError(f"{what}: not {kind}: {response.text[:300]}") from None
+        yield entries
+        read += 1
+        token = str(listing.get("nextPageToken") or "")
+        if not token:
+            return
 
 
 @dataclass(frozen=True)
@@ -927,6 +951,9 @@ class GeminiBatches(BatchAPI):
         url = start.headers.get("x-goog-upload-url")
         if not url:
             raise BatchError(f"{what}: the Files API gave no upload URL (X-Goog-Upload-URL)")
+        if not same_origin(url, self._root(judge)):  # the requests go only to the API the operator named
+            raise BatchError(f"{what}: the Files API's upload URL {url[:200]!r} is not on {self._root(judge)}: "
+                             "nothing sent there")
         done = await _send("POST", url, {"Content-Length": str(len(data)), "X-Goog-Upload-Offset": "0",
                                               "X-Goog-Upload-Command": "upload, finalize"}, what, content=data)
         try:
@@ -957,19 +984,9 @@ class GeminiBatches(BatchAPI):
     async def find(self, judge: LiteLLMJudge, intent: BatchIntent, taken: set[str]) -> SubmittedBatch | None:
         """The batch whose display name carries the intent's tag, or that reads its uploaded file, in
         the listing of batches (`GET /v1beta/batches`: their operations, page by page)."""
-        from urllib.parse import quote
-
         name = f"framejudge-{intent.tag}"
-        page = ""
-        for _ in range(FIND_PAGES):
-            response = await _send("GET", f"{self._root(judge)}/v1beta/batches?pageSize=100"
-                                          + (f"&pageToken={quote(page, safe='')}" if page else ""), self._key(judge),
-                                   "the batches could not be listed")
-            try:
-                listing = response.json()
-                operations = [o for o in listing.get("operations") or [] if isinstance(o, dict)]
-            except (ValueError, AttributeError):
-                raise BatchError(f"the batches could not be listed: not a list of batches: {response.text[:300]}") from None
+        async for operations in _google_pages(f"{self._root(judge)}/v1beta/batches?pageSize=100", self._key(judge),
+                                              "operations", "the batches could not be listed", "a list of batches"):
             for operation in operations:
                 meta = operation.get("metadata")
                 batch: dict[str, Any] = meta if isinstance(meta, dict) else operation
@@ -982,9 +999,6 @@ class GeminiBatches(BatchAPI):
                 if intent.input_file_id and source == intent.input_file_id:
                     return _found(intent, operation["name"], _gemini_state(operation),
                                   f"its input file {intent.input_file_id}")
-            page = str(listing.get("nextPageToken") or "")
-            if not page:
-                return None
         return None
 
     async def poll(self, judge: LiteLLMJudge, batch: SubmittedBatch) -> Poll:
@@ -1200,16 +1214,8 @@ class VertexBatches(GeminiBatches):
         name = f"framejudge-{intent.tag}"
         where = (f"{self._root(judge)}/v1/projects/{project}/locations/{self._location(judge)}/batchPredictionJobs"
                  f"?pageSize=100&filter={quote(f'labels.{TAG_KEY}={intent.tag}', safe='')}")
-        page = ""
-        for _ in range(FIND_PAGES):
-            response = await _send("GET", where + (f"&pageToken={quote(page, safe='')}" if page else ""), auth,
-                                   "the batch prediction jobs could not be listed")
-            try:
-                listing = response.json()
-                jobs = [j for j in listing.get("batchPredictionJobs") or [] if isinstance(j, dict)]
-            except (ValueError, AttributeError):
-                raise BatchError("the batch prediction jobs could not be listed: not a list of jobs: "
-                                 f"{response.text[:300]}") from None
+        async for jobs in _google_pages(where, auth, "batchPredictionJobs",
+                                        "the batch prediction jobs could not be listed", "a list of jobs"):
             for job in jobs:
                 if not isinstance(job.get("name"), str) or job["name"] in taken:
                     continue
@@ -1221,9 +1227,6 @@ class VertexBatches(GeminiBatches):
                     return _found(intent, job["name"], job.get("state"), f"its display name {name}")
                 if intent.input_file_id and intent.input_file_id in uris:
                     return _found(intent, job["name"], job.get("state"), f"its requests file {intent.input_file_id}")
-            page = str(listing.get("nextPageToken") or "")
-            if not page:
-                return None
         return None
 
     async def poll(self, judge: LiteLLMJudge, batch: SubmittedBatch) -> Poll:
@@ -1252,16 +1255,10 @@ class VertexBatches(GeminiBatches):
             bucket, path = split_gs(directory.rstrip("/"))
             what = f"batch {batch.id}: its predictions in {directory} could not be read"
             names: list[str] = []
-            page = ""
-            while True:  # the objects under the output directory, page by page
-                listing = await _send("GET", f"{gcs_root()}/storage/v1/b/{quote(bucket, safe='')}/o?prefix="
-                                             f"{quote(path + '/', safe='')}" + (f"&pageToken={quote(page)}" if page
-                                                                                 else ""), auth, what)
-                found = listing.json()
-                names += [str(i["name"]) for i in found.get("items") or [] if isinstance(i, dict) and "name" in i]
-                page = str(found.get("nextPageToken") or "")
-                if not page:
-                    break
+            async for items in _google_pages(f"{gcs_root()}/storage/v1/b/{quote(bucket, safe='')}/o?prefix="
+                                             f"{quote(path + '/', safe='')}", auth, "items", what,
+                                             "a list of objects", pages=None):  # the output directory's objects
+                names += [str(i["name"]) for i in items if "name" in i]
             for name in sorted(n for n in names if re.fullmatch(r"predictions[^/]*\.jsonl", n.rpartition("/")[2])):
                 found_rows = await _read_results(f"{gcs_root()}/storage/v1/b/{quote(bucket, safe='')}/o/"
                                                  f"{quote(name, safe='')}?alt=media", auth, what,

@@ -288,6 +288,28 @@ def test_a_batch_the_api_refuses_is_a_clear_error(tmp_path, items, monkeypatch):
         assert server.batches == {} and server.files == {}
 
 
+def test_an_upload_url_on_another_server_is_not_sent_the_requests(tmp_path, items):
+    """The Files API's upload URL comes in its answer: one that is not on the API root's origin (here
+    the same loopback server under another name, which would take the bytes) is refused before the
+    requests file, frames and all, is sent there; nothing is made and the ledger keeps no intent."""
+    from framejudge.runner.batch_api import BatchError
+
+    class Elsewhere(GeminiBatchServer):
+        def _start(self, seen):
+            status, body, headers = super()._start(seen)
+            return status, body, {**headers, "X-Goog-Upload-URL": headers["X-Goog-Upload-URL"].replace(
+                "127.0.0.1", "localhost")}
+
+    with Elsewhere(by_order) as server:
+        judges = judges_file(tmp_path, server)
+        with pytest.raises(BatchError, match=r"the Files API's upload URL 'http://localhost:.*' is not on "
+                                             r"http://127\.0\.0\.1:.*nothing sent there"):
+            run(items, tmp_path / "batch.jsonl", judges, batch=True)
+        assert [c.path for c in server.calls] == ["/upload/v1beta/files"]  # the start, and nothing after it
+        assert server.files == {} and server.batches == {}
+        assert ledger_of(tmp_path)["intents"] == []
+
+
 def test_without_a_key_nothing_is_sent_and_the_error_says_so(tmp_path, items):
     # no api_base: the batch would go to Google; without a key it is refused before any call
     env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_BASE")}
