@@ -4,7 +4,7 @@ A reply's token usage is what its cost is computed from, and what the records, t
 the service's /metrics add up. A server that misreports it (a negative count, a count as a string, a
 null, a fraction, `true`, a count no call could reach) would otherwise become a wrong figure: a
 negative cost that lowers a total, a null read as 0. So every count a reply carries is held to
-being an integer from 0 to `MAX_TOKENS`; a reply with any other is recorded with its tokens and cost
+being an integer from 0 to `schema.verdicts.MAX_TOKENS`; a reply with any other is recorded with its tokens and cost
 unknown (null), never a guess, and a note that names what the server sent.
 
 Both what the server sent and what litellm made of it are checked: litellm reads `"12"` as 12 and a
@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-MAX_TOKENS = 10**9  # no model reads or writes a billion tokens in one call: a count above is not a count
+from ..schema.verdicts import token_count  # the one definition, with MAX_TOKENS
+
 _MISSING = object()
 
 # each provider's reply shape: a key only its replies carry, where their counts are (the reply itself
@@ -33,13 +34,6 @@ SHAPES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
      ("totalTokenCount", "cachedContentTokenCount", "thoughtsTokenCount", "toolUsePromptTokenCount")),
     ("done", "", ("prompt_eval_count", "eval_count"), ()),  # Ollama's chat
 )
-
-
-def token_count(value: Any) -> int | None:
-    """`value` if it is a token count (an integer, not a bool, from 0 to MAX_TOKENS), else None."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS:
-        return value
-    return None
 
 
 def _get(obj: Any, name: str) -> Any:

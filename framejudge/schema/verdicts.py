@@ -123,9 +123,15 @@ class Judgement(BaseModel):
         return self
 
 
-def _count(value: Any) -> int | None:
-    """A token count (an integer, not a bool, 0 or more), else None: unknown."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+MAX_TOKENS = 10**9  # no model reads or writes a billion tokens in a call, nor a turn's few calls: above is not a count
+
+
+def token_count(value: Any) -> int | None:
+    """`value` if it is a token count (an integer, not a bool, from 0 to MAX_TOKENS), else None: unknown.
+    The one definition, for a model server's reply (judge.usage) and for a record read back (Usage)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS:
+        return value
+    return None
 
 
 class Usage(BaseModel):
@@ -145,7 +151,7 @@ class Usage(BaseModel):
     @field_validator("prompt_tokens", "completion_tokens", "video_tokens", mode="before")
     @classmethod
     def _counts(cls, value: Any) -> int | None:
-        return _count(value)
+        return token_count(value)
 
     @field_validator("cost_usd", mode="before")
     @classmethod

@@ -104,8 +104,8 @@ def test_one_misreported_attempt_makes_the_turns_usage_unknown():
 
 
 @pytest.mark.parametrize("sent", [{"prompt_tokens": -5}, {"completion_tokens": "12"}, {"prompt_tokens": True},
-                                  {"cost_usd": -2.02}, {"cost_usd": float("nan")}],
-                         ids=["negative", "string", "bool", "negative-cost", "nan-cost"])
+                                  {"prompt_tokens": 10**30}, {"cost_usd": -2.02}, {"cost_usd": float("nan")}],
+                         ids=["negative", "string", "bool", "beyond-any-call", "negative-cost", "nan-cost"])
 def test_records_with_misreported_usage_read_back_as_unknown(sent):
     """A verdicts file written before counts were checked: its usage is read as unknown, never as a
     figure that lowers a total."""
