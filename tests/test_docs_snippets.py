@@ -12,6 +12,7 @@ the same items, labels and clips at its top as the reader's own `items.jsonl` an
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
@@ -238,7 +239,7 @@ def _package_strings() -> list[str]:
 
 # what a quoted message holds that the reader's case fills in: ..., <placeholders>, $VARIABLES, quoted
 # values, exception names, numbers, N and FILE:LINE positions
-_FILLED = re.compile(r"\.\.\.|<[^>]*>|\$\w+|'[^']*'|\"[^\"]*\"|\b[A-Z]\w*Error\b|\b\d+(?:\.\d+)?\b|\bN\b|\b[A-Z]{2,}\b|\S+\.ya?ml:\S*|\S+/\S+|\w+(?:\.\w+)+")
+_FILLED = re.compile(r"\.\.\.|<[^>]*>|\$\w+|(?<!\w)'[^']*'(?!\w)|\"[^\"]*\"|\b[A-Z]\w*Error\b|\b\d+(?:\.\d+)?\b|\bN\b|\b[A-Z]{2,}\b|\S+\.ya?ml:\S*|\S+/\S+|\w+(?:\.\w+)+")
 # what the package passes on from the libraries under it, word for word: pydantic's validation messages,
 # the HTTP clients' connection errors, the providers' own replies
 FROM_LIBRARIES = ("input should be", "cannot connect to host", "api key not valid")
@@ -249,21 +250,26 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[^\W\x00]+|\x00|[^\w\s\x00]", text.lower())
 
 
-def _renders(fragment: list[str], source: list[str]) -> bool:
-    """Whether `fragment` is a stretch of some text `source` writes, a hole in it standing for a few words
-    (a name, a path, a number), with a good part of the fragment's words the source's own."""
-    from functools import lru_cache
+def _renders(fragment: tuple[str, ...], source: list[str]) -> bool:
+    """Whether `fragment` is a stretch of some text `source` writes, from its first word (or the value the
+    source starts with) on, a hole in either standing for a few words (what the reader's case fills in,
+    what the source formats in), with a good part of the fragment's words the source's own."""
 
-    @lru_cache(maxsize=None)
+    @functools.lru_cache(maxsize=None)
     def literal(i: int, j: int, held: int) -> int:  # most words matched literally, or -1 where none fits
         if i == len(fragment):
             return 0
+        if fragment[i] == HOLE:  # the reader's own value: what the source has there, a few of its words
+            best = literal(i + 1, j, 0)
+            if j < len(source) and held < 8:
+                best = max(best, literal(i, j + 1, held + 1))
+            return best
         if j == len(source):
             return -1
-        if source[j] == HOLE:
+        if source[j] == HOLE:  # what the source formats in: a name or a number; where it starts, a phrase
             best = literal(i, j + 1, 0)
-            if held < 8:
-                best = max(best, literal(i + 1, j, held + 1))
+            if held < (4 if j == 0 else 2):  # (words; marks between them come free)
+                best = max(best, literal(i + 1, j, held + fragment[i].isalnum()))
             return best
         if fragment[i] != source[j]:
             return -1
@@ -271,7 +277,8 @@ def _renders(fragment: list[str], source: list[str]) -> bool:
         return -1 if rest < 0 else rest + fragment[i].isalnum()
 
     needed = max(3, round(0.4 * sum(w.isalnum() for w in fragment)))
-    return any(literal(0, j, 0) >= needed for j in range(len(source)))
+    return any(literal(0, j, 0) >= needed for j in range(len(source))
+               if source[j] == fragment[0] or (j == 0 and source[0] == HOLE))  # its first word, or a value it starts with
 
 
 def _quoted_messages() -> list[tuple[str, str]]:
@@ -287,18 +294,51 @@ def _quoted_messages() -> list[tuple[str, str]]:
     return quoted
 
 
+def _trimmed(words: list[str]) -> tuple[str, ...]:
+    """Without the values and marks at either end (they stand for nothing to match)."""
+    while words and not words[0].isalnum():
+        words = words[1:]
+    while words and not words[-1].isalnum():
+        words = words[:-1]
+    return tuple(words)
+
+
+def _fragments(message: str) -> list[tuple[str, ...]]:
+    """A quoted message's words, a hole where the reader's case fills in a value, split where `...` stands
+    for text joined on from elsewhere (an exception's message, a provider's reply)."""
+    text, holed, last = message.removeprefix("error: "), [], 0
+    for m in _FILLED.finditer(text):
+        holed += [text[last:m.start()], "\n" if m.group(0) == "..." else HOLE]
+        last = m.end()
+    holed.append(text[last:])
+    return [_trimmed(_words(part)) for part in "".join(holed).split("\n")]
+
+
+def _printed(fragment: tuple[str, ...], strings: list[list[str]]) -> bool:
+    """Whether one string renders `fragment`, or, where it is a message formatted into another after a value
+    and a colon (`f"cannot use model {name!r}: {exc}"`), each of its parts is some string's."""
+    def one(words: tuple[str, ...]) -> bool:
+        return any(not set(words).isdisjoint(s) and _renders(words, s) for s in strings)
+
+    if one(fragment):
+        return True
+    cuts = [k + 1 for k in range(len(fragment) - 1) if fragment[k:k + 2] == (HOLE, ":")]
+    parts = [_trimmed(list(fragment[a:b])) for a, b in zip([0, *cuts], [*cuts, len(fragment)], strict=True)]
+    checked = [p for p in parts if sum(w.isalnum() for w in p) >= 3]
+    return len(parts) > 1 and bool(checked) and all(one(p) for p in checked)
+
+
 def test_symptom_tables_quote_messages_the_package_prints() -> None:
     strings = [_words(s) for s in _package_strings()]
     quoted = _quoted_messages()
     assert len(quoted) > 40
     missing = []
     for where, text in quoted:
-        for fragment in _FILLED.split(text.removeprefix("error: ")):
-            words = _words(fragment.strip(" :;,.()`"))
-            if len([w for w in words if w.isalnum()]) < 3 or any(p in text.lower() for p in FROM_LIBRARIES):
-                continue
-            if not any(not set(words).isdisjoint(s) and _renders(words, s) for s in strings):
-                missing.append(f"{where}: {fragment.strip()!r} (from `{text}`)")
+        if any(p in text.lower() for p in FROM_LIBRARIES):
+            continue
+        for fragment in _fragments(text):
+            if sum(w.isalnum() for w in fragment) >= 3 and not _printed(fragment, strings):
+                missing.append(f"{where}: {' '.join(fragment)!r} (from `{text}`)")
     assert not missing, "messages quoted in the docs that the package does not print:\n" + "\n".join(missing)
 
 

@@ -47,10 +47,23 @@ def _wait_for(what: Callable[[], bool], proc: subprocess.Popen, log: Path, timeo
         time.sleep(0.02)
 
 
+def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    with log.open("w") as stderr:
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+
+
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
+
+
+def _interrupt(proc: subprocess.Popen, log: Path, graded: int) -> None:
+    """Ctrl-C, as a terminal sends it: the run ends with 130, saying how many turns it kept, no traceback."""
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130, log.read_text()
+    text = log.read_text()
+    assert f"stopped: {graded} turn(s) graded by this run are in" in text and "Traceback" not in text
 
 
 def test_grade_into_a_log_says_how_far_it_is_and_ctrl_c_keeps_what_was_graded(tmp_path):
@@ -72,19 +85,15 @@ def test_grade_into_a_log_says_how_far_it_is_and_ctrl_c_keeps_what_was_graded(tm
                "--no-swap"]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "k", "FRAMEJUDGE_PROGRESS_SECONDS": "0.2",
                "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        with log.open("w") as stderr:
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+        proc = _start(cmd, env, log)
         try:
             _wait_for(lambda: "progress: grading: 2/4 turn(s) (50%)" in log.read_text(), proc, log)
             line = next(x for x in log.read_text().splitlines() if "progress: grading: 2/4 turn(s)" in x)
             assert re.search(r", 0 error\(s\), 2 item\(s\) in hand, calls 2/\d+, \d+ s elapsed", line), line
             assert proc.poll() is None  # two answers are still held: the run cannot have ended
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(timeout=60) == 130, log.read_text()
+            _interrupt(proc, log, graded=2)
         finally:
             _stop(proc)
-        text = log.read_text()
-        assert "stopped: 2 turn(s) graded by this run are in" in text and "Traceback" not in text
         kept = read_records(out)
         assert sorted(r.item_id for r in kept) == ["fast-1", "fast-2"]
         release.set()
@@ -163,11 +172,6 @@ def _loading_run(tmp_path: Path) -> tuple[list[str], dict[str, str], Path, Path,
     return cmd, env, pipe, out, tmp_path / "stderr.txt"
 
 
-def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    with log.open("w") as stderr:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
-
-
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="the model's load waits on a named pipe")
 def test_ctrl_c_while_the_judge_loads_its_model_ends_the_run_and_keeps_what_was_graded(tmp_path):
     """A Ctrl-C while the judge's model loads (in a thread, which nothing can stop) ends the run
@@ -177,12 +181,9 @@ def test_ctrl_c_while_the_judge_loads_its_model_ends_the_run_and_keeps_what_was_
     proc = _start(cmd, env, log)
     try:
         _wait_for(lambda: out.exists() and len(out.read_text().splitlines()) == 3, proc, log)
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 130, log.read_text()
+        _interrupt(proc, log, graded=3)
     finally:
         _stop(proc)
-    text = log.read_text()
-    assert "stopped: 3 turn(s) graded by this run are in" in text and "Traceback" not in text
     assert sorted(r.item_id for r in read_records(out)) == ["a", "b", "c"]
     # the model loads in the next run (its pipe answered), which grades the one turn left
     threading.Thread(target=lambda: pipe.write_text("loaded\n"), daemon=True).start()
